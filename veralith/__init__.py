@@ -1,0 +1,1 @@
+"""Veralith: diagnose why a RAG answer went wrong."""

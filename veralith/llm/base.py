@@ -1,0 +1,61 @@
+"""What every judge backend offers the pipeline: run one task on one input, return output + usage.
+
+Judges receive a client object (never a module-level singleton), so tests pass a fake and the
+OpenAI and local backends are interchangeable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from veralith.llm.tasks import Task
+
+__all__ = ["CallResult", "CallUsage", "JudgeClient"]
+
+
+@dataclass
+class CallUsage:
+    """Usage of one logical judge call (retries and the re-ask included)."""
+
+    model: str = ""
+    calls: int = 0               # HTTP requests that reached the server
+    cache_hits: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float | None = 0.0      # None when the model's price is unknown
+
+    def add(self, other: CallUsage) -> None:
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.input_tokens += other.input_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.output_tokens += other.output_tokens
+        self.usd = None if self.usd is None or other.usd is None else self.usd + other.usd
+
+
+@dataclass
+class CallResult:
+    output: BaseModel
+    usage: CallUsage = field(default_factory=CallUsage)
+
+
+@runtime_checkable
+class JudgeClient(Protocol):
+    backend: str          # "openai" | "local" | a test fake's name
+    model: str            # judge model name ("local-heuristics" for the offline backend)
+    concurrent: bool      # True when calls are I/O bound and worth running in parallel threads
+
+    def prompt_version(self, task: str) -> str:
+        """Version string of the prompt (or heuristic) used for `task`; stored with every judgment."""
+        ...
+
+    def run(self, task: Task, payload: BaseModel) -> CallResult:
+        """Run `task` on `payload`; return an instance of task.output_model that passes task.check.
+
+        Raises veralith.errors.JudgeCallError(kind, message) when it cannot.
+        """
+        ...

@@ -1,0 +1,44 @@
+"""Plain-text helpers shared by the pipeline and the backends (no model, no network)."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["sentence_spans"]
+
+# A sentence ends at . ! ? (optionally followed by quotes/brackets) before whitespace and an
+# uppercase letter, digit or quote, or at a newline. Abbreviations and decimals ("e.g.", "3.5",
+# "U.S.") are protected by requiring whitespace after the stop.
+_ABBREV = {"e.g", "i.e", "mr", "mrs", "ms", "dr", "prof", "st", "vs", "etc", "inc", "ltd", "co", "jr", "sr",
+           "no", "fig", "approx", "u.s", "u.k", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+           "sept", "oct", "nov", "dec"}
+_BOUNDARY = re.compile(r"([.!?]+[\"')\]]*)(\s+)(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans [start, end) of the sentences of `text`, whitespace trimmed, in order."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for match in _BOUNDARY.finditer(text):
+        if match.group(1):
+            end = match.end(1)
+            word = re.search(r"(\S+)$", text[start:match.start(1)])
+            if word and word.group(1).lower().rstrip(".") in _ABBREV:
+                continue
+            if word and len(word.group(1)) == 1 and word.group(1).isupper():  # an initial: "J. Smith"
+                continue
+        else:
+            end = match.start()
+        _append(text, start, end, spans)
+        start = match.end()
+    _append(text, start, len(text), spans)
+    return spans
+
+
+def _append(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
+        spans.append((start, end))

@@ -1,0 +1,211 @@
+"""The typed result model. Everything Veralith returns, stores or prints is one of these.
+
+Bump SCHEMA_VERSION whenever a field is removed, renamed or retyped; docs/schema/ holds the
+generated JSON Schema and a test fails when it drifts from these classes.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = "1.0"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_enum_values=False)
+
+
+class Verdict(str, Enum):
+    Y = "Y"
+    N = "N"
+
+
+class Relation(str, Enum):
+    """How the context relates to a claim. Only `supported` is grounded."""
+
+    supported = "supported"
+    unsupported = "unsupported"        # the context does not say it (absence of evidence)
+    contradicted = "contradicted"      # the context says otherwise
+    conflicting = "conflicting"        # some chunks support it, others contradict it
+
+
+class FailureCell(str, Enum):
+    """Completeness row x Faithfulness column: `<completeness>_<faithfulness>`."""
+
+    complete_grounded = "complete_grounded"
+    complete_ungrounded = "complete_ungrounded"
+    incomplete_grounded = "incomplete_grounded"
+    incomplete_ungrounded = "incomplete_ungrounded"
+    extra_grounded = "extra_grounded"
+    extra_ungrounded = "extra_ungrounded"
+
+
+class SufficiencyLevel(str, Enum):
+    high = "high"
+    low = "low"
+
+
+class ThresholdSource(str, Enum):
+    calibrated = "calibrated"
+    fallback = "fallback"
+
+
+class Execution(str, Enum):
+    success = "success"      # every phase ran
+    partial = "partial"      # some judge failed; the rest is reported
+    error = "error"          # nothing could be judged
+    timeout = "timeout"      # nothing could be judged because the judge server timed out
+    cancelled = "cancelled"  # interrupted before it finished
+
+
+class Availability(str, Enum):
+    assessed = "assessed"
+    no_assessable_claims = "no_assessable_claims"  # empty or content-free response, not a refusal
+    not_evaluated = "not_evaluated"
+
+
+class Gate(str, Enum):
+    pass_ = "pass"
+    fail = "fail"
+    indeterminate = "indeterminate"
+
+
+class Phase(str, Enum):
+    decompose = "decompose"
+    sufficiency = "sufficiency"
+    faithfulness = "faithfulness"
+    completeness = "completeness"
+
+
+class ContextChunk(_Model):
+    id: str
+    text: str
+    source: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SubQuestion(_Model):
+    id: str
+    text: str
+
+
+class Claim(_Model):
+    id: str
+    text: str
+    char_start: int | None = Field(None, description="Start of the claim's span in the response, when locatable.")
+    char_end: int | None = Field(None, description="End (exclusive) of the span, when locatable.")
+
+
+class SufficiencyJudgment(_Model):
+    sub_question_id: str
+    verdict: Verdict
+    reasoning: str
+    chunk_ids: list[str] = Field(default_factory=list, description="Chunks that hold the needed facts.")
+
+
+class FaithfulnessJudgment(_Model):
+    claim_id: str
+    verdict: Verdict
+    relation: Relation
+    reasoning: str
+    grounding_chunk_ids: list[str] = Field(default_factory=list)
+    contradicting_chunk_ids: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _verdict_follows_relation(self) -> FaithfulnessJudgment:
+        if (self.verdict is Verdict.Y) != (self.relation is Relation.supported):
+            raise ValueError("verdict must be Y exactly when relation is 'supported'")
+        return self
+
+
+class CompletenessJudgment(_Model):
+    """What the Completeness judge saw: which claims address which sub-question.
+
+    `uncovered_sub_question_ids` are those no claim addresses at all. The classifier applies the
+    stricter coverage rule (a sub-question is covered only by a *grounded* claim) on top.
+    """
+
+    mappings: dict[str, list[str]] = Field(default_factory=dict)
+    uncovered_sub_question_ids: list[str] = Field(default_factory=list)
+    extra_claim_ids: list[str] = Field(default_factory=list)
+    reasoning: str = ""
+
+
+class Diagnosis(_Model):
+    failure_cell: FailureCell | None = Field(None, description="None when Completeness or Faithfulness failed.")
+    sufficiency_level: SufficiencyLevel
+    sufficiency_fraction: float | None = Field(None, description="Y / sub-questions; None if not judged.")
+    faithfulness_fraction: float | None = Field(None, description="Grounded / claims; None if not judged.")
+    threshold: float
+    threshold_source: ThresholdSource
+    n_sub_questions: int
+    n_claims: int
+    n_uncovered_sub_questions: int | None = None
+    n_extra_claims: int | None = None
+
+
+class Suggestion(_Model):
+    title: str
+    summary: str
+    actions: list[str]
+
+
+class JudgeError(_Model):
+    phase: Phase
+    kind: str = Field(description="timeout | rate_limited | server_error | connection | malformed_reply | "
+                      "auth | bad_request | internal")
+    message: str
+    attempts: int = 1
+
+
+class Status(_Model):
+    execution: Execution
+    availability: Availability
+    quality_gate: Gate
+    reason: str = Field(description="Machine-readable reason code for the gate.")
+    summary: str = Field(description="One sentence for people.")
+
+
+class Usage(_Model):
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float | None = Field(0.0, description="None when a model's price is unknown; never a silent 0.")
+
+
+class EvaluationResult(_Model):
+    schema_version: str = SCHEMA_VERSION
+    trace_id: int | None = None
+    knowledge_base: str = "default"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    query: str
+    context: list[ContextChunk]
+    response: str
+    sub_questions: list[SubQuestion] = Field(default_factory=list)
+    claims: list[Claim] = Field(default_factory=list)
+    refusal: bool = False
+    sufficiency: list[SufficiencyJudgment] = Field(default_factory=list)
+    faithfulness: list[FaithfulnessJudgment] = Field(default_factory=list)
+    completeness: CompletenessJudgment | None = None
+    diagnosis: Diagnosis | None = None
+    suggestion: Suggestion | None = None
+    status: Status
+    errors: list[JudgeError] = Field(default_factory=list)
+    latency_ms: dict[str, float] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    backend: str
+    judge_model: str
+    prompt_versions: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def failure_cell(self) -> FailureCell | None:
+        return self.diagnosis.failure_cell if self.diagnosis else None
+
+    @property
+    def passed(self) -> bool:
+        return self.status.quality_gate is Gate.pass_
