@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fake_openai_server import openai_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

@@ -1,0 +1,362 @@
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1, for tests and benchmarks.
+
+The real `openai` SDK talks to it over HTTP, so retries, timeouts, usage accounting and
+structured-output parsing are exercised for real (openai 3.x runs on httpx2, which respx and
+httpx.MockTransport do not see).
+
+In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
+
+    def test_x(openai_server):
+        openai_server.enqueue({"items": [...]})              # JSON content of one chat.completion
+        openai_server.enqueue('{"items": [')                 # content text as is (malformed here)
+        openai_server.enqueue(Reply.error(429, retry_after=0))
+        openai_server.enqueue(Reply.error(500))
+        openai_server.enqueue(Reply.raw('{"id": "x", "cho'))  # raw HTTP body (truncated)
+        openai_server.enqueue(Reply.hang(5))                  # sleeps past the client's timeout
+        openai_server.responder = lambda body: {...}          # computed replies (after the queue)
+        openai_server.latency_s = 0.05
+        openai_server.set_faults(rate_429=0.1, rate_500=0.1, rate_truncated=0.1, seed=7)
+        ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
+        openai_server.requests, openai_server.count, openai_server.by_task()
+
+Order of answers: scripted queue, then `responder`, then (when `auto` is true, the default) a
+valid, schema-conforming trivial judgment computed from the prompt; with `auto = False` an
+unscripted request gets a 400 naming the problem. Faults apply only to unscripted requests.
+
+As a subprocess (benchmarks, crash and CLI tests):
+
+    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1]
+
+prints `READY http://127.0.0.1:PORT/v1` on its first stdout line; GET /v1/_stats returns counts.
+
+The auto responder reads the data blocks Veralith's prompts render (veralith/llm/prompts.py):
+a `Boundary token: T` line, then `<name-T id="..." ...>text</name-T>` blocks. It answers every
+claim supported by the first chunk, every sub-question sufficient from the first chunk, every
+claim mapped to the first sub-question, and decomposes into one sub-question (the query) and one
+claim per response sentence. Standard library only, so it runs without Veralith installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import random
+import re
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeOpenAIServer", "Reply", "auto_reply", "openai_server"]
+
+
+@dataclass
+class Reply:
+    """One scripted answer. Plain dicts/strings passed to `enqueue` become `Reply.content(...)`."""
+
+    kind: str = "content"                 # content | error | raw | hang
+    content: Any = None                   # dict/list -> JSON text; str -> verbatim content
+    status: int = 200
+    retry_after: float | None = None
+    body: str | None = None               # raw HTTP body (kind raw/error)
+    seconds: float = 0.0                  # hang duration
+    usage: dict[str, int] | None = None   # prompt_tokens, completion_tokens, cached_tokens
+    finish_reason: str = "stop"
+
+    @staticmethod
+    def of(content: Any, *, usage: dict[str, int] | None = None, finish_reason: str = "stop") -> Reply:
+        return Reply("content", content=content, usage=usage, finish_reason=finish_reason)
+
+    @staticmethod
+    def error(status: int, *, retry_after: float | None = None, message: str | None = None) -> Reply:
+        text = message or {429: "Rate limit reached", 500: "The server had an error"}.get(status, "error")
+        body = json.dumps({"error": {"message": text, "type": "fake_error", "param": None, "code": str(status)}})
+        return Reply("error", status=status, retry_after=retry_after, body=body)
+
+    @staticmethod
+    def raw(body: str, *, status: int = 200) -> Reply:
+        return Reply("raw", status=status, body=body)
+
+    @staticmethod
+    def hang(seconds: float) -> Reply:
+        return Reply("hang", seconds=seconds)
+
+
+class FakeOpenAIServer:
+    """The server object: scripting, recording and lifecycle. Thread-safe."""
+
+    def __init__(self, *, port: int = 0, latency_s: float = 0.0, auto: bool = True) -> None:
+        self.latency_s = latency_s
+        self.auto = auto
+        self.responder: Callable[[dict[str, Any]], Any] | None = None
+        self.usage = {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 0}
+        self._faults: dict[str, float] = {}
+        self._rng = random.Random(0)
+        self._lock = threading.Lock()
+        self._queue: list[Reply] = []
+        self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
+        self._stopping = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-openai-server", daemon=True)
+
+    # ------------------------------------------------------------ lifecycle
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()          # wakes hanging handlers so teardown is immediate
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # ------------------------------------------------------------ scripting
+    def enqueue(self, *replies: Any) -> None:
+        with self._lock:
+            self._queue.extend(r if isinstance(r, Reply) else Reply.of(r) for r in replies)
+
+    def set_faults(self, *, rate_429: float = 0.0, rate_500: float = 0.0, rate_truncated: float = 0.0,
+                   seed: int = 0) -> None:
+        """Turn unscripted answers into 429 / 500 / truncated-JSON content at these rates (seeded)."""
+        with self._lock:
+            self._faults = {"429": rate_429, "500": rate_500, "truncated": rate_truncated}
+            self._rng = random.Random(seed)
+
+    # ------------------------------------------------------------ recording
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def headers(self) -> list[dict[str, str]]:
+        with self._lock:
+            return list(self._headers)
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self._requests)
+
+    def by_task(self) -> Counter[str]:
+        """Requests per task name (from response_format, else the system prompt's first line)."""
+        return Counter(task_of(body) for body in self.requests)
+
+    # ------------------------------------------------------------ answering
+    def _next(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._queue.pop(0)
+            roll = self._rng.random() if self._faults else 1.0
+        if roll < self._faults.get("429", 0.0):
+            return Reply.error(429, retry_after=0)
+        roll -= self._faults.get("429", 0.0)
+        if roll < self._faults.get("500", 0.0):
+            return Reply.error(500)
+        roll -= self._faults.get("500", 0.0)
+        truncate = roll < self._faults.get("truncated", 0.0)
+        if self.responder is not None:
+            reply = self.responder(body)
+        elif self.auto:
+            reply = auto_reply(body)
+        else:
+            return Reply.error(400, message=f"fake_openai_server: no reply scripted for request #{self.count} "
+                                            "(enqueue one, set .responder, or set .auto = True)")
+        reply = reply if isinstance(reply, Reply) else Reply.of(reply)
+        if truncate and reply.kind == "content":
+            text = _content_text(reply.content)
+            reply = Reply.of(text[: max(1, len(text) // 2)], finish_reason="length")
+        return reply
+
+    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        usage = {**self.usage, **(reply.usage or {})}
+        return {
+            "id": f"chatcmpl-fake-{self.count}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
+                         "message": {"role": "assistant", "content": _content_text(reply.content),
+                                     "refusal": None}}],
+            "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
+                      "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+                      "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]}},
+        }
+
+
+def _content_text(content: Any) -> str:
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"   # keep-alive: the SDK pools connections
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
+            return
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/").endswith("/_stats"):
+                self._send(200, json.dumps({"count": server.count, "by_task": dict(server.by_task())}))
+            elif self.path.rstrip("/").endswith("/models"):
+                self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+            else:
+                self._send(404, json.dumps({"error": {"message": "not found"}}))
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                body = {"_unparsable": raw.decode("utf-8", "replace")}
+            with server._lock:
+                server._requests.append(body)
+                server._headers.append({k.lower(): v for k, v in self.headers.items()})
+            if server.latency_s:
+                server._stopping.wait(server.latency_s)
+            reply = server._next(body)
+            if reply.kind == "hang":
+                server._stopping.wait(reply.seconds)
+                self.close_connection = True
+                return
+            if reply.kind in ("error", "raw"):
+                extra = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else {}
+                self._send(reply.status, reply.body or "", extra)
+                return
+            self._send(200, json.dumps(server._completion(body, reply)))
+
+        def _send(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
+            data = text.encode("utf-8")
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (extra or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True   # the client gave up (its timeout); nothing to do
+
+    return Handler
+
+
+# ---------------------------------------------------------------- auto responder
+
+_TASKS = ("decompose", "sufficiency", "faithfulness", "completeness")
+_TOKEN = re.compile(r"Boundary token: (\S+)")
+_ATTR = re.compile(r'(\w+)="([^"]*)"')
+
+
+def task_of(body: dict[str, Any]) -> str:
+    fmt = body.get("response_format") or {}
+    name = (fmt.get("json_schema") or {}).get("name")
+    if name in _TASKS:
+        return str(name)
+    messages = body.get("messages") or []
+    first = str(messages[0].get("content", "")) if messages else ""
+    match = re.search(r"task: (\w+)", first.split("\n", 1)[0])
+    return match.group(1) if match and match.group(1) in _TASKS else "unknown"
+
+
+def blocks(body: dict[str, Any]) -> dict[str, list[tuple[dict[str, str], str]]]:
+    """Data blocks of the first user message: {tag name: [(attributes, text), ...]} in order."""
+    user = next((m for m in body.get("messages") or [] if m.get("role") == "user"), {})
+    text = str(user.get("content", ""))
+    token = _TOKEN.search(text)
+    found: dict[str, list[tuple[dict[str, str], str]]] = {}
+    if not token:
+        return found
+    t = re.escape(token.group(1))
+    for m in re.finditer(rf"<(\w+)-{t}((?: \w+=\"[^\"]*\")*)>\n?(.*?)\n?</\1-{t}>", text, re.DOTALL):
+        attrs = {k: html.unescape(v) for k, v in _ATTR.findall(m.group(2))}
+        found.setdefault(m.group(1), []).append((attrs, m.group(3)))
+    return found
+
+
+def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A valid, trivially optimistic judgment for whichever task the request is."""
+    task, b = task_of(body), blocks(body)
+    chunk_ids = [a["id"] for a, _ in b.get("chunk", [])]
+    sq_ids = [a["id"] for a, _ in b.get("sub_question", [])]
+    claim_ids = [a["id"] for a, _ in b.get("claim", [])]
+    first = chunk_ids[:1]
+    if task == "decompose":
+        query = b.get("question", [({}, "")])[0][1].strip()
+        claims = [{"id": f"c{n}", "source_sentence_ids": [a["id"]], "claim": text.strip(), "context_note": None,
+                   "modality": "asserted"}
+                  for n, (a, text) in enumerate([s for s in b.get("sentence", []) if re.search(r"[^\W\d_]", s[1])], 1)]
+        return {"response_kind": "answer" if claims else "no_factual_content",
+                "sub_questions": [{"id": "q1", "text": query, "ambiguity_note": None}] if query else [],
+                "claims": claims}
+    if task == "sufficiency":
+        return {"items": [{"sub_question_id": i, "required_facts": ["the answer"], "evidence": [],
+                           "missing_facts": [] if first else ["the answer"], "reasoning": "auto reply",
+                           "sufficient": "yes" if first else "no", "supporting_chunk_ids": first}
+                          for i in sq_ids]}
+    if task == "faithfulness":
+        return {"items": [{"claim_id": i, "evidence": [], "reasoning": "auto reply",
+                           "relation": "supported" if first else "unsupported", "grounding_chunk_ids": first,
+                           "contradicting_chunk_ids": []} for i in claim_ids]}
+    if task == "completeness":
+        return {"reasoning": "auto reply",
+                "items": [{"claim_id": i, "reasoning": "auto reply", "sub_question_ids": sq_ids[:1]}
+                          for i in claim_ids]}
+    return {"error": "fake_openai_server: unknown task"}
+
+
+# ---------------------------------------------------------------- pytest fixture and CLI
+
+try:
+    import pytest
+except ImportError:  # the subprocess mode must not need pytest
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+    @pytest.fixture
+    def openai_server() -> Iterator[FakeOpenAIServer]:
+        """A fresh server per test (starts in a few ms); answers unscripted requests with `auto_reply`."""
+        server = FakeOpenAIServer().start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="OpenAI-compatible fake server for Veralith tests")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    parser.add_argument("--auto", action="store_true", help="answer every request with a valid judgment")
+    parser.add_argument("--fault-429", type=float, default=0.0)
+    parser.add_argument("--fault-500", type=float, default=0.0)
+    parser.add_argument("--fault-truncated", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(port=args.port, latency_s=args.latency, auto=args.auto)
+    server.set_faults(rate_429=args.fault_429, rate_500=args.fault_500, rate_truncated=args.fault_truncated,
+                      seed=args.seed)
+    print(f"READY {server.base_url}", flush=True)
+    try:
+        server._httpd.serve_forever(poll_interval=0.05)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server._httpd.server_close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
