@@ -1,0 +1,84 @@
+"""An in-process fake judge client for pipeline tests: script replies per task, read the history."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict, deque
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from veralith.errors import JudgeCallError
+from veralith.llm.base import CallResult, CallUsage
+from veralith.llm.tasks import Task
+
+
+class FakeClient:
+    backend = "fake"
+    model = "fake-model"
+
+    def __init__(self, concurrent: bool = True) -> None:
+        self.concurrent = concurrent
+        self._queues: dict[str, deque] = defaultdict(deque)
+        self._responders: dict[str, Callable[[Any], Any]] = {}
+        self.history: list[tuple[str, BaseModel]] = []
+        self._lock = threading.Lock()
+
+    def prompt_version(self, task: str) -> str:
+        return f"fake-{task}-1"
+
+    def enqueue(self, task: str, reply: Any) -> "FakeClient":
+        """reply: an output model instance, a dict for it, or an exception to raise."""
+        self._queues[task].append(reply)
+        return self
+
+    def respond(self, task: str, fn: Callable[[Any], Any]) -> "FakeClient":
+        """Compute replies from the payload when nothing is queued."""
+        self._responders[task] = fn
+        return self
+
+    def calls(self, task: str) -> list[BaseModel]:
+        return [p for t, p in self.history if t == task]
+
+    def run(self, task: Task, payload: BaseModel) -> CallResult:
+        with self._lock:
+            self.history.append((task.name, payload))
+            reply = self._queues[task.name].popleft() if self._queues[task.name] else None
+        if reply is None:
+            if task.name not in self._responders:
+                raise AssertionError(f"no scripted reply for {task.name}")
+            reply = self._responders[task.name](payload)
+        if isinstance(reply, BaseException):
+            raise reply
+        output = reply if isinstance(reply, BaseModel) else task.output_model.model_validate(reply)
+        problems = task.check(payload, output)
+        if problems:
+            raise JudgeCallError("malformed_reply", "; ".join(problems))
+        return CallResult(output, CallUsage(model=self.model, calls=1, input_tokens=100, output_tokens=10, usd=0.001))
+
+
+def supported(claim_id: str, chunk: str = "c0") -> dict:
+    return {"claim_id": claim_id, "evidence": [], "reasoning": "stated", "relation": "supported",
+            "grounding_chunk_ids": [chunk], "contradicting_chunk_ids": []}
+
+
+def unsupported(claim_id: str) -> dict:
+    return {"claim_id": claim_id, "evidence": [], "reasoning": "not stated", "relation": "unsupported",
+            "grounding_chunk_ids": [], "contradicting_chunk_ids": []}
+
+
+def suff(sq_id: str, yes: bool, chunk: str = "c0") -> dict:
+    return {"sub_question_id": sq_id, "required_facts": ["f"], "evidence": [], "missing_facts": [] if yes else ["f"],
+            "reasoning": "r", "sufficient": "yes" if yes else "no", "supporting_chunk_ids": [chunk] if yes else []}
+
+
+def decomposition(sub_questions: list[str], claims: list[tuple[str, list[str]]], kind: str = "answer") -> dict:
+    return {"response_kind": kind,
+            "sub_questions": [{"id": f"q{i + 1}", "text": t, "ambiguity_note": None} for i, t in enumerate(sub_questions)],
+            "claims": [{"id": f"c{i + 1}", "source_sentence_ids": s, "claim": t, "context_note": None,
+                        "modality": "asserted"} for i, (t, s) in enumerate(claims)]}
+
+
+def mapping(pairs: dict[str, list[str]]) -> dict:
+    return {"reasoning": "aligned", "items": [{"claim_id": c, "reasoning": "r", "sub_question_ids": q}
+                                             for c, q in pairs.items()]}

@@ -1,0 +1,260 @@
+"""The orchestrator: validate → decompose → three judges (concurrently) → classify → suggest → store.
+
+Each judge is isolated: its own calls, its own error slot, its own timing. One failing never
+stops the others; a judge that failed leaves None behind, and everything that depends on it
+(the cell, the gate) says "unknown" rather than guessing.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel
+
+from veralith.config import settings
+from veralith.errors import JudgeCallError
+from veralith.llm.base import CallUsage, JudgeClient
+from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
+from veralith.models import (
+    Availability,
+    ContextChunk,
+    Diagnosis,
+    EvaluationResult,
+    Execution,
+    JudgeError,
+    Phase,
+    Status,
+    SufficiencyLevel,
+    ThresholdSource,
+    Usage,
+)
+from veralith.pipeline import classify as classify_mod
+from veralith.pipeline.decompose import Decomposition, decompose
+from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
+from veralith.pipeline.judges import completeness, faithfulness, sufficiency
+from veralith.pipeline.suggest import suggest
+from veralith.policy import quality_gate
+
+__all__ = ["evaluate", "run_pipeline"]
+
+
+def evaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
+             knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
+             sync: bool | None = None, client: JudgeClient | None = None) -> EvaluationResult:
+    """Evaluate one trace synchronously and return the typed result (stored when `persist`).
+
+    `sync` exists for symmetry with `log()` and has no effect: evaluate() is always synchronous.
+    `trace_id` re-evaluates that stored trace in place.
+    """
+    del sync
+    query = check_text("query", query)
+    response = check_text("response", response)
+    chunks = normalize_context(context)
+    knowledge_base = check_knowledge_base(knowledge_base)
+    metadata = check_metadata(metadata)
+    if trace_id is not None and (isinstance(trace_id, bool) or not isinstance(trace_id, int)):
+        raise TypeError(f"trace_id must be an int or None, got {type(trace_id).__name__}")
+    if settings.per_trace_budget_usd is not None:
+        from veralith.observability.cost import enforce_budget
+        enforce_budget(query, chunks, response)  # raises BudgetExceeded before any write or call
+    if client is None:
+        from veralith.llm import get_client
+        client = get_client()
+
+    db = None
+    if persist:
+        from veralith.store.db import open_db
+        db = open_db()
+    threshold, source = _threshold(knowledge_base, db)
+    result = run_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=source,
+                          knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id)
+    if db is not None:
+        from veralith.store.repository import save_result
+        result.trace_id = save_result(db, result)
+    return result
+
+
+def _threshold(knowledge_base: str, db: Any) -> tuple[float, ThresholdSource]:
+    if db is None:
+        return settings.sufficiency_fallback, ThresholdSource.fallback
+    from veralith.pipeline.calibrate import current_threshold
+    return current_threshold(knowledge_base, db)
+
+
+def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
+                 threshold: float, threshold_source: ThresholdSource, knowledge_base: str = "default",
+                 metadata: dict[str, Any] | None = None, trace_id: int | None = None) -> EvaluationResult:
+    """Run every stage on validated inputs. Never raises for a judge failure; records it instead."""
+    started = time.perf_counter()
+    latency: dict[str, float] = {}
+    usage = CallUsage()
+    errors: list[JudgeError] = []
+    versions: dict[str, str] = {}
+    base = dict(trace_id=trace_id, knowledge_base=knowledge_base, metadata=metadata or {}, query=query,
+                context=chunks, response=response, backend=client.backend, judge_model=client.model)
+
+    t0 = time.perf_counter()
+    versions["decompose"] = client.prompt_version("decompose")
+    try:
+        parts = decompose(client, query, response)
+        usage.add(parts.usage)
+    except Exception as exc:  # isolated: any failure becomes a recorded error, never a crash
+        exc = _as_call_error(exc)
+        errors.append(_error(Phase.decompose, exc))
+        latency["decompose"] = _ms(t0)
+        latency["total"] = _ms(started)
+        gate, reason, summary = quality_gate(failure_cell=None, availability=Availability.not_evaluated,
+                                             refusal=False, sufficiency_level=SufficiencyLevel.low,
+                                             sufficiency_failed=True)
+        execution = Execution.timeout if exc.kind == "timeout" else Execution.error
+        return EvaluationResult(
+            **base, status=Status(execution=execution, availability=Availability.not_evaluated,
+                                  quality_gate=gate, reason="decomposition_failed",
+                                  summary=f"Decomposition failed ({exc.kind}); nothing was judged."),
+            errors=errors, latency_ms=latency, usage=_usage(usage), prompt_versions=versions)
+    latency["decompose"] = _ms(t0)
+
+    judged = _run_judges(client, query, chunks, parts, latency, usage, errors, versions)
+    suff, faith, comp = judged[Phase.sufficiency], judged[Phase.faithfulness], judged[Phase.completeness]
+
+    t0 = time.perf_counter()
+    cls = classify_mod.classify(parts.sub_questions, parts.claims, faith, comp)
+    level, suff_fraction = classify_mod.sufficiency_level(suff, len(parts.sub_questions), threshold)
+    diagnosis = Diagnosis(
+        failure_cell=cls.failure_cell, sufficiency_level=level, sufficiency_fraction=suff_fraction,
+        faithfulness_fraction=cls.faithfulness_fraction, threshold=threshold, threshold_source=threshold_source,
+        n_sub_questions=len(parts.sub_questions), n_claims=len(parts.claims),
+        n_uncovered_sub_questions=cls.n_uncovered_sub_questions, n_extra_claims=cls.n_extra_claims)
+    suggestion = (suggest(cls.failure_cell, level, refusal=parts.refusal, faithfulness=faith or [])
+                  if cls.failure_cell is not None else None)
+    status = _status(parts, cls.failure_cell, level, errors, suff is None)
+    latency["classify"] = _ms(t0)
+    latency["total"] = _ms(started)
+    return EvaluationResult(
+        **base, sub_questions=parts.sub_questions, claims=parts.claims, refusal=parts.refusal,
+        sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
+        suggestion=suggestion, status=status, errors=errors, latency_ms=latency, usage=_usage(usage),
+        prompt_versions=versions)
+
+
+def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
+                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
+                versions: dict[str, str]) -> dict[Phase, Any]:
+    """Submit every judge's batches at once (judges and batches all run concurrently on an I/O-bound
+    backend), then assemble each judge from its own batches only."""
+    size = settings.batch_size
+    plans: dict[Phase, tuple[Task, list[BaseModel], Callable[[list[Any]], Any]]] = {
+        Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, parts.sub_questions, chunks, size),
+                            lambda outs: sufficiency.assemble(outs, parts.sub_questions)),
+        Phase.faithfulness: (FAITHFULNESS, faithfulness.plan(query, parts.claims, parts.context_notes, chunks, size),
+                             lambda outs: faithfulness.assemble(outs, parts.claims)),
+        Phase.completeness: (COMPLETENESS, completeness.plan(query, parts.sub_questions, parts.claims),
+                             lambda outs: completeness.assemble(outs, parts.sub_questions, parts.claims)
+                             if outs else completeness.without_call(parts.sub_questions, parts.claims)),
+    }
+    n_calls = sum(len(payloads) for _, payloads, _ in plans.values())
+    pool = ThreadPoolExecutor(max_workers=min(16, n_calls)) if client.concurrent and n_calls > 1 else None
+    started = time.perf_counter()
+    pending: dict[Phase, list[Future | _Done]] = {}
+    for phase, (task, payloads, _) in plans.items():
+        if payloads:
+            versions[phase.value] = client.prompt_version(task.name)
+        pending[phase] = [_submit(pool, client, task, p) for p in payloads]
+    results: dict[Phase, Any] = {}
+    try:
+        for phase, (task, _, assemble) in plans.items():
+            outputs, failure = [], None
+            for future in pending[phase]:
+                try:
+                    call, finished = future.result()
+                except Exception as exc:
+                    failure = failure or _as_call_error(exc)
+                    continue
+                usage.add(call.usage)
+                outputs.append(call.output)
+                latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
+            latency.setdefault(phase.value, 0.0)
+            if failure is None:
+                try:
+                    results[phase] = assemble(outputs)
+                except Exception as exc:
+                    failure = _as_call_error(exc)
+            if failure is not None:
+                errors.append(_error(phase, failure))
+                results[phase] = None
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    return results
+
+
+class _Done:
+    """A finished call for the serial path, shaped like a Future."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._value, self._exc = fn(), None
+        except Exception as exc:
+            self._value, self._exc = None, exc
+
+    def result(self) -> Any:
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+
+def _submit(pool: ThreadPoolExecutor | None, client: JudgeClient, task: Task, payload: BaseModel) -> Future | _Done:
+    def call() -> tuple[Any, float]:
+        result = client.run(task, payload)
+        return result, time.perf_counter()
+    if pool is None:
+        return _Done(call)
+    # Copy the caller's context so per-trace cost scopes see the calls made in worker threads.
+    return pool.submit(contextvars.copy_context().run, call)
+
+
+def _status(parts: Decomposition, cell: Any, level: Any, errors: list[JudgeError], suff_failed: bool) -> Status:
+    judge_phases = {e.phase for e in errors}
+    if not errors:
+        execution = Execution.success
+    elif judge_phases >= {Phase.sufficiency, Phase.faithfulness, Phase.completeness}:
+        execution = Execution.timeout if all(e.kind == "timeout" for e in errors) else Execution.error
+    else:
+        execution = Execution.partial
+    if cell is None:
+        availability = Availability.not_evaluated
+    elif not parts.claims and not parts.refusal:
+        availability = Availability.no_assessable_claims
+    else:
+        availability = Availability.assessed
+    gate, reason, summary = quality_gate(failure_cell=cell, availability=availability, refusal=parts.refusal,
+                                         sufficiency_level=level, sufficiency_failed=suff_failed)
+    if errors:
+        failed = ", ".join(sorted(p.value for p in judge_phases))
+        summary = f"{summary} (Failed: {failed}.)"
+    return Status(execution=execution, availability=availability, quality_gate=gate, reason=reason,
+                  summary=summary)
+
+
+def _as_call_error(exc: BaseException) -> JudgeCallError:
+    if isinstance(exc, JudgeCallError):
+        return exc
+    # A bug or an unexpected reply shape: still isolated to its judge, and named so it can be reported.
+    return JudgeCallError("internal", f"{type(exc).__name__}: {exc}")
+
+
+def _error(phase: Phase, exc: JudgeCallError) -> JudgeError:
+    return JudgeError(phase=phase, kind=exc.kind, message=exc.message, attempts=exc.attempts)
+
+
+def _usage(usage: CallUsage) -> Usage:
+    return Usage(calls=usage.calls, cache_hits=usage.cache_hits, input_tokens=usage.input_tokens,
+                 cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens, usd=usage.usd)
+
+
+def _ms(t0: float) -> float:
+    return round((time.perf_counter() - t0) * 1000, 3)

@@ -1,0 +1,101 @@
+"""Input validation: every argument is checked, and named in the error, before anything is written
+or any model is called."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from veralith.errors import InputError
+from veralith.models import ContextChunk
+
+__all__ = ["MAX_CHUNKS", "MAX_TEXT_CHARS", "check_knowledge_base", "check_metadata", "check_text",
+           "normalize_context"]
+
+# Far beyond any judge's context window; past this the caller almost certainly passed the wrong
+# thing (a whole corpus, a file's bytes), and failing fast beats a huge bill or a hung call.
+MAX_TEXT_CHARS = 2_000_000
+MAX_CHUNKS = 10_000
+_TEXT_KEYS = ("text", "page_content", "content")
+
+
+def check_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if len(value) > MAX_TEXT_CHARS:
+        raise InputError(f"{name} is {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,}")
+    return value
+
+
+def check_knowledge_base(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"knowledge_base must be a str, got {type(value).__name__}")
+    if not value.strip():
+        raise InputError("knowledge_base must not be empty")
+    return value
+
+
+def check_metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"metadata must be a dict or None, got {type(value).__name__}")
+    return dict(value)
+
+
+def normalize_context(context: Any) -> list[ContextChunk]:
+    """Accept list[str] | list[dict] | list[ContextChunk] (or Document-like objects with
+    `page_content`) and return chunks with stable, unique ids (`c0`, `c1`, ... unless given)."""
+    if isinstance(context, (str, bytes)) or not isinstance(context, (list, tuple)):
+        hint = "; wrap a single text as [text]" if isinstance(context, str) else ""
+        raise TypeError(f"context must be a list of chunks (str, dict or ContextChunk), "
+                        f"got {type(context).__name__}{hint}")
+    if len(context) > MAX_CHUNKS:
+        raise InputError(f"context has {len(context):,} chunks; the limit is {MAX_CHUNKS:,}")
+    parsed = [_chunk_fields(i, item) for i, item in enumerate(context)]
+    given = [fields["id"] for fields in parsed if fields.get("id") is not None]
+    dupes = sorted({i for i in given if given.count(i) > 1})
+    if dupes:
+        raise InputError(f"context chunk ids must be unique; repeated: {dupes}")
+    taken = set(given)
+    chunks, total = [], 0
+    for i, fields in enumerate(parsed):
+        if fields.get("id") is None:
+            candidate, n = f"c{i}", i
+            while candidate in taken:  # a caller-given id may already use the positional name
+                n += len(parsed)
+                candidate = f"c{n}"
+            fields["id"] = candidate
+            taken.add(candidate)
+        total += len(fields["text"])
+        chunks.append(ContextChunk(**fields))
+    if total > MAX_TEXT_CHARS:
+        raise InputError(f"context holds {total:,} characters in all; the limit is {MAX_TEXT_CHARS:,}")
+    return chunks
+
+
+def _chunk_fields(i: int, item: Any) -> dict[str, Any]:
+    where = f"context[{i}]"
+    if isinstance(item, ContextChunk):
+        return item.model_dump()
+    if isinstance(item, str):
+        return {"id": None, "text": item}
+    if isinstance(item, Mapping):
+        key = next((k for k in _TEXT_KEYS if k in item), None)
+        if key is None:
+            raise InputError(f"{where} is a dict without any of the keys {list(_TEXT_KEYS)}")
+        text, meta = item[key], item.get("metadata") or {}
+        ident, source = item.get("id"), item.get("source")
+    elif hasattr(item, "page_content"):  # LangChain Document and look-alikes, without importing them
+        text, meta = item.page_content, dict(getattr(item, "metadata", None) or {})
+        ident, source = getattr(item, "id", None), meta.get("source")
+    else:
+        raise TypeError(f"{where} must be a str, dict or ContextChunk, got {type(item).__name__}")
+    if not isinstance(text, str):
+        raise TypeError(f"{where} text must be a str, got {type(text).__name__}")
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"{where} metadata must be a dict, got {type(meta).__name__}")
+    if ident is not None and not isinstance(ident, (str, int)):
+        raise TypeError(f"{where} id must be a str or int, got {type(ident).__name__}")
+    return {"id": None if ident is None else str(ident), "text": text,
+            "source": None if source is None else str(source), "metadata": dict(meta)}

@@ -1,0 +1,118 @@
+"""Rule-based suggestions: one text per (cell, sufficiency level), plus action lines for refusals and
+conflicting sources. Sufficiency picks between the HIGH wording (retrieval was fine, so the
+generator is at fault) and the LOW wording (retrieval fell short, so fix that first)."""
+
+from __future__ import annotations
+
+from veralith.models import FailureCell, FaithfulnessJudgment, Relation, Suggestion, SufficiencyLevel
+
+__all__ = ["SUGGESTIONS", "suggest"]
+
+H, L = SufficiencyLevel.high, SufficiencyLevel.low
+C = FailureCell
+
+SUGGESTIONS: dict[tuple[FailureCell, SufficiencyLevel], Suggestion] = {
+    (C.complete_grounded, H): Suggestion(
+        title="Healthy answer",
+        summary="Retrieval held what was needed and every part of the query is answered from it.",
+        actions=["Keep this trace as a regression example for the current retriever and prompt.",
+                 "Sample traces like this one periodically to confirm the judges still agree with people."]),
+    (C.complete_grounded, L): Suggestion(
+        title="Healthy answer on thin retrieval",
+        summary="The answer is complete and grounded, though retrieval looked weaker than this knowledge "
+                "base usually needs.",
+        actions=["Check that the answer did not lean on a single lucky chunk: raise retrieval-K or add a "
+                 "reranker so the same question keeps working.",
+                 "Let calibration learn this knowledge base's threshold: keep logging traces (20 healthy "
+                 "ones are enough)."]),
+    (C.complete_ungrounded, H): Suggestion(
+        title="Intrinsic hallucination",
+        summary="The context held the answer, yet the response states things the context does not support.",
+        actions=["Lower the generator's temperature (0-0.3 for factual answers).",
+                 "Instruct the generator to answer only from the provided context and to quote or cite "
+                 "a chunk id for every sentence.",
+                 "Add a post-generation check that drops or flags sentences without a supporting chunk."]),
+    (C.complete_ungrounded, L): Suggestion(
+        title="Gap-filling hallucination",
+        summary="Retrieval missed facts the query needed, and the generator filled the gap from memory.",
+        actions=["Raise retrieval-K, or add hybrid (keyword + vector) or multi-query retrieval so the "
+                 "missing facts are found.",
+                 "Instruct the generator to say what the context does not cover instead of guessing.",
+                 "Lower the generator's temperature."]),
+    (C.incomplete_grounded, H): Suggestion(
+        title="Missed answer",
+        summary="The context could answer every part, but the response left some of it out.",
+        actions=["Instruct the generator to address every part of a multi-part question, e.g. by "
+                 "answering each sub-question in turn.",
+                 "Rerank so the chunks that answer each part sit near the top of the prompt.",
+                 "Check that a max-token limit is not cutting the answer short."]),
+    (C.incomplete_grounded, L): Suggestion(
+        title="Retrieval gap",
+        summary="What the response says is grounded, but retrieval did not return what the unanswered "
+                "parts needed.",
+        actions=["Raise retrieval-K or add multi-query retrieval (one query per sub-question).",
+                 "Add hybrid (keyword + vector) search for names, numbers and codes that embeddings miss.",
+                 "Check that the knowledge base holds documents for this topic at all; index what is missing."]),
+    (C.incomplete_ungrounded, H): Suggestion(
+        title="Worst-case failure",
+        summary="Part of the query is unanswered and the response invents claims, although the context "
+                "held the answer.",
+        actions=["Lower the generator's temperature.",
+                 "Instruct the generator to answer only from the context, to cover every part of the "
+                 "question, and to cite a chunk id per sentence.",
+                 "Rerank so the answering chunks come first in the prompt."]),
+    (C.incomplete_ungrounded, L): Suggestion(
+        title="Worst-case failure",
+        summary="Retrieval missed part of what the query needed, and the response invents claims instead "
+                "of saying so.",
+        actions=["Raise retrieval-K, or add hybrid or multi-query retrieval for the missing parts.",
+                 "Instruct the generator to abstain on the parts the context does not cover "
+                 "(\"The documents do not say ...\").",
+                 "Lower the generator's temperature.",
+                 "Cite a chunk id per sentence so unsupported sentences are visible."]),
+    (C.extra_grounded, H): Suggestion(
+        title="Padded answer",
+        summary="The query is answered from the context, but the response adds material nobody asked for.",
+        actions=["Instruct the generator to answer only the question asked, without background.",
+                 "Cap the response length (max tokens or a sentence limit).",
+                 "Retrieve fewer, more relevant chunks so off-topic material is not in the prompt."]),
+    (C.extra_grounded, L): Suggestion(
+        title="Padded answer on thin retrieval",
+        summary="The response is grounded but drifts to neighbouring material, a sign retrieval returned "
+                "more noise than answer.",
+        actions=["Rerank and drop low-relevance chunks before generation.",
+                 "Instruct the generator to answer only the question asked.",
+                 "Cap the response length."]),
+    (C.extra_ungrounded, H): Suggestion(
+        title="Off-topic fabrication",
+        summary="The response answers the query but adds unrequested claims the context does not support.",
+        actions=["Instruct the generator to answer only the question asked and only from the context.",
+                 "Lower the generator's temperature.",
+                 "Cap the response length; padding is where unsupported claims creep in."]),
+    (C.extra_ungrounded, L): Suggestion(
+        title="Off-topic fabrication on thin retrieval",
+        summary="Retrieval fell short and the response wandered into unrequested, unsupported claims.",
+        actions=["Raise retrieval-K or add hybrid retrieval so the prompt holds what the query needs.",
+                 "Instruct the generator to answer only the question asked, only from the context, and "
+                 "to abstain otherwise.",
+                 "Lower the generator's temperature and cap the response length."]),
+}
+
+_REFUSAL_CORRECT = ("The response declined to answer, and the context indeed lacks the answer: keep "
+                    "the abstention behaviour and fix retrieval for this question.")
+_REFUSAL_UNNEEDED = ("The response declined although the context holds the answer: relax an over-strict "
+                     "\"answer only if certain\" instruction, or put the answering chunk earlier in the prompt.")
+_CONFLICT = ("Some chunks contradict others on claims {ids}: deduplicate or date-filter the corpus, and "
+             "instruct the generator to surface conflicting sources instead of picking one.")
+
+
+def suggest(cell: FailureCell, level: SufficiencyLevel, *, refusal: bool,
+            faithfulness: list[FaithfulnessJudgment]) -> Suggestion:
+    base = SUGGESTIONS[(cell, level)]
+    extra: list[str] = []
+    if refusal:
+        extra.append(_REFUSAL_CORRECT if level is L else _REFUSAL_UNNEEDED)
+    conflicting = [j.claim_id for j in faithfulness if j.relation is Relation.conflicting]
+    if conflicting:
+        extra.append(_CONFLICT.format(ids=", ".join(conflicting)))
+    return base.model_copy(update={"actions": [*base.actions, *extra]})
