@@ -1,1 +1,49 @@
-"""Veralith: diagnose why a RAG answer went wrong."""
+"""Veralith: diagnose why a RAG answer went wrong.
+
+This module only re-exports the public surface; nothing optional (LangChain, chromadb, tiktoken)
+is imported here.
+"""
+
+from veralith.models import (
+    Claim,
+    CompletenessJudgment,
+    ContextChunk,
+    Diagnosis,
+    EvaluationResult,
+    FailureCell,
+    FaithfulnessJudgment,
+    Gate,
+    JudgeError,
+    Relation,
+    Status,
+    SubQuestion,
+    SufficiencyJudgment,
+    SufficiencyLevel,
+    Suggestion,
+    Usage,
+    Verdict,
+)
+from veralith.pipeline.evaluate import evaluate
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Claim",
+    "CompletenessJudgment",
+    "ContextChunk",
+    "Diagnosis",
+    "EvaluationResult",
+    "FailureCell",
+    "FaithfulnessJudgment",
+    "Gate",
+    "JudgeError",
+    "Relation",
+    "Status",
+    "SubQuestion",
+    "SufficiencyJudgment",
+    "SufficiencyLevel",
+    "Suggestion",
+    "Usage",
+    "Verdict",
+    "evaluate",
+]
