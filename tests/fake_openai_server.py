@@ -15,6 +15,7 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.enqueue(Reply.hang(5))                  # sleeps past the client's timeout
         openai_server.responder = lambda body: {...}          # computed replies (after the queue)
         openai_server.latency_s = 0.05
+        openai_server.count_tokens = True                     # usage counted with tiktoken (o200k_base)
         openai_server.set_faults(rate_429=0.1, rate_500=0.1, rate_truncated=0.1, seed=7)
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
         openai_server.requests, openai_server.count, openai_server.by_task()
@@ -25,7 +26,7 @@ unscripted request gets a 400 naming the problem. Faults apply only to unscripte
 
 As a subprocess (benchmarks, crash and CLI tests):
 
-    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1]
+    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1] [--count-tokens]
 
 prints `READY http://127.0.0.1:PORT/v1` on its first stdout line; GET /v1/_stats returns counts.
 
@@ -90,9 +91,11 @@ class Reply:
 class FakeOpenAIServer:
     """The server object: scripting, recording and lifecycle. Thread-safe."""
 
-    def __init__(self, *, port: int = 0, latency_s: float = 0.0, auto: bool = True) -> None:
+    def __init__(self, *, port: int = 0, latency_s: float = 0.0, auto: bool = True,
+                 count_tokens: bool = False) -> None:
         self.latency_s = latency_s
         self.auto = auto
+        self.count_tokens = count_tokens      # report usage counted with tiktoken instead of self.usage
         self.responder: Callable[[dict[str, Any]], Any] | None = None
         self.usage = {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 0}
         self._faults: dict[str, float] = {}
@@ -184,7 +187,8 @@ class FakeOpenAIServer:
         return reply
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        usage = {**self.usage, **(reply.usage or {})}
+        counted = counted_usage(body, _content_text(reply.content)) if self.count_tokens else {}
+        usage = {**self.usage, **counted, **(reply.usage or {})}
         return {
             "id": f"chatcmpl-fake-{self.count}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
@@ -199,6 +203,29 @@ class FakeOpenAIServer:
 
 def _content_text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content)
+
+
+def counted_usage(body: dict[str, Any], content: str) -> dict[str, int]:
+    """Usage as OpenAI counts chat input: per message 3 + tokens(role + content), 3 to prime the reply,
+    plus the compact JSON of a response_format schema (structured outputs bill it as input).
+
+    Only for `count_tokens`: tiktoken is imported here so the default mode stays stdlib-only.
+    """
+    import os
+    from pathlib import Path
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
+    if shared.is_dir():  # the offline copy of the encodings; tiktoken would otherwise download them
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(shared))
+    import tiktoken
+
+    enc = tiktoken.get_encoding("o200k_base")
+    prompt = 3 + sum(3 + len(enc.encode(f"{m.get('role', '')}{m.get('content') or ''}", disallowed_special=()))
+                     for m in body.get("messages") or [])
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    if schema is not None:
+        prompt += len(enc.encode(json.dumps(schema, separators=(",", ":")), disallowed_special=()))
+    return {"prompt_tokens": prompt, "completion_tokens": len(enc.encode(content, disallowed_special=()))}
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -345,8 +372,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-500", type=float, default=0.0)
     parser.add_argument("--fault-truncated", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--count-tokens", action="store_true", help="report usage counted with tiktoken")
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(port=args.port, latency_s=args.latency, auto=args.auto)
+    server = FakeOpenAIServer(port=args.port, latency_s=args.latency, auto=args.auto, count_tokens=args.count_tokens)
     server.set_faults(rate_429=args.fault_429, rate_500=args.fault_500, rate_truncated=args.fault_truncated,
                       seed=args.seed)
     print(f"READY {server.base_url}", flush=True)
