@@ -27,6 +27,8 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
                 continue
             if word and len(word.group(1)) == 1 and word.group(1).isupper():  # an initial: "J. Smith"
                 continue
+            if word and word.group(1).isdigit() and not text[start:match.start(1) - len(word.group(1))].strip():
+                continue  # a list marker ("1. Francis ..."): the item is the sentence, not the number
         else:
             end = match.start()
         _append(text, start, end, spans)

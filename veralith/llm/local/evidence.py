@@ -1,0 +1,149 @@
+"""Lexical evidence shared by the faithfulness and sufficiency judges.
+
+A text is seen as weighted content terms. A term's weight says how much its absence from the
+context should count against a claim: numbers and names weigh most, generic words least, and
+terms that are rare among the chunks (IDF over the chunk set) rank chunks above common ones.
+Coverage is the weighted share of a text's terms a piece of context contains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from veralith.llm.local.lexicon import GENERIC, NEGATIONS, Token, content_terms, tokens
+from veralith.llm.text import sentence_spans
+
+__all__ = ["ChunkIndex", "Term", "coverage", "negated", "terms_of", "weight"]
+
+_PREFIX = 6  # morphological variants ("radiology"/"radiologist") share their first six letters
+
+
+@dataclass(frozen=True)
+class Term:
+    norm: str
+    text: str
+    weight: float
+    is_number: bool
+    is_capital: bool
+
+
+def weight(token: Token) -> float:
+    if token.is_number:
+        return 2.0
+    if token.is_capital:
+        return 1.5
+    if token.text.lower() in GENERIC or token.norm in GENERIC:
+        return 0.35
+    return 1.0
+
+
+def terms_of(text: str) -> list[Term]:
+    """Distinct content terms of `text`, first occurrence wins."""
+    seen: dict[str, Term] = {}
+    for tok in content_terms(text):
+        if tok.norm not in seen:
+            seen[tok.norm] = Term(tok.norm, tok.text, weight(tok), tok.is_number, tok.is_capital)
+    return list(seen.values())
+
+
+def negated(text: str) -> bool:
+    return any(t.text.lower() in NEGATIONS or t.text.lower().endswith("n't") for t in tokens(text))
+
+
+@dataclass
+class Piece:
+    """One chunk (or sentence) as sets for fast membership tests."""
+
+    norms: frozenset[str]
+    prefixes: frozenset[str]
+    numbers: frozenset[str]
+    capitals: frozenset[str]
+    pairs: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+
+    def has(self, term: Term) -> float:
+        if term.norm in self.norms:
+            return 1.0
+        if not term.is_number and len(term.norm) >= _PREFIX and term.norm[:_PREFIX] in self.prefixes:
+            return 0.7
+        return 0.0
+
+
+@lru_cache(maxsize=4096)
+def piece_of(text: str) -> Piece:
+    toks = [t for t in content_terms(text)]
+    norms = frozenset(t.norm for t in toks)
+    pairs = set()
+    for i, tok in enumerate(toks):
+        for other in toks[i + 1:i + 4]:
+            pairs.add((tok.norm, other.norm))
+    return Piece(norms, frozenset(n[:_PREFIX] for n in norms if len(n) >= _PREFIX),
+                 frozenset(t.norm for t in toks if t.is_number), frozenset(t.norm for t in toks if t.is_capital),
+                 frozenset(pairs))
+
+
+@lru_cache(maxsize=2048)
+def sentences_of(text: str) -> tuple[str, ...]:
+    return tuple(text[s:e] for s, e in sentence_spans(text)) or (text,)
+
+
+def coverage(terms: list[Term], pieces: list[Piece]) -> float:
+    """Weighted share of `terms` found in any of `pieces` (1.0 when there is nothing to find)."""
+    total = sum(t.weight for t in terms)
+    if total == 0:
+        return 1.0
+    found = sum(t.weight * max((p.has(t) for p in pieces), default=0.0) for t in terms)
+    return found / total
+
+
+def pair_coverage(terms: list[Term], piece: Piece) -> float:
+    """Share of adjacent term pairs of the text that also occur near each other in `piece`."""
+    pairs = [(a.norm, b.norm) for a, b in zip(terms, terms[1:])]
+    if not pairs:
+        return 1.0
+    return sum((a, b) in piece.pairs or (b, a) in piece.pairs for a, b in pairs) / len(pairs)
+
+
+class ChunkIndex:
+    """The chunks of one judge call, with IDF over chunks for ranking them against a text."""
+
+    def __init__(self, ids: list[str], texts: list[str]) -> None:
+        self.ids = ids
+        self.texts = texts
+        self.pieces = [piece_of(t) for t in texts]
+        df: dict[str, int] = {}
+        for piece in self.pieces:
+            for norm in piece.norms:
+                df[norm] = df.get(norm, 0) + 1
+        self._df = df
+        self._n = len(texts)
+        self.union = Piece(frozenset(df), frozenset(n[:_PREFIX] for n in df if len(n) >= _PREFIX),
+                           frozenset().union(*(p.numbers for p in self.pieces)) if self.pieces else frozenset(),
+                           frozenset().union(*(p.capitals for p in self.pieces)) if self.pieces else frozenset())
+
+    def idf(self, norm: str) -> float:
+        return math.log(1.0 + (self._n + 1) / (self._df.get(norm, 0) + 0.5))
+
+    def ranked(self, terms: list[Term], limit: int = 2) -> list[int]:
+        """Indices of the chunks that best cover `terms` (IDF x weight), best first."""
+        scores = []
+        for i, piece in enumerate(self.pieces):
+            score = sum(t.weight * self.idf(t.norm) * piece.has(t) for t in terms)
+            if score > 0:
+                scores.append((-score, i))
+        scores.sort()
+        return [i for _, i in scores[:limit]]
+
+    def best_sentence(self, index: int, terms: list[Term]) -> str:
+        """The sentence of chunk `index` (with its neighbour) that covers `terms` best."""
+        sents = sentences_of(self.texts[index])
+        if len(sents) == 1:
+            return sents[0]
+        best, best_score = sents[0], -1.0
+        for i, sent in enumerate(sents):
+            window = sent if i + 1 == len(sents) else sent + " " + sents[i + 1]
+            score = coverage(terms, [piece_of(sent)]) + 0.1 * coverage(terms, [piece_of(window)])
+            if score > best_score:
+                best, best_score = sent, score
+        return best
