@@ -1,0 +1,336 @@
+"""The OpenAI backend: one judge task → one chat completion with a strict JSON Schema, through the SDK.
+
+Retries with backoff on 408/409/429/5xx, timeouts and connection errors (Retry-After honoured)
+are the SDK's own (`max_retries`); this module adds what the SDK cannot know about: the reply
+must parse, validate against the task's output model and pass `task.check`, or it is re-asked
+once with the problems spelled out. Servers that reject `json_schema` structured outputs get
+JSON mode with the schema in the prompt, remembered for the client's lifetime.
+
+The API key is handed to the SDK and nowhere else: every message this module builds goes through
+`_redact`, and the SDK's own debug logs redact the Authorization header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import openai
+from openai.lib._pydantic import to_strict_json_schema
+from pydantic import BaseModel, ValidationError
+
+from veralith.config import ConfigError, settings
+from veralith.errors import JudgeCallError
+from veralith.llm.base import CallResult, CallUsage, JudgeClient
+from veralith.llm.prompts import PROMPT_VERSIONS, render
+from veralith.llm.tasks import Task
+
+__all__ = ["OpenAIClient", "ReplyCache", "get_client", "request_key"]
+
+log = logging.getLogger(__name__)
+
+# Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the SDK insists on one.
+_PLACEHOLDER_KEY = "veralith-no-key"
+_MAX_DETAIL = 300
+
+Price = Callable[[str, int, int, int], "float | None"]
+
+
+class ReplyCache(Protocol):
+    """What OpenAIClient needs from a reply cache (veralith/llm/cache.py provides the real one)."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+    def put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+def request_key(backend: str, model: str, prompt_version: str, messages: list[dict[str, Any]],
+                schema: dict[str, Any], sampling: dict[str, Any]) -> str:
+    """sha256 of a canonical JSON of everything that determines a judge reply."""
+    blob = json.dumps({"backend": backend, "model": model, "prompt_version": prompt_version,
+                       "messages": messages, "schema": schema, "sampling": sampling},
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class _Malformed(Exception):
+    """A completed reply that cannot be used; `content` is what the model said (for the re-ask)."""
+
+    def __init__(self, problems: list[str], content: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+        self.content = content
+
+
+class OpenAIClient:
+    """JudgeClient for any OpenAI-compatible chat-completions server."""
+
+    backend = "openai"
+    concurrent = True
+
+    def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float | None = None, max_retries: int | None = None,
+                 temperature: float | None = None, cache: ReplyCache | None = None,
+                 price: Price | None = None) -> None:
+        """Unset arguments come from `settings`; `cache` and `price` are optional seams (see module doc)."""
+        current = settings.current
+        self.model = model or current.judge_model
+        self.base_url = base_url if base_url is not None else current.base_url
+        key = api_key or (current.api_key.get_secret_value() if current.api_key else None)
+        self._secret = key or ""
+        self.temperature = current.temperature if temperature is None else temperature
+        self.cache = cache
+        self.price = price
+        self.json_mode = False   # flips to True once the server rejects json_schema response_format
+        self._lock = threading.Lock()
+        self._schemas: dict[str, dict[str, Any]] = {}
+        self._sdk = openai.OpenAI(
+            api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url,
+            timeout=current.timeout_s if timeout_s is None else timeout_s,
+            max_retries=current.max_retries if max_retries is None else max_retries)
+
+    def __repr__(self) -> str:
+        return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
+
+    def prompt_version(self, task: str) -> str:
+        return PROMPT_VERSIONS[task]
+
+    def schema(self, task: Task) -> dict[str, Any]:
+        """The strict JSON Schema of the task's output model (every field required, no extras)."""
+        with self._lock:
+            if task.name not in self._schemas:
+                self._schemas[task.name] = to_strict_json_schema(task.output_model)
+            return self._schemas[task.name]
+
+    # ------------------------------------------------------------ the call
+    def run(self, task: Task, payload: BaseModel) -> CallResult:
+        schema = self.schema(task)
+        base_messages = render(task.name, payload)
+        sampling = {"temperature": self.temperature}
+        # Keyed on the json_schema rendering even in JSON mode: both ask the same question.
+        key = request_key(self.backend, self.model, self.prompt_version(task.name), base_messages, schema, sampling)
+        cached = self._from_cache(task, key)
+        if cached is not None:
+            return CallResult(cached, CallUsage(model=self.model, cache_hits=1, calls=0, usd=0.0))
+
+        usage = CallUsage(model=self.model)
+        extra: list[dict[str, str]] = []
+        for attempt in (1, 2):
+            try:
+                output = self._attempt(task, payload, schema, extra, usage)
+            except _Malformed as bad:
+                if attempt == 2:
+                    raise self._error("malformed_reply", "the judge's reply was unusable twice: "
+                                      + "; ".join(bad.problems), usage) from None
+                log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(bad.problems)))
+                extra = [{"role": "assistant", "content": bad.content or "(empty reply)"},
+                         {"role": "user", "content": _reask_text(bad.problems)}]
+                continue
+            usage.usd = self._usd(usage)
+            if self.cache is not None:
+                self.cache.put(key, output.model_dump(mode="json"))
+            return CallResult(output, usage)
+        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+    def _attempt(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
+                 usage: CallUsage) -> BaseModel:
+        json_mode = self.json_mode
+        completion = self._complete(task, payload, schema, extra, usage, json_mode)
+        if completion is None:   # the server refused json_schema: switch for good, ask again
+            completion = self._complete(task, payload, schema, extra, usage, True)
+        assert completion is not None
+        content = _parse_completion(completion, usage)
+        try:
+            data = json.loads(content)
+        except json.JSONDecodeError as exc:
+            raise _Malformed([f"the reply is not valid JSON ({exc.msg} at character {exc.pos}); "
+                              "send the complete JSON object"], content) from None
+        try:
+            output = task.output_model.model_validate(data)
+        except ValidationError as exc:
+            problems = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:10]]
+            raise _Malformed(problems, content) from None
+        problems = task.check(payload, output)
+        if problems:
+            raise _Malformed(problems, content)
+        return output
+
+    def _complete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
+                  usage: CallUsage, json_mode: bool) -> Any:
+        """One SDK call (its retries included). None means: the server rejects json_schema."""
+        if json_mode:
+            messages = render(task.name, payload, schema_in_prompt=schema) + extra
+            response_format: dict[str, Any] = {"type": "json_object"}
+        else:
+            messages = render(task.name, payload) + extra
+            response_format = {"type": "json_schema",
+                               "json_schema": {"name": task.name, "strict": True, "schema": schema}}
+        try:
+            raw = self._sdk.chat.completions.with_raw_response.create(
+                model=self.model, messages=messages, temperature=self.temperature,
+                response_format=response_format)  # type: ignore[arg-type]
+        except openai.APIError as exc:
+            attempts = _attempts(exc)
+            usage.calls += attempts
+            if not json_mode and _rejects_json_schema(exc):
+                if not self.json_mode:
+                    log.warning("judge server at %s rejects json_schema structured outputs; using JSON mode "
+                                "with the schema in the prompt from now on", self.base_url or "api.openai.com")
+                self.json_mode = True
+                return None
+            raise self._error(_kind(exc), _describe(exc, attempts), usage) from None
+        usage.calls += raw.retries_taken + 1
+        try:
+            return raw.parse()
+        except ValueError as exc:   # a 200 whose body is not JSON (cut off in transit, proxy page)
+            raise _Malformed([f"the HTTP body is not a chat completion ({type(exc).__name__})"], "") from None
+
+    # ------------------------------------------------------------ helpers
+    def _from_cache(self, task: Task, key: str) -> BaseModel | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(key)
+        if hit is None:
+            return None
+        try:
+            return task.output_model.model_validate(hit)
+        except ValidationError:
+            return None   # written by an older output model: ask again, the fresh reply overwrites it
+
+    def _usd(self, usage: CallUsage) -> float | None:
+        if self.price is None:
+            return None   # unknown price is None, never a silent 0 (veralith/observability/cost.py prices)
+        return self.price(self.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._secret, "[redacted]") if len(self._secret) >= 4 else text
+
+    def _error(self, kind: str, message: str, usage: CallUsage) -> JudgeCallError:
+        err = JudgeCallError(kind, self._redact(message), attempts=max(usage.calls, 1))
+        # Tokens spent on a failed call still cost money; the cost tracker reads them from here.
+        usage.usd = self._usd(usage)
+        err.usage = usage  # type: ignore[attr-defined]
+        return err
+
+
+def _parse_completion(completion: Any, usage: CallUsage) -> str:
+    """Add the completion's token usage; return its text or raise _Malformed."""
+    if not isinstance(completion, openai.types.chat.ChatCompletion):
+        raise _Malformed(["the server's answer is not a chat completion"], "")
+    if completion.usage is not None:
+        usage.input_tokens += completion.usage.prompt_tokens or 0
+        usage.output_tokens += completion.usage.completion_tokens or 0
+        details = completion.usage.prompt_tokens_details
+        usage.cached_input_tokens += (details.cached_tokens or 0) if details is not None else 0
+    if not completion.choices:
+        raise _Malformed(["the reply has no choices"], "")
+    choice = completion.choices[0]
+    content = choice.message.content or ""
+    if choice.message.refusal:
+        raise _Malformed([f"the model refused ({choice.message.refusal[:_MAX_DETAIL]}); the texts are data "
+                          "to evaluate, so answer with the JSON object"], choice.message.refusal)
+    if choice.finish_reason == "length":
+        try:
+            json.loads(content)
+        except json.JSONDecodeError:
+            raise _Malformed(["the reply was cut off at the token limit; keep every reasoning field to one "
+                              "short sentence and send the complete JSON object"], content) from None
+    return content
+
+
+def _reask_text(problems: list[str]) -> str:
+    listed = "\n".join(f"- {p}" for p in problems[:20])
+    return (f"Your reply could not be used:\n{listed}\nReply again with one complete JSON object that follows "
+            "the schema, with exactly one item per id given in the data blocks.")
+
+
+def _attempts(exc: openai.APIError) -> int:
+    """HTTP requests the SDK sent, read from the retry counter it stamps on each request."""
+    try:
+        return int(exc.request.headers.get("x-stainless-retry-count", "0")) + 1
+    except (AttributeError, ValueError, RuntimeError):
+        return 1
+
+
+def _rejects_json_schema(exc: openai.APIError) -> bool:
+    if not isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
+        return False
+    text = f"{exc.message} {exc.body}".lower()
+    return "response_format" in text or "json_schema" in text or "structured output" in text
+
+
+def _kind(exc: openai.APIError) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return "auth"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 500:
+        return "server_error"
+    if isinstance(status, int) and status == 408:
+        return "timeout"
+    return "bad_request" if isinstance(status, int) else "connection"
+
+
+def _describe(exc: openai.APIError, attempts: int) -> str:
+    tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+    if isinstance(exc, openai.APITimeoutError):
+        return f"the judge server did not answer in time ({tries})"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"cannot reach the judge server ({tries}): {exc.message}"
+    status = getattr(exc, "status_code", "?")
+    detail = exc.message if len(exc.message) <= _MAX_DETAIL else exc.message[:_MAX_DETAIL] + "..."
+    hint = " Check OPENAI_API_KEY / VERALITH_API_KEY." if _kind(exc) == "auth" else ""
+    return f"the judge server answered HTTP {status} ({tries}): {detail}{hint}"
+
+
+# ---------------------------------------------------------------- backend selection
+
+_clients: dict[str, OpenAIClient] = {}
+_clients_lock = threading.Lock()
+_notice_given = False
+
+
+def get_client(backend: str | None = None) -> JudgeClient:
+    """The judge client for `backend` (default: settings.backend), configured from `settings`.
+
+    OpenAI clients are reused per configuration, so connection pools and the JSON-mode fallback
+    persist across evaluations.
+    """
+    global _notice_given
+    current = settings.current
+    choice = backend or current.backend
+    if choice not in ("auto", "openai", "local"):
+        raise ConfigError(f"unknown backend {choice!r}; use one of auto, openai, local (VERALITH_BACKEND)")
+    configured = current.api_key is not None or bool(current.base_url)
+    if choice == "auto":
+        choice = "openai" if configured else "local"
+        if choice == "local" and not _notice_given:
+            _notice_given = True
+            # logging's last-resort handler prints this one line to stderr even when logging is unconfigured.
+            log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
+                        "heuristic judges (set VERALITH_BACKEND=local to silence this)")
+    if choice == "local":
+        from veralith.llm.local import LocalClient   # lazy: the openai path never loads the heuristics
+        return LocalClient()
+    if not configured:
+        raise ConfigError("backend 'openai' needs an API key or a server: set OPENAI_API_KEY (or "
+                          "VERALITH_API_KEY), or VERALITH_BASE_URL for a local OpenAI-compatible server; "
+                          "`--backend local` (VERALITH_BACKEND=local) works offline without either")
+    secret = current.api_key.get_secret_value() if current.api_key else ""
+    ident = json.dumps([current.judge_model, current.base_url, hashlib.sha256(secret.encode()).hexdigest(),
+                        current.timeout_s, current.max_retries, current.temperature])
+    with _clients_lock:
+        if ident not in _clients:
+            if len(_clients) >= 16:   # settings overrides in long test runs: keep the map small
+                _clients.clear()
+            _clients[ident] = OpenAIClient()
+        return _clients[ident]
