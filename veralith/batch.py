@@ -1,0 +1,384 @@
+"""Batch evaluation for `veralith eval` and `veralith resume`: read lazily, evaluate concurrently,
+hand results back in input order.
+
+Memory stays flat however large the input is: lines are read one at a time, and at most
+`2 x concurrency` records are in flight (read but not yet handed back). Twice the worker count keeps
+every worker busy while the oldest record finishes, without reading ahead of what can be evaluated.
+
+Interrupts (Ctrl-C) are the caller's to show, but this module decides what survives one: records not
+yet started are cancelled (their traces stay `pending` for `veralith resume`), records already running
+are waited for so their results are stored; a second Ctrl-C abandons them too.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from veralith.models import ContextChunk, EvaluationResult
+
+__all__ = ["BadLine", "Interrupted", "Record", "Tally", "count_lines", "eval_jobs", "evaluate_record", "parse_line",
+           "read_records", "run_ordered"]
+
+J = TypeVar("J")
+REQUIRED = ("query", "context", "response")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One valid input line, already normalised by the library's own input checks."""
+
+    line: int
+    query: str
+    context: list[ContextChunk]
+    response: str
+    knowledge_base: str
+    metadata: dict[str, Any]
+    trace_id: int | None = None
+
+
+@dataclass(frozen=True)
+class BadLine:
+    line: int
+    message: str
+    blank: bool = False   # a blank line is reported but is not an error (editors and `cat` leave them)
+
+
+def _reject_constant(name: str) -> float:
+    # json accepts NaN/Infinity by default; a NaN in metadata would surface later as a NaN in exports.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
+    """Validate one line; every problem becomes a BadLine whose message says what is wrong."""
+    from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
+
+    try:
+        text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        return BadLine(lineno, f"not valid UTF-8 (byte {exc.start})")
+    if not text.strip():
+        return BadLine(lineno, "blank line, skipped", blank=True)
+    try:
+        obj = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        return BadLine(lineno, f"not valid JSON ({exc.msg} at column {exc.colno})")
+    except (ValueError, RecursionError) as exc:
+        return BadLine(lineno, f"not usable JSON ({exc})")
+    if not isinstance(obj, dict):
+        return BadLine(lineno, f"expected a JSON object with {', '.join(REQUIRED)}; got a JSON {_kind(obj)}")
+    missing = [key for key in REQUIRED if key not in obj]
+    if missing:
+        return BadLine(lineno, f"missing required field{'s' if len(missing) > 1 else ''} "
+                       + ", ".join(f'"{k}"' for k in missing))
+    try:
+        metadata = check_metadata(obj.get("metadata"))
+        ident = obj.get("id")
+        if ident is not None:
+            if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+                raise TypeError(f"id must be a str or int, got {_kind(ident)}")
+            if "id" in metadata and metadata["id"] != ident:
+                raise ValueError("id differs from metadata.id; give one or make them equal")
+            # The record's own id travels in metadata so results and exports can be joined back to it.
+            metadata["id"] = ident
+        kb = obj.get("knowledge_base")
+        return Record(
+            line=lineno,
+            query=check_text("query", obj["query"]),
+            context=normalize_context(obj["context"]),
+            response=check_text("response", obj["response"]),
+            knowledge_base=default_kb if kb is None else check_knowledge_base(kb),
+            metadata=metadata,
+        )
+    except (TypeError, ValueError) as exc:
+        return BadLine(lineno, str(exc))
+
+
+def _kind(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def read_records(path: Path, *, default_kb: str = "default") -> Iterator[Record | BadLine]:
+    """Yield one Record or BadLine per line, reading lazily (binary, so one bad byte spoils one line)."""
+    with path.open("rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            yield parse_line(lineno, raw, default_kb=default_kb)
+
+
+def count_lines(path: Path) -> int:
+    """Non-blank lines, for the progress bar's total; one cheap pass that holds nothing."""
+    with path.open("rb") as handle:
+        return sum(1 for raw in handle if raw.strip())
+
+
+class Interrupted(Exception):
+    """Ctrl-C stopped the run. `cancelled` were never started; `abandoned` were still running."""
+
+    def __init__(self, cancelled: list[Any], abandoned: list[Any]) -> None:
+        super().__init__(f"interrupted: {len(cancelled)} not started, {len(abandoned)} abandoned")
+        self.cancelled = cancelled
+        self.abandoned = abandoned
+
+
+@dataclass
+class _Slot(Generic[J]):
+    job: J
+    future: Future[Any]
+    done: bool = False
+
+
+def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int,
+                on_done: Callable[[J, Any, BaseException | None], None],
+                on_flush: Callable[[J, Any, BaseException | None], None]) -> None:
+    """Run `work(job)` on up to `concurrency` threads, at most 2 x concurrency jobs in flight.
+
+    `on_done` is called (in this thread) as each job finishes, for progress; `on_flush` in input
+    order, for ordered output. Each job runs in a copy of the caller's contextvars, so settings
+    overrides and cost scopes set around the batch reach the workers. Raises Interrupted on Ctrl-C
+    after running jobs finished (or at once on a second Ctrl-C).
+    """
+    window: deque[_Slot[J]] = deque()
+    source = iter(jobs)
+    exhausted = False
+    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-eval")
+    try:
+        while True:
+            while not exhausted and len(window) < 2 * concurrency:
+                job = next(source, _END)
+                if job is _END:
+                    exhausted = True
+                    break
+                window.append(_Slot(job, pool.submit(contextvars.copy_context().run, work, job)))
+            if not window:
+                break
+            _settle(window, on_done, on_flush, block=True)
+    except KeyboardInterrupt:
+        cancelled = [s.job for s in window if not s.done and s.future.cancel()]
+        running = [s for s in window if not s.future.cancelled()]
+        window = deque(running)
+        try:
+            while any(not s.done for s in window):
+                _settle(window, on_done, on_flush, block=True)
+            _settle(window, on_done, on_flush, block=False)
+        except KeyboardInterrupt:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise Interrupted(cancelled, [s.job for s in window if not s.done]) from None
+        pool.shutdown(wait=True)
+        raise Interrupted(cancelled, []) from None
+    pool.shutdown(wait=True)
+
+
+_END: Any = object()
+
+
+def _settle(window: deque[_Slot[J]], on_done: Callable[..., None], on_flush: Callable[..., None], *,
+            block: bool) -> None:
+    pending = [s.future for s in window if not s.done]
+    if block and pending:
+        # A timeout keeps the main thread waking up, so Ctrl-C is seen promptly on every platform.
+        wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+    for slot in window:
+        if not slot.done and slot.future.done():
+            slot.done = True
+            on_done(slot.job, *_outcome(slot.future))
+    while window and window[0].done:
+        slot = window.popleft()
+        on_flush(slot.job, *_outcome(slot.future))
+
+
+def _outcome(future: Future[Any]) -> tuple[Any, BaseException | None]:
+    error = future.exception()
+    return (None, error) if error is not None else (future.result(), None)
+
+
+@dataclass
+class Tally:
+    """Running totals for the summary. USD stays None once any result's price was unknown."""
+
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+    total: int | None = None          # records expected, for the progress bar (None when unknown)
+    evaluated: int = 0
+    cells: Counter[str] = field(default_factory=Counter)
+    gates: Counter[str] = field(default_factory=Counter)
+    bad_lines: int = 0
+    blank_lines: int = 0
+    failed: int = 0                   # records whose evaluation raised or was refused (budget)
+    skipped: int = 0                  # claimed by another process meanwhile; not ours to evaluate
+    with_judge_errors: int = 0        # evaluated, but at least one judge recorded an error
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float | None = 0.0
+    stored: int = 0
+    interrupted: bool = False
+    left_pending: int = 0
+    left_running: int = 0
+    last_line: int = 0                # last input line read (eval), to say where an interrupt stopped
+    unread: bool = False              # the input had lines left when the run stopped
+
+    def add(self, result: EvaluationResult, *, stored: bool) -> None:
+        self.evaluated += 1
+        self.stored += stored
+        self.cells[result.failure_cell.value if result.failure_cell else "unclassified"] += 1
+        self.gates[result.status.quality_gate.value] += 1
+        self.with_judge_errors += bool(result.errors)
+        usage = result.usage
+        self.calls += usage.calls
+        self.cache_hits += usage.cache_hits
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.usd = None if self.usd is None or usage.usd is None else self.usd + usage.usd
+
+    @property
+    def processed(self) -> int:
+        """Non-blank lines (or traces) dealt with so far, whatever the outcome: the progress count."""
+        return self.evaluated + self.failed + self.bad_lines + self.skipped
+
+    @property
+    def errors(self) -> int:
+        return self.bad_lines + self.failed + self.with_judge_errors
+
+    @property
+    def wall_s(self) -> float:
+        return (self.finished or time.monotonic()) - self.started
+
+
+def eval_jobs(path: Path, *, default_kb: str, persist: bool, db: Any, client: Any, tally: Tally,
+              report: Callable[[str], None]) -> Iterator[Record]:
+    """Valid records of `path`, each budget-checked and (when persisting) stored as a pending trace.
+
+    The trace is written before it is evaluated, so a crash or Ctrl-C leaves it `pending` for
+    `veralith resume` instead of losing it. Bad lines and over-budget records are reported as
+    `FILE:LINE: what is wrong` and skipped; nothing is written for them.
+    """
+    from veralith.observability.cost import BudgetExceeded, enforce_budget
+
+    for item in read_records(path, default_kb=default_kb):
+        tally.last_line = item.line
+        tally.unread = True
+        if isinstance(item, BadLine):
+            tally.blank_lines += item.blank
+            tally.bad_lines += not item.blank
+            report(f"{path}:{item.line}: {item.message}")
+            continue
+        try:
+            enforce_budget(item.query, item.context, item.response, client=client)
+        except BudgetExceeded as exc:
+            tally.failed += 1
+            report(f"{path}:{item.line}: {exc}")
+            continue
+        if persist:
+            from veralith.store.repository import create_trace
+
+            trace_id = create_trace(db, query=item.query, context=item.context, response=item.response,
+                                    knowledge_base=item.knowledge_base, metadata=item.metadata)
+            item = replace(item, trace_id=trace_id)
+        yield item
+    tally.unread = False
+
+
+def resume_jobs(db: Any, trace_ids: Iterable[int]) -> Iterator[Record]:
+    """Stored inputs of traces to resume, loaded one at a time as the window has room."""
+    from veralith.store.repository import load_trace_input
+
+    for trace_id in trace_ids:
+        given = load_trace_input(db, trace_id)
+        yield Record(line=0, query=given["query"], context=given["context"], response=given["response"],
+                     knowledge_base=given.get("knowledge_base") or "default", metadata=given.get("metadata") or {},
+                     trace_id=trace_id)
+
+
+def evaluate_record(record: Record, *, persist: bool, client: Any) -> EvaluationResult | None:
+    """Evaluate one record in a worker thread; None when another process claimed the trace first."""
+    from veralith.pipeline.evaluate import evaluate
+
+    if persist and record.trace_id is not None:
+        from veralith.store.db import open_db
+        from veralith.store.repository import claim_trace
+
+        # Claim before evaluating, so a concurrent `veralith resume` never evaluates it twice.
+        if not claim_trace(open_db(), record.trace_id):
+            return None
+    return evaluate(record.query, record.context, record.response, persist=persist, trace_id=record.trace_id,
+                    knowledge_base=record.knowledge_base, metadata=record.metadata, client=client)
+
+
+def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, error: BaseException | None, *,
+                   persist: bool, db: Any, report: Callable[[str], None], where: str) -> None:
+    """Count one finished record and report what went wrong with it, naming where it came from."""
+    if error is not None:
+        tally.failed += 1
+        message = f"evaluation failed: {type(error).__name__}: {error}"
+        report(f"{where}: {message}")
+        if persist and job.trace_id is not None:
+            from veralith.store.repository import mark_error
+
+            mark_error(db, job.trace_id, message)
+    elif result is None:
+        tally.skipped += 1
+        report(f"{where}: trace {job.trace_id} was claimed by another process; left to it")
+    else:
+        tally.add(result, stored=persist)
+        if result.errors:
+            errs = "; ".join(f"{e.phase.value} {e.kind} after {e.attempts} attempt(s)" for e in result.errors)
+            report(f"{where}: trace {result.trace_id if result.trace_id is not None else '(unsaved)'}: "
+                   f"judge errors: {errs}")
+
+
+class Reporter:
+    """Progress on stderr: a rich bar on a terminal, a plain line every 10 % (or 10 s) otherwise.
+
+    Only the batch's own thread calls it (run_ordered's callbacks), so it needs no lock.
+    """
+
+    def __init__(self, console: Any, tally: Tally, *, every_s: float = 10.0) -> None:
+        self.console, self.tally, self.every_s = console, tally, every_s
+        self.live = console.is_terminal and not console.is_dumb_terminal
+        self._progress: Any = None
+        self._last_print = time.monotonic()
+        self._last_step = 0
+
+    def __enter__(self) -> Reporter:
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("errors {task.fields[errors]}"), TimeElapsedColumn(),
+                                      console=self.console)
+            self._progress.start()
+            self._task = self._progress.add_task("eval", total=self.tally.total, errors=0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self.advance()
+            self._progress.stop()
+
+    def report(self, message: str) -> None:
+        from veralith.render import literal
+
+        # soft_wrap: one report stays one line, so `grep FILE:LINE` works on captured stderr.
+        self.console.print(literal(message, "yellow"), soft_wrap=True)
+
+    def advance(self) -> None:
+        t = self.tally
+        if self._progress is not None:
+            self._progress.update(self._task, completed=t.processed, errors=t.errors)
+            return
+        step = t.processed * 10 // t.total if t.total else 0
+        now = time.monotonic()
+        if step > self._last_step or now - self._last_print >= self.every_s:
+            self._last_step, self._last_print = step, now
+            of = f"/{t.total}" if t.total else ""
+            self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
+                               soft_wrap=True, markup=False)

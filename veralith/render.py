@@ -1,0 +1,330 @@
+"""What the CLI shows, as pure functions from models (and plain dicts from the store) to rich renderables.
+
+Every piece of user text (query, response, chunks, reasoning, metadata, knowledge-base names) goes
+through `literal()`: a rich `Text`, which is never parsed as markup, with control and bidi characters
+made visible. So a response containing `[red]`, `[link=file:///etc/passwd]` or an ANSI escape shows
+those characters instead of styling, linking or moving the terminal cursor.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+from rich.console import Group, RenderableType
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+from veralith.models import EvaluationResult, Relation, Verdict
+
+__all__ = ["CSV_FIELDS", "RELATION_LABEL", "csv_row", "fmt_fraction", "fmt_usd", "literal", "result_view",
+           "stats_view", "summary_view", "traces_table", "write_export"]
+
+# C0/C1 controls (but newline and tab), DEL, and the bidi overrides/isolates that can reorder what a
+# reader sees ("Trojan Source"). Shown as \xNN / \uNNNN so the text stays literal and inert.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
+                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
+_RELATION_STYLE = {Relation.supported: "green", Relation.unsupported: "yellow",
+                   Relation.contradicted: "bold red", Relation.conflicting: "magenta"}
+_RELATION_MARK = {Relation.supported: "✓", Relation.unsupported: "✗", Relation.contradicted: "✗",
+                  Relation.conflicting: "≠"}
+_GATE_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
+_CHUNK_PREVIEW = 240
+
+
+def literal(value: Any, style: str = "") -> Text:
+    """User text as an inert rich Text: never markup, never terminal control."""
+    text = value if isinstance(value, str) else str(value)
+    escaped = _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                          else f"\\u{ord(m.group()):04x}", text)
+    return Text(escaped, style=style)
+
+
+def fmt_usd(usd: float | None) -> str:
+    return "unknown" if usd is None else f"${usd:.4f}"
+
+
+def fmt_fraction(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _ids(ids: Iterable[str]) -> Text:
+    joined = ", ".join(ids)
+    return literal(joined or "—", "cyan" if joined else "dim")
+
+
+def _section(title: str) -> Rule:
+    return Rule(Text(title, style="bold"), align="left", style="dim")
+
+
+def result_view(result: EvaluationResult) -> RenderableType:
+    """The whole diagnosis of one trace, top to bottom in the order a person reads it."""
+    parts: list[RenderableType] = [_header(result)]
+    parts += [_section("Query"), literal(result.query), _sub_questions(result)]
+    parts += [_section("Response"), _response(result), _claims(result)]
+    parts += [_section("Completeness"), _completeness(result)]
+    parts += [_section("Context"), _context(result)]
+    if result.suggestion:
+        actions = [literal(f"  • {a}") for a in result.suggestion.actions]
+        parts += [_section("Suggestion"), literal(result.suggestion.title, "bold"),
+                  literal(result.suggestion.summary), *actions]
+    if result.errors:
+        table = Table("phase", "kind", "attempts", "message", box=None, pad_edge=False)
+        for err in result.errors:
+            table.add_row(err.phase.value, literal(err.kind), str(err.attempts), literal(err.message, "red"))
+        parts += [_section("Judge errors"), table]
+    parts += [_section("Usage"), _usage(result)]
+    return Group(*parts)
+
+
+def _header(result: EvaluationResult) -> RenderableType:
+    head = Text.assemble(("Trace ", "bold"), (str(result.trace_id) if result.trace_id is not None else "(unsaved)",
+                                              "bold"), "  kb ", literal(result.knowledge_base, "cyan"),
+                         "  backend ", literal(f"{result.backend} ({result.judge_model})"))
+    status = result.status
+    gate = Text.assemble("gate ", (status.quality_gate.value, _GATE_STYLE.get(status.quality_gate.value, "")),
+                         f"  execution {status.execution.value}  availability {status.availability.value}  ",
+                         literal(status.summary, "dim"))
+    lines: list[RenderableType] = [head, gate]
+    diag = result.diagnosis
+    if diag is None:
+        lines.append(Text("cell: not classified (a judge failed; see Judge errors)", style="yellow"))
+    else:
+        cell = diag.failure_cell.value if diag.failure_cell else "not classified"
+        lines.append(Text.assemble("cell ", (cell, "bold " + ("green" if cell == "complete_grounded" else "red")),
+                                   f"  sufficiency {diag.sufficiency_level.value.upper()} "
+                                   f"({fmt_fraction(diag.sufficiency_fraction)} vs threshold "
+                                   f"{diag.threshold:.2f}, {diag.threshold_source.value})"
+                                   f"  faithfulness {fmt_fraction(diag.faithfulness_fraction)}"))
+    if result.refusal:
+        lines.append(Text("the response is a refusal", style="italic"))
+    return Group(*lines)
+
+
+def _sub_questions(result: EvaluationResult) -> RenderableType:
+    from veralith.pipeline.classify import classify
+
+    if not result.sub_questions:
+        return Text("(no sub-questions)", style="dim")
+    verdicts = {j.sub_question_id: j for j in result.sufficiency}
+    table = Table("id", "sub-question", "sufficient", "covered", box=None, pad_edge=False)
+    for q in result.sub_questions:
+        judged = verdicts.get(q.id)
+        suff = (Text("not judged", "dim") if judged is None else
+                Text.assemble(("yes" if judged.verdict is Verdict.Y else "no",
+                               "green" if judged.verdict is Verdict.Y else "yellow"), " ",
+                              _ids(judged.chunk_ids) if judged.chunk_ids else ""))
+        table.add_row(literal(q.id, "cyan"), literal(q.text), suff, _coverage(result, q, classify))
+    return table
+
+
+def _coverage(result: EvaluationResult, question: Any, classify: Any) -> Text:
+    if result.completeness is None or (result.claims and not result.faithfulness):
+        return Text("unknown", style="dim")
+    # The library's own rule decides coverage (a sub-question is covered only by a grounded claim);
+    # classifying this one sub-question alone asks it without restating the rule here.
+    verdict = classify([question], result.claims, result.faithfulness, result.completeness)
+    mapped = result.completeness.mappings.get(question.id, [])
+    if verdict.n_uncovered_sub_questions == 0:
+        return Text.assemble(("yes", "green"), " ", _ids(mapped))
+    if mapped:
+        return Text.assemble(("no", "red"), " ", _ids(mapped), " not grounded")
+    return Text.assemble(("no", "red"), (" unanswered", "dim"))
+
+
+def _judgments(result: EvaluationResult) -> dict[str, Any]:
+    return {j.claim_id: j for j in result.faithfulness}
+
+
+def _response(result: EvaluationResult) -> Text:
+    text = literal(result.response)
+    if text.plain != result.response:
+        return text   # escaping shifted offsets; colouring by span would mark the wrong characters
+    judgments = _judgments(result)
+    for claim in result.claims:
+        judged = judgments.get(claim.id)
+        if judged is not None and claim.char_start is not None and claim.char_end is not None:
+            text.stylize(_RELATION_STYLE[judged.relation], claim.char_start, claim.char_end)
+    return text
+
+
+def _claims(result: EvaluationResult) -> RenderableType:
+    if not result.claims:
+        return Text("(no claims)" + (" — refusal" if result.refusal else ""), style="dim")
+    judgments = _judgments(result)
+    table = Table("id", "verdict", "claim", "grounding chunks", box=None, pad_edge=False)
+    for claim in result.claims:
+        judged = judgments.get(claim.id)
+        if judged is None:
+            verdict = Text("? not judged", style="dim")
+            chunks = Text("—", style="dim")
+        else:
+            style = _RELATION_STYLE[judged.relation]
+            verdict = Text(f"{_RELATION_MARK[judged.relation]} {RELATION_LABEL[judged.relation]}", style=style)
+            chunks = _ids(judged.grounding_chunk_ids)
+            if judged.contradicting_chunk_ids:
+                chunks = Text.assemble(chunks, " contradicted by ", _ids(judged.contradicting_chunk_ids))
+        table.add_row(literal(claim.id, "cyan"), verdict, literal(claim.text), chunks)
+    return table
+
+
+def _completeness(result: EvaluationResult) -> RenderableType:
+    comp = result.completeness
+    if comp is None:
+        return Text("not judged", style="dim")
+    lines: list[RenderableType] = []
+    for q in result.sub_questions:
+        lines.append(Text.assemble(literal(q.id, "cyan"), " ← ", _ids(comp.mappings.get(q.id, []))))
+    lines.append(Text.assemble("unaddressed sub-questions: ", _ids(comp.uncovered_sub_question_ids)))
+    lines.append(Text.assemble("extra claims: ", _ids(comp.extra_claim_ids)))
+    if comp.reasoning:
+        lines.append(literal(comp.reasoning, "dim"))
+    return Group(*lines)
+
+
+def _context(result: EvaluationResult) -> RenderableType:
+    if not result.context:
+        return Text("(empty: retrieval returned nothing)", style="dim")
+    table = Table("id", "source", "text", box=None, pad_edge=False)
+    for chunk in result.context:
+        preview = chunk.text if len(chunk.text) <= _CHUNK_PREVIEW else chunk.text[:_CHUNK_PREVIEW] + "…"
+        table.add_row(literal(chunk.id, "cyan"), literal(chunk.source or "—", "dim"), literal(preview))
+    return table
+
+
+def _usage(result: EvaluationResult) -> Text:
+    u = result.usage
+    phases = "  ".join(f"{phase} {ms:.0f} ms" for phase, ms in result.latency_ms.items())
+    return Text(f"calls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
+                f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
+                + (f"\nlatency {phases}" if phases else ""))
+
+
+def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
+    """The end-of-run table of `veralith eval` / `resume` (a batch.Tally)."""
+    table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("evaluated", str(tally.evaluated) + (f" ({tally.stored} stored)" if tally.stored else ""))
+    for cell, n in sorted(tally.cells.items()):
+        table.add_row(f"  {cell}", str(n))
+    table.add_row("gate", "  ".join(f"{gate} {n}" for gate, n in sorted(tally.gates.items())) or "—")
+    table.add_row("errors", f"{tally.errors} (bad lines {tally.bad_lines}, failed {tally.failed}, "
+                  f"with judge errors {tally.with_judge_errors})")
+    table.add_row("calls", f"{tally.calls} ({tally.cache_hits} cache hits)")
+    table.add_row("tokens", f"{tally.input_tokens} in / {tally.output_tokens} out")
+    table.add_row("cost", fmt_usd(tally.usd))
+    rate = tally.evaluated / tally.wall_s if tally.wall_s > 0 else 0.0
+    table.add_row("wall time", f"{tally.wall_s:.1f} s ({rate:.1f} traces/s)")
+    if tally.interrupted:
+        left = f"{tally.left_pending} pending" + (f", {tally.left_running} abandoned mid-run" if tally.left_running
+                                                   else "")
+        table.add_row(Text("interrupted", style="bold yellow"),
+                      f"finished traces are stored; {left}; run `veralith resume` to finish them"
+                      + (f"; input read up to line {tally.last_line}" if tally.unread else ""))
+    return table
+
+
+def traces_table(rows: list[Mapping[str, Any]]) -> Table:
+    """`veralith list`: one row per stored trace, newest first (rows as the store returns them)."""
+    table = Table("id", "status", "kb", "cell", "gate", "suff", "faith", "cost", "created", "query")
+    for row in rows:
+        gate = str(row.get("quality_gate") or "—")
+        table.add_row(str(row.get("id")), literal(row.get("status") or "—"), literal(row.get("knowledge_base") or "—"),
+                      literal(row.get("failure_cell") or "—"), Text(gate, style=_GATE_STYLE.get(gate, "")),
+                      fmt_fraction(row.get("sufficiency_fraction")), fmt_fraction(row.get("faithfulness_fraction")),
+                      fmt_usd(row.get("usd")) if "usd" in row else "—", literal(str(row.get("created_at") or "—")),
+                      literal(_one_line(row.get("query") or ""), "dim"))
+    return table
+
+
+def _one_line(text: str, width: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def stats_view(stats: Mapping[str, Any]) -> RenderableType:
+    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds."""
+    cells: Mapping[str, int] = stats.get("cells") or {}
+    total = sum(cells.values())
+    dist = Table("cell", "traces", "share", "", box=None, pad_edge=False, title="Failure cells",
+                 title_justify="left")
+    for cell, n in sorted(cells.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+        share = n / total if total else 0.0
+        dist.add_row(literal(cell or "unclassified"), str(n), f"{share:5.1%}", Text("█" * round(share * 30), "cyan"))
+    parts: list[RenderableType] = [dist]
+    gates: Mapping[str, int] = stats.get("gates") or {}
+    parts.append(Text("gate  " + ("  ".join(f"{g} {n}" for g, n in sorted(gates.items())) or "—")))
+    parts.append(Text(f"mean sufficiency {fmt_fraction(stats.get('mean_sufficiency_fraction'))}  "
+                      f"mean faithfulness {fmt_fraction(stats.get('mean_faithfulness_fraction'))}  "
+                      f"total cost {fmt_usd(stats.get('total_usd'))}"))
+    thresholds: Mapping[str, Any] = stats.get("thresholds") or {}
+    if thresholds:
+        table = Table("knowledge base", "threshold", "source", box=None, pad_edge=False,
+                      title="Sufficiency threshold", title_justify="left")
+        for kb, info in sorted(thresholds.items()):
+            value, source = (info.get("threshold"), info.get("source")) if isinstance(info, Mapping) else (info, "")
+            table.add_row(literal(kb), fmt_fraction(value), literal(source or ""))
+        parts.append(table)
+    return Group(*parts)
+
+
+CSV_FIELDS = ["trace_id", "knowledge_base", "failure_cell", "quality_gate", "execution", "availability",
+              "sufficiency_level", "sufficiency_fraction", "faithfulness_fraction", "threshold", "threshold_source",
+              "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "refusal", "errors",
+              "calls", "cache_hits", "input_tokens", "output_tokens", "usd", "backend", "judge_model",
+              "suggestion", "query", "response", "metadata"]
+
+
+def csv_row(result: EvaluationResult) -> dict[str, Any]:
+    """One flat row per result; None stays empty (never 0 or NaN), so unknown cost stays unknown."""
+    d, u = result.diagnosis, result.usage
+    row: dict[str, Any] = {
+        "trace_id": result.trace_id, "knowledge_base": result.knowledge_base,
+        "failure_cell": result.failure_cell.value if result.failure_cell else None,
+        "quality_gate": result.status.quality_gate.value, "execution": result.status.execution.value,
+        "availability": result.status.availability.value,
+        "sufficiency_level": d.sufficiency_level.value if d else None,
+        "sufficiency_fraction": d.sufficiency_fraction if d else None,
+        "faithfulness_fraction": d.faithfulness_fraction if d else None,
+        "threshold": d.threshold if d else None, "threshold_source": d.threshold_source.value if d else None,
+        "n_sub_questions": len(result.sub_questions), "n_claims": len(result.claims),
+        "n_uncovered_sub_questions": d.n_uncovered_sub_questions if d else None,
+        "n_extra_claims": d.n_extra_claims if d else None, "refusal": result.refusal,
+        "errors": "; ".join(f"{e.phase.value}:{e.kind}" for e in result.errors),
+        "calls": u.calls, "cache_hits": u.cache_hits, "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens, "usd": u.usd, "backend": result.backend,
+        "judge_model": result.judge_model, "suggestion": result.suggestion.title if result.suggestion else None,
+        "query": result.query, "response": result.response,
+        "metadata": json.dumps(result.metadata, ensure_ascii=False, sort_keys=True) if result.metadata else None,
+    }
+    return {k: _cell_safe(v) for k, v in row.items()}
+
+
+def _cell_safe(value: Any) -> Any:
+    # A text cell starting with = + - @ is run as a formula by spreadsheet programs (CSV injection);
+    # a leading apostrophe makes them show it as text. Numbers are left alone.
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def write_export(results: Iterable[EvaluationResult], sink: IO[str], fmt: str) -> int:
+    """Stream results to `sink` as JSON lines or CSV; return how many were written."""
+    count = 0
+    writer = csv.DictWriter(sink, fieldnames=CSV_FIELDS) if fmt == "csv" else None
+    if writer is not None:
+        writer.writeheader()
+    for result in results:
+        if writer is not None:
+            writer.writerow(csv_row(result))
+        else:
+            sink.write(result.model_dump_json() + "\n")
+        count += 1
+    return count
