@@ -28,6 +28,7 @@ from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult, CallUsage, JudgeClient
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.tasks import Task
+from veralith.observability.cost import record_call
 
 __all__ = ["OpenAIClient", "ReplyCache", "get_client", "request_key"]
 
@@ -45,7 +46,7 @@ class ReplyCache(Protocol):
 
     def get(self, key: str) -> dict[str, Any] | None: ...
 
-    def put(self, key: str, value: dict[str, Any]) -> None: ...
+    def put(self, key: str, value: dict[str, Any], **meta: str) -> None: ...
 
 
 def request_key(backend: str, model: str, prompt_version: str, messages: list[dict[str, Any]],
@@ -71,6 +72,7 @@ class OpenAIClient:
 
     backend = "openai"
     concurrent = True
+    records_usage = True     # every call and cache hit is reported to the cost tracker (record_call)
 
     def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  timeout_s: float | None = None, max_retries: int | None = None,
@@ -115,7 +117,9 @@ class OpenAIClient:
         key = request_key(self.backend, self.model, self.prompt_version(task.name), base_messages, schema, sampling)
         cached = self._from_cache(task, key)
         if cached is not None:
-            return CallResult(cached, CallUsage(model=self.model, cache_hits=1, calls=0, usd=0.0))
+            hit = CallUsage(model=self.model, cache_hits=1, calls=0, usd=0.0)
+            record_call(hit)
+            return CallResult(cached, hit)
 
         usage = CallUsage(model=self.model)
         extra: list[dict[str, str]] = []
@@ -131,8 +135,10 @@ class OpenAIClient:
                          {"role": "user", "content": _reask_text(bad.problems)}]
                 continue
             usage.usd = self._usd(usage)
+            record_call(usage)
             if self.cache is not None:
-                self.cache.put(key, output.model_dump(mode="json"))
+                self.cache.put(key, output.model_dump(mode="json"), task=task.name, model=self.model,
+                               prompt_version=self.prompt_version(task.name))
             return CallResult(output, usage)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
@@ -213,6 +219,7 @@ class OpenAIClient:
         err = JudgeCallError(kind, self._redact(message), attempts=max(usage.calls, 1))
         # Tokens spent on a failed call still cost money; the cost tracker reads them from here.
         usage.usd = self._usd(usage)
+        record_call(usage)
         err.usage = usage  # type: ignore[attr-defined]
         return err
 
@@ -332,5 +339,8 @@ def get_client(backend: str | None = None) -> JudgeClient:
         if ident not in _clients:
             if len(_clients) >= 16:   # settings overrides in long test runs: keep the map small
                 _clients.clear()
-            _clients[ident] = OpenAIClient()
+            from veralith.llm.cache import get_cache
+            from veralith.observability.pricing import price_usd
+
+            _clients[ident] = OpenAIClient(cache=get_cache(), price=price_usd)
         return _clients[ident]

@@ -1,0 +1,202 @@
+"""Cost tracking: the price table, the tracker, per-trace scopes and client instrumentation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import warnings
+
+import openai
+import pytest
+
+from veralith.config import settings
+from veralith.observability import pricing
+from veralith.observability.cost import (
+    CostScope,
+    CostWarning,
+    get_tracker,
+    instrument,
+    price_usd,
+    record_usage,
+)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tracker():
+    get_tracker().reset()
+    pricing._warned.clear()
+    yield
+    get_tracker().reset()
+
+
+# ---------------------------------------------------------------- prices
+
+def test_table_prices_and_snapshots_resolve_to_their_family():
+    assert price_usd("gpt-4o", 1_000_000, 0, 1_000_000) == pytest.approx(12.50)
+    assert price_usd("gpt-4o-2024-08-06", 1_000_000, 0, 0) == pytest.approx(2.50)
+    assert price_usd("gpt-4o-mini-2024-07-18", 0, 0, 1_000_000) == pytest.approx(0.60)
+    assert price_usd("gpt-4.1-mini", 1_000_000, 0, 0) == pytest.approx(0.40)
+    assert price_usd("o4-mini", 0, 0, 1_000_000) == pytest.approx(4.40)
+    assert price_usd("gpt-5-nano-2025-08-07", 1_000_000, 0, 0) == pytest.approx(0.05)
+    assert price_usd("gpt-4-0613", 1_000_000, 0, 0) == pytest.approx(30.0)
+    assert pricing.PRICES_CHECKED  # the table carries the date it was checked
+
+
+def test_cached_input_is_part_of_input_and_billed_at_the_cached_rate():
+    # 1M prompt tokens of which 400k came from the provider's prompt cache.
+    usd = price_usd("gpt-4o", 1_000_000, 400_000, 0)
+    assert usd == pytest.approx(0.6 * 2.50 + 0.4 * 1.25)
+
+
+def test_unknown_model_costs_none_with_one_warning_per_model():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert price_usd("my-local-llama", 100, 0, 10) is None
+        assert price_usd("my-local-llama", 100, 0, 10) is None
+        assert price_usd("other-model", 100, 0, 10) is None
+    messages = [str(w.message) for w in caught if issubclass(w.category, CostWarning)]
+    assert len(messages) == 2
+    assert "my-local-llama" in messages[0] and "VERALITH_PRICING" in messages[0] and "None" in messages[0]
+
+
+def test_pricing_override_and_catch_all(monkeypatch):
+    monkeypatch.setenv("VERALITH_PRICING", '{"gpt-4o": {"input": 1, "output": 2}, "llama3": {"input": 0, "output": 0}}')
+    settings.reload()
+    assert price_usd("gpt-4o-2024-11-20", 1_000_000, 500_000, 1_000_000) == pytest.approx(3.0)  # cached = input
+    assert price_usd("llama3", 10_000, 0, 10_000) == 0.0  # a local server priced at 0 on purpose
+    with settings.override(pricing={"*": {"input": 0, "output": 0}}):
+        assert price_usd("anything-at-all", 10, 0, 10) == 0.0
+        assert price_usd("gpt-4o", 1_000_000, 0, 0) == pytest.approx(2.50)  # the table wins over "*"
+
+
+# ---------------------------------------------------------------- tracker and scopes
+
+def _call(model="gpt-4o", n_in=1000, n_out=100, **kw):
+    record_usage(model, input_tokens=n_in, cached_input_tokens=0, output_tokens=n_out,
+                 usd=price_usd(model, n_in, 0, n_out), **kw)
+
+
+def test_nested_scopes_add_up_to_their_parent_and_hits_cost_nothing():
+    with CostScope() as outer:
+        _call()
+        with CostScope() as inner:
+            _call(n_in=2000)
+            _call(cache_hit=True)
+    assert (inner.calls, inner.cache_hits, inner.input_tokens) == (1, 1, 2000)
+    assert (outer.calls, outer.cache_hits, outer.input_tokens, outer.output_tokens) == (2, 1, 3000, 200)
+    assert outer.usd == pytest.approx(price_usd("gpt-4o", 3000, 0, 200))
+    assert outer.tokens == 3200
+    tracker = get_tracker()
+    assert tracker.calls == 2 and tracker.cache_hits == 1 and tracker.total_tokens == 3200
+    assert tracker.total_usd == pytest.approx(outer.usd)
+    assert tracker.by_model()["gpt-4o"].calls == 2
+
+
+def test_an_unpriced_call_makes_the_sum_unknown_not_zero():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostWarning)
+        with CostScope() as scope:
+            _call()
+            _call(model="mystery-model")
+    assert scope.usd is None
+    assert get_tracker().total_usd is None
+    assert get_tracker().unpriced_models == ["mystery-model"]
+    assert get_tracker().by_model()["gpt-4o"].usd is not None
+
+
+def test_concurrent_traces_in_threads_each_see_only_their_own_calls():
+    barrier = threading.Barrier(8)
+    scopes: dict[int, CostScope] = {}
+
+    def trace(n: int) -> None:
+        with CostScope() as scope:
+            barrier.wait()
+            # Three "judges" per trace, each in a worker thread running a copy of the trace's context,
+            # as the pipeline runs them.
+            workers = [threading.Thread(target=contextvars.copy_context().run, args=(_call,),
+                                        kwargs={"n_in": 1000 * (n + 1)}) for _ in range(3)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+        scopes[n] = scope
+
+    threads = [threading.Thread(target=trace, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n, scope in scopes.items():
+        assert scope.calls == 3
+        assert scope.input_tokens == 3 * 1000 * (n + 1)
+    assert get_tracker().calls == 24
+
+
+def test_concurrent_traces_as_async_tasks():
+    async def trace(n: int) -> CostScope:
+        async with CostScope() as scope:
+            for _ in range(n + 1):
+                await asyncio.sleep(0)
+                _call()
+        return scope
+
+    async def main() -> list[CostScope]:
+        return list(await asyncio.gather(*(trace(n) for n in range(5))))
+
+    for n, scope in enumerate(asyncio.run(main())):
+        assert scope.calls == n + 1
+
+
+# ---------------------------------------------------------------- instrumenting a raw SDK client
+
+def _raw_client(server) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key="test", max_retries=0)
+
+
+def test_instrument_a_raw_openai_client(openai_server):
+    openai_server.usage = {"prompt_tokens": 1200, "completion_tokens": 300, "cached_tokens": 200}
+    client = instrument(_raw_client(openai_server))
+    assert instrument(client) is client  # idempotent: no double wrapping
+    other = _raw_client(openai_server)  # not instrumented: never counted
+    with CostScope() as scope:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+        other.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+    assert openai_server.count == 2
+    assert scope.calls == 1
+    assert (scope.input_tokens, scope.cached_input_tokens, scope.output_tokens) == (1200, 200, 300)
+    expected = (1000 * 0.15 + 200 * 0.075 + 300 * 0.60) / 1e6
+    assert scope.usd == pytest.approx(expected)
+    assert get_tracker().by_model()["gpt-4o-mini"].calls == 1
+
+
+def test_instrument_counts_structured_parse_calls_once(openai_server):
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        answer: str
+
+    openai_server.enqueue({"answer": "42"})
+    client = instrument(_raw_client(openai_server))
+    with CostScope() as scope:
+        parsed = client.chat.completions.parse(model="gpt-4.1", messages=[{"role": "user", "content": "q"}],
+                                               response_format=Answer)
+    assert parsed.choices[0].message.parsed.answer == "42"
+    assert scope.calls == 1 and scope.input_tokens == 100  # the server's default usage
+
+
+def test_instrument_async_client(openai_server):
+    async def main() -> CostScope:
+        client = instrument(openai.AsyncOpenAI(base_url=openai_server.base_url, api_key="test", max_retries=0))
+        async with CostScope() as scope:
+            await client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        await client.close()
+        return scope
+
+    scope = asyncio.run(main())
+    assert scope.calls == 1 and scope.usd == pytest.approx(price_usd("gpt-4o", 100, 0, 20))
+
+
+def test_instrument_rejects_what_it_cannot_wrap():
+    with pytest.raises(TypeError, match="instrument"):
+        instrument(object())

@@ -1,0 +1,177 @@
+"""The judge-reply cache: an in-process LRU in front of the SQLite `llm_cache` table.
+
+Keys are the client's `request_key` (a hash of backend, model, prompt version, messages, response
+schema and sampling parameters), so a changed prompt or model can never be served an old reply.
+Values are parsed replies as JSON objects; the client stores only replies that parsed and passed
+the task's checks. The SQLite layer is shared by every process using the same database, so a
+rerun in a new process is served from disk; the LRU saves the disk round trip inside a process.
+
+`settings.cache` is read on every call, so `settings.override(cache=False)` turns both layers off
+for existing clients too. A row that cannot be decoded is treated as a miss and overwritten by
+the next `put`. All methods are thread-safe: the LRU has a lock, and SQLite is reached through
+`open_db`, which gives each thread its own connection (WAL and a busy timeout let threads and
+processes share the file).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from sqlite_utils import Database
+
+from veralith.config import settings
+from veralith.store.db import open_db, write
+
+__all__ = ["CacheStats", "LLMCache", "SettingsCache", "cache_for", "get_cache"]
+
+log = logging.getLogger("veralith.cache")
+
+
+@dataclass
+class CacheStats:
+    memory_hits: int = 0
+    db_hits: int = 0
+    misses: int = 0
+    puts: int = 0
+    corrupt: int = 0
+
+
+class LLMCache:
+    """`get(key) -> dict | None` and `put(key, value)`; see the module docstring for the contract."""
+
+    def __init__(self, db_path: str, size: int) -> None:
+        self.db_path = db_path
+        self.size = size
+        self.stats = CacheStats()
+        self._lock = threading.Lock()
+        self._lru: OrderedDict[str, str] = OrderedDict()  # key -> JSON text (callers get fresh copies)
+
+    # ------------------------------------------------------------ public seam
+    def get(self, key: str) -> dict[str, Any] | None:
+        if not settings.cache:
+            return None
+        with self._lock:
+            text = self._lru.get(key)
+            if text is not None:
+                self._lru.move_to_end(key)
+                self.stats.memory_hits += 1
+                return json.loads(text)  # type: ignore[no-any-return]
+        try:
+            db = self._db()
+            row = db.execute("SELECT value FROM llm_cache WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as exc:  # a cache that cannot be read is a miss, never a failed judge call
+            log.warning("LLM cache unreadable (%s); calling the model instead", exc)
+            row = None
+        value = _decode(row[0]) if row else None
+        with self._lock:
+            if value is None:
+                self.stats.misses += 1
+                self.stats.corrupt += row is not None
+                return None
+            self.stats.db_hits += 1
+            self._remember(key, row[0])
+        # `hits` counts replies served from disk (reuse across runs and processes); LRU hits stay
+        # in memory so a hot rerun does not write to the database on every call.
+        try:
+            with write(db):
+                db.execute("UPDATE llm_cache SET hits = hits + 1 WHERE key = ?", (key,))
+        except sqlite3.Error as exc:
+            log.warning("LLM cache hit counter not updated: %s", exc)
+        return value
+
+    def put(self, key: str, value: dict[str, Any], *, task: str | None = None, model: str | None = None,
+            prompt_version: str | None = None) -> None:
+        if not isinstance(value, dict):
+            raise TypeError(f"only parsed replies (dicts) are cached, got {type(value).__name__}")
+        if not settings.cache:
+            return
+        text = json.dumps(value, separators=(",", ":"), sort_keys=True)
+        # The metadata columns are for people browsing the table; the key alone decides a hit.
+        try:
+            db = self._db()
+            with write(db):
+                db.execute(
+                    "INSERT OR REPLACE INTO llm_cache (key, task, model, prompt_version, value, created_at, hits) "
+                    "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                    (key, task or "", model or "", prompt_version or "", text,
+                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+        except sqlite3.Error as exc:  # the reply is still good; only its reuse by other processes is lost
+            log.warning("LLM cache write failed (%s); kept in memory only", exc)
+        with self._lock:
+            self.stats.puts += 1
+            self._remember(key, text)
+
+    def clear_memory(self) -> None:
+        """Forget the LRU layer only (tests and benchmarks use it to measure the SQLite layer)."""
+        with self._lock:
+            self._lru.clear()
+
+    # ------------------------------------------------------------ internals
+    def _remember(self, key: str, text: str) -> None:
+        if self.size <= 0:
+            return
+        self._lru[key] = text
+        self._lru.move_to_end(key)
+        while len(self._lru) > self.size:
+            self._lru.popitem(last=False)
+
+    def _db(self) -> Database:
+        return open_db(self.db_path)  # this thread's migrated connection
+
+
+def _decode(text: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+_caches: dict[tuple[str, int], LLMCache] = {}
+_caches_lock = threading.Lock()
+
+
+def cache_for(db_path: str, size: int) -> LLMCache:
+    """The process's one LLMCache for this database file and LRU size."""
+    key = (os.path.abspath(db_path), size)
+    with _caches_lock:
+        cache = _caches.get(key)
+        if cache is None:
+            cache = _caches[key] = LLMCache(key[0], key[1])
+        return cache
+
+
+class SettingsCache:
+    """The cache of whatever `settings` say now (file, size, on/off), looked up on every call.
+
+    Judge clients live longer than a settings override (get_client reuses them), so they hold
+    this instead of one LLMCache: a later `settings.override(db_path=...)` or a new VERALITH_DB_PATH
+    is honoured without rebuilding clients.
+    """
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return cache_for(settings.db_path, settings.cache_size).get(key) if settings.cache else None
+
+    def put(self, key: str, value: dict[str, Any], **meta: str | None) -> None:
+        if settings.cache:
+            cache_for(settings.db_path, settings.cache_size).put(key, value, **meta)
+
+    @property
+    def current(self) -> LLMCache:
+        return cache_for(settings.db_path, settings.cache_size)
+
+
+_SETTINGS_CACHE = SettingsCache()
+
+
+def get_cache() -> SettingsCache:
+    """The process cache for the current settings (database file, LRU size, on/off), as clients use it."""
+    return _SETTINGS_CACHE

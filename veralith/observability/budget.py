@@ -1,0 +1,280 @@
+"""The per-trace budget guard: estimate what a trace's judge calls will cost before making any.
+
+The estimate renders the prompts the trace would send, with the pipeline's batching:
+
+    1 decompose call                       query + response + its sentences
+    ceil(S / batch_size) sufficiency calls  S sub-questions, every chunk
+    ceil(C / batch_size) faithfulness calls C claims, every chunk (none when C == 0)
+    1 completeness call                    every sub-question and claim (none when S or C is 0)
+
+Sub-questions and claims are unknown until decomposition has run, so S = the query's sentences
+(at least 1 for a non-empty query) and C = the response's sentences, each standing in for the
+text the decomposer would write. Input tokens are counted as OpenAI counts chat input: per
+message 3 + tokens(role) + tokens(content), plus 3 to prime the reply, plus the strict JSON
+Schema sent as `response_format` (structured outputs bill it as input).
+
+Output is unknown too, so an allowance is added (OUTPUT_ALLOWANCE; generous on purpose, since the
+guard must not let a trace through on an optimistic guess):
+    decompose     40 + tokens(query) + tokens(response) + 40 per sub-question and per claim
+    sufficiency   20 per call + 160 per sub-question
+    faithfulness  20 per call + 140 per claim
+    completeness  40 + 50 per claim
+USD = input tokens x input price + output tokens x output price (no provider-cache discount).
+
+Tokens come from tiktoken (o200k_base for gpt-4o / 4.1 / o-series / gpt-5 and unknown models,
+cl100k_base for gpt-4 / gpt-3.5). tiktoken downloads its files without a timeout, so it is only
+asked for an encoding whose file is already in its cache directory with the right checksum;
+otherwise the count falls back to ceil(characters / 4) with one CostWarning, and never hangs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from veralith.config import settings
+from veralith.errors import VeralithError
+from veralith.observability.pricing import CostWarning, price_of
+
+__all__ = ["BudgetExceeded", "TraceEstimate", "count_tokens", "encoding_for", "enforce_budget", "estimate_trace"]
+
+# sha256 of each encoding file, as tiktoken itself checks it (tiktoken_ext/openai_public.py).
+_ENCODINGS = {
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+}
+_URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
+_CL100K_FAMILIES = ("gpt-4-", "gpt-3.5", "text-embedding-")
+
+OUTPUT_ALLOWANCE = {"decompose_base": 40, "decompose_per_item": 40, "call": 20, "sufficiency_per_item": 160,
+                    "faithfulness_per_item": 140, "completeness_base": 40, "completeness_per_claim": 50}
+
+
+class BudgetExceeded(VeralithError):
+    """The estimated judge cost of one trace is above VERALITH_PER_TRACE_BUDGET_USD."""
+
+    def __init__(self, estimated_usd: float, budget_usd: float) -> None:
+        self.estimated_usd = estimated_usd
+        self.budget_usd = budget_usd
+        super().__init__(
+            f"estimated judge cost ${estimated_usd:.6g} for this trace exceeds the per-trace budget "
+            f"${budget_usd:.6g} (setting per_trace_budget_usd, env VERALITH_PER_TRACE_BUDGET_USD); "
+            "nothing was called or stored. Raise the budget, shorten the context, or use a cheaper judge_model.")
+
+
+@dataclass(frozen=True)
+class TraceEstimate:
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd: float | None          # None when the model's price is unknown
+    method: str                # "tiktoken:<encoding>" | "chars/4" | "local" (no model is called)
+
+
+# ---------------------------------------------------------------- token counting
+
+_encodings: dict[str, Any] = {}
+_enc_lock = threading.Lock()
+_fallback_warned = False
+
+
+def encoding_for(model: str) -> str:
+    name = model.strip().lower()
+    if name.startswith(_CL100K_FAMILIES) and not name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5")):
+        return "cl100k_base"
+    if name in ("gpt-4", "gpt-3.5-turbo"):
+        return "cl100k_base"
+    return "o200k_base"
+
+
+def _cached_file_ok(encoding: str) -> bool:
+    """True when tiktoken will find `encoding` in its cache without downloading (same rules as tiktoken)."""
+    cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR", os.environ.get("DATA_GYM_CACHE_DIR"))
+    if cache_dir is None:
+        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    if not cache_dir:  # tiktoken treats "" as "never cache": every load would download
+        return False
+    path = os.path.join(cache_dir, hashlib.sha1(_URL.format(encoding).encode()).hexdigest())
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest() == _ENCODINGS[encoding]
+    except OSError:
+        return False
+
+
+def _encoding(name: str) -> Any | None:
+    with _enc_lock:
+        if name not in _encodings:
+            _encodings[name] = None
+            if _cached_file_ok(name):
+                try:
+                    import tiktoken  # lazy: never at `import veralith`
+
+                    _encodings[name] = tiktoken.get_encoding(name)
+                except Exception:  # a broken install must not fail an evaluation; fall back below
+                    _encodings[name] = None
+        return _encodings[name]
+
+
+def _warn_fallback(name: str) -> None:
+    global _fallback_warned
+    if not _fallback_warned:
+        _fallback_warned = True
+        warnings.warn(f"tiktoken encoding {name} is not available offline (set TIKTOKEN_CACHE_DIR to a folder "
+                      "holding it); token counts for the budget are estimated as ceil(characters / 4).",
+                      CostWarning, stacklevel=4)
+
+
+def count_tokens(text: str, model: str) -> tuple[int, str]:
+    """(tokens in `text` for `model`, method used)."""
+    name = encoding_for(model)
+    enc = _encoding(name)
+    if enc is None:
+        _warn_fallback(name)
+        return math.ceil(len(text) / 4), "chars/4"
+    return len(enc.encode(text, disallowed_special=())), f"tiktoken:{name}"
+
+
+# ---------------------------------------------------------------- estimating a trace
+
+def _chunks(context: Sequence[Any]) -> list[Any]:
+    """Context in any accepted form as ChunkIn, with the pipeline's default ids (c0, c1, ...)."""
+    from veralith.llm.tasks import ChunkIn
+
+    chunks = []
+    for n, item in enumerate(context):
+        if isinstance(item, str):
+            text, cid, source = item, None, None
+        elif isinstance(item, dict):
+            text = item.get("text", item.get("page_content", item.get("content", "")))
+            cid, source = item.get("id"), item.get("source")
+        else:
+            text = getattr(item, "text", getattr(item, "page_content", ""))
+            cid, source = getattr(item, "id", None), getattr(item, "source", None)
+        chunks.append(ChunkIn(id=str(cid) if cid is not None else f"c{n}", text=str(text),
+                              source=None if source is None else str(source)))
+    return chunks
+
+
+def _batches(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _sentences(text: str) -> list[str]:
+    from veralith.llm.text import sentence_spans
+
+    return [text[start:end] for start, end in sentence_spans(text)]
+
+
+def _payloads(query: str, context: Sequence[Any], response: str) -> tuple[list[tuple[str, Any]], int, int]:
+    """(task name, input model) for every call the trace would make, plus the S and C assumed."""
+    from veralith.llm import tasks as t
+
+    chunks = _chunks(context)
+    sentences = _sentences(response)
+    sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s) for n, s in enumerate(_sentences(query), 1)]
+    claims = [t.ClaimIn(id=f"c{n}", text=s) for n, s in enumerate(sentences, 1)]
+    calls: list[tuple[str, Any]] = [("decompose", t.DecomposeInput(
+        query=query, response=response, sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]))]
+    size = settings.batch_size
+    calls += [("sufficiency", t.SufficiencyInput(query=query, sub_questions=b, chunks=chunks))
+              for b in _batches(sub_questions, size)]
+    calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunks))
+              for b in _batches(claims, size)]
+    if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
+        calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
+    return calls, len(sub_questions), len(claims)
+
+
+def _message_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None, model: str) -> tuple[int, str]:
+    import json
+
+    total, method = 3, ""
+    for message in messages:
+        content = message.get("content") or ""
+        text = content if isinstance(content, str) else json.dumps(content)
+        n, method = count_tokens(f"{message.get('role', '')}{text}", model)
+        total += 3 + n
+    if schema is not None:
+        n, method = count_tokens(json.dumps(schema, separators=(",", ":")), model)
+        total += n
+    return total, method
+
+
+def _output_allowance(task: str, payload: Any, query_tokens: int, response_tokens: int) -> int:
+    a = OUTPUT_ALLOWANCE
+    if task == "decompose":
+        items = len(payload.sentences) + max(1, len(_sentences(payload.query)))
+        return a["decompose_base"] + query_tokens + response_tokens + a["decompose_per_item"] * items
+    if task == "sufficiency":
+        return a["call"] + a["sufficiency_per_item"] * len(payload.sub_questions)
+    if task == "faithfulness":
+        return a["call"] + a["faithfulness_per_item"] * len(payload.claims)
+    return a["completeness_base"] + a["completeness_per_claim"] * len(payload.claims)
+
+
+def estimate_trace(query: str, context: Sequence[Any], response: str, *, client: Any = None,
+                   model: str | None = None) -> TraceEstimate:
+    """Estimated calls, tokens and USD of evaluating one trace with `client` (default: the settings')."""
+    from veralith.llm import prompts
+    from veralith.llm.tasks import TASKS
+
+    model = model or getattr(client, "model", None) or settings.judge_model
+    if _backend(client) == "local":
+        return TraceEstimate(model=model, calls=0, input_tokens=0, output_tokens=0, usd=0.0, method="local")
+    calls, _, _ = _payloads(query, context, response)
+    query_tokens, _ = count_tokens(query, model)
+    response_tokens, _ = count_tokens(response, model)
+    input_tokens = output_tokens = 0
+    method = "chars/4"
+    for task, payload in calls:
+        schema = _schema(TASKS[task].output_model)
+        n, method = _message_tokens(prompts.render(task, payload), schema, model)
+        input_tokens += n
+        output_tokens += _output_allowance(task, payload, query_tokens, response_tokens)
+    price = price_of(model)
+    usd = None if price is None else (input_tokens * price.input + output_tokens * price.output) / 1e6
+    return TraceEstimate(model=model, calls=len(calls), input_tokens=input_tokens, output_tokens=output_tokens,
+                         usd=usd, method=method)
+
+
+def _schema(output_model: type) -> dict[str, Any]:
+    return output_model.model_json_schema()  # type: ignore[attr-defined, no-any-return]
+
+
+def _backend(client: Any) -> str:
+    if client is not None:
+        return str(getattr(client, "backend", "openai"))
+    if settings.backend != "auto":
+        return str(settings.backend)
+    return "openai" if settings.api_key or settings.base_url else "local"
+
+
+def enforce_budget(query: str, context: Sequence[Any], response: str, *, budget_usd: float | None = None,
+                   client: Any = None) -> TraceEstimate | None:
+    """Raise BudgetExceeded when the trace's estimated cost is above the budget; return the estimate.
+
+    `budget_usd` defaults to settings.per_trace_budget_usd; with no budget this returns None at once.
+    A budget on a model without a known price cannot be enforced, so that fails loudly too.
+    """
+    budget = settings.per_trace_budget_usd if budget_usd is None else budget_usd
+    if budget is None:
+        return None
+    estimate = estimate_trace(query, context, response, client=client)
+    if estimate.usd is None:
+        from veralith.config import ConfigError
+
+        raise ConfigError(f"VERALITH_PER_TRACE_BUDGET_USD is set but the price of judge model {estimate.model!r} "
+                          "is unknown, so the budget cannot be enforced; add it to VERALITH_PRICING "
+                          '(e.g. {"%s": {"input": 0, "output": 0}} for a local server).' % estimate.model)
+    if estimate.usd > budget:
+        raise BudgetExceeded(estimate.usd, budget)
+    return estimate

@@ -1,0 +1,280 @@
+"""Where judge money goes: a process-wide tracker, per-trace scopes, and client instrumentation.
+
+    from veralith.observability.cost import instrument, get_tracker, CostScope
+    client = instrument(openai.OpenAI())       # wraps this instance only; returns it
+    with CostScope() as scope:
+        veralith.evaluate(q, ctx, r)            # or any call on an instrumented client
+    scope.usd, scope.tokens, scope.calls, scope.cache_hits
+    get_tracker().total_usd, get_tracker().by_model()
+
+Every call funnels into `record_usage`, which adds to the tracker and to every CostScope active
+in the caller's context. Scopes live in a ContextVar, so concurrent traces in threads or asyncio
+tasks each see only their own calls, and worker threads that run in a copied context (the
+pipeline's judges) report to the trace that started them. A scope inside a scope adds to both.
+
+Cost is None, never 0, when a model's price is unknown (see pricing.py), and a None anywhere in a
+sum makes the sum None: an undercount that looks exact is worse than an honest "unknown".
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from veralith.llm.base import CallUsage
+from veralith.models import Usage
+from veralith.observability.budget import BudgetExceeded, enforce_budget, estimate_trace
+from veralith.observability.pricing import PRICES_CHECKED, CostWarning, price_of, price_usd
+
+__all__ = [
+    "PRICES_CHECKED", "BudgetExceeded", "CostScope", "CostTracker", "CostWarning", "ModelUsage",
+    "enforce_budget", "estimate_trace", "get_tracker", "instrument", "price_usd", "record_call", "record_usage",
+]
+
+
+@dataclass
+class ModelUsage:
+    """Usage summed over calls. `calls` are requests that reached a server; cache hits are not calls."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    input_tokens: int = 0          # all prompt tokens, provider-cached ones included
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float | None = 0.0        # None as soon as one call could not be priced
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _add(self, input_tokens: int, cached_input_tokens: int, output_tokens: int,
+             usd: float | None, cache_hit: bool, calls: int) -> None:
+        with self._lock:
+            self.cache_hits += cache_hit
+            self.calls += calls
+            self.input_tokens += input_tokens
+            self.cached_input_tokens += cached_input_tokens
+            self.output_tokens += output_tokens
+            self.usd = None if self.usd is None or usd is None else self.usd + usd
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def as_usage(self) -> Usage:
+        """The result model's Usage, as EvaluationResult.usage carries it."""
+        with self._lock:
+            return Usage(calls=self.calls, cache_hits=self.cache_hits, input_tokens=self.input_tokens,
+                         cached_input_tokens=self.cached_input_tokens, output_tokens=self.output_tokens,
+                         usd=self.usd)
+
+
+class CostTracker:
+    """Process-wide totals, per model. Read with the properties; `reset()` starts over."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[str, ModelUsage] = {}
+
+    def _add(self, model: str, *args: Any) -> None:
+        with self._lock:
+            usage = self._models.setdefault(model, ModelUsage())
+        usage._add(*args)
+
+    def by_model(self) -> dict[str, Usage]:
+        with self._lock:
+            return {model: usage.as_usage() for model, usage in self._models.items()}
+
+    def _total(self) -> Usage:
+        total = ModelUsage()
+        for usage in self.by_model().values():
+            total.calls += usage.calls
+            total.cache_hits += usage.cache_hits
+            total.input_tokens += usage.input_tokens
+            total.cached_input_tokens += usage.cached_input_tokens
+            total.output_tokens += usage.output_tokens
+            total.usd = None if total.usd is None or usage.usd is None else total.usd + usage.usd
+        return total.as_usage()
+
+    @property
+    def total_usd(self) -> float | None:
+        return self._total().usd
+
+    @property
+    def total_tokens(self) -> int:
+        total = self._total()
+        return total.input_tokens + total.output_tokens
+
+    @property
+    def calls(self) -> int:
+        return self._total().calls
+
+    @property
+    def cache_hits(self) -> int:
+        return self._total().cache_hits
+
+    @property
+    def unpriced_models(self) -> list[str]:
+        return sorted(model for model, usage in self.by_model().items() if usage.usd is None)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._models.clear()
+
+
+_TRACKER = CostTracker()
+_SCOPE: contextvars.ContextVar[CostScope | None] = contextvars.ContextVar("veralith_cost_scope", default=None)
+# Set while an instrumented method runs, so a wrapped call made inside another wrapped call (an SDK
+# helper that calls `create` itself) is counted once.
+_IN_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar("veralith_cost_in_call", default=False)
+
+
+def get_tracker() -> CostTracker:
+    return _TRACKER
+
+
+class CostScope(ModelUsage):
+    """Usage of the calls made inside a `with` (or `async with`) block, in this context only.
+
+    Read `.usd`, `.tokens`, `.calls`, `.cache_hits`, `.input_tokens`, `.output_tokens` after the
+    block exits. Threads started inside the block report here only if they run in a copy of the
+    block's context (`contextvars.copy_context().run`, as the pipeline and asyncio do).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parent: CostScope | None = None
+        self._token: contextvars.Token[CostScope | None] | None = None
+
+    def __enter__(self) -> CostScope:
+        self._parent = _SCOPE.get()
+        self._token = _SCOPE.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            try:
+                _SCOPE.reset(self._token)
+            except ValueError:  # exited in another context (e.g. a generator resumed elsewhere)
+                _SCOPE.set(self._parent)
+            self._token = None
+
+    async def __aenter__(self) -> CostScope:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__(*exc)
+
+
+def record_usage(model: str, *, input_tokens: int, cached_input_tokens: int, output_tokens: int,
+                 usd: float | None, cache_hit: bool = False, calls: int = 1) -> None:
+    """Report one call (or one cache hit, which costs nothing) to the tracker and active scopes.
+
+    `calls` is the number of HTTP requests behind this usage (a retried or re-asked judge call
+    reports its total once).
+    """
+    if cache_hit:
+        input_tokens = cached_input_tokens = output_tokens = calls = 0
+        usd = 0.0
+    args = (input_tokens, cached_input_tokens, output_tokens, usd, cache_hit, calls)
+    _TRACKER._add(model, *args)
+    scope = _SCOPE.get()
+    while scope is not None:
+        scope._add(*args)
+        scope = scope._parent
+
+
+def record_call(usage: CallUsage) -> None:
+    """Report a judge client's CallUsage (one logical call: retries and the re-ask included)."""
+    record_usage(usage.model, input_tokens=usage.input_tokens, cached_input_tokens=usage.cached_input_tokens,
+                 output_tokens=usage.output_tokens, usd=usage.usd, cache_hit=usage.cache_hits > 0 and not usage.calls,
+                 calls=usage.calls)
+
+
+# ---------------------------------------------------------------- instrumenting an SDK client
+
+def instrument(client: Any) -> Any:
+    """Record every chat, structured (`parse`) and embeddings call made through `client`.
+
+    Wraps the methods on this instance only (never the SDK's classes), so other clients in the
+    process are untouched; calling it twice changes nothing. Veralith's judge clients already
+    report each of their calls (and cache hits) through `record_usage` (the local backend makes
+    no paid calls at all), so they are returned as they are, never counted twice.
+    Works for `openai.OpenAI` and `openai.AsyncOpenAI`; returns `client`.
+    """
+    if getattr(client, "records_usage", False) or getattr(client, "backend", None) == "local":
+        return client
+    targets = []
+    chat = getattr(client, "chat", None)
+    completions = getattr(chat, "completions", None)
+    if completions is not None:
+        targets += [(completions, "create"), (completions, "parse")]
+    beta_completions = getattr(getattr(getattr(client, "beta", None), "chat", None), "completions", None)
+    if beta_completions is not None:
+        targets.append((beta_completions, "parse"))
+    if getattr(client, "embeddings", None) is not None:
+        targets.append((client.embeddings, "create"))
+    if not targets:
+        raise TypeError(f"instrument() needs an OpenAI SDK client or a Veralith judge client, "
+                        f"got {type(client).__name__}")
+    for resource, name in targets:
+        method = getattr(resource, name, None)
+        if method is not None and not getattr(method, "_veralith_instrumented", False):
+            setattr(resource, name, _wrap(method))
+    return client
+
+
+def _wrap(method: Any) -> Any:
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _IN_CALL.get():
+            return method(*args, **kwargs)
+        token = _IN_CALL.set(True)
+        try:
+            response = method(*args, **kwargs)
+        finally:
+            _IN_CALL.reset(token)
+        if inspect.isawaitable(response):  # AsyncOpenAI: its methods are plain functions returning coroutines
+            return _record_when_done(kwargs.get("model"), response)
+        _record_response(kwargs.get("model"), response)
+        return response
+
+    wrapper._veralith_instrumented = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+async def _record_when_done(requested_model: str | None, pending: Any) -> Any:
+    token = _IN_CALL.set(True)
+    try:
+        response = await pending
+    finally:
+        _IN_CALL.reset(token)
+    _record_response(requested_model, response)
+    return response
+
+
+def _record_response(requested_model: str | None, response: Any) -> None:
+    """Record a response's own usage block; responses without one (streams) are left alone."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return
+    input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+    output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0)
+    # Price under the name the caller asked for (what VERALITH_PRICING is keyed by); the server's
+    # reported name (often a dated snapshot) is the fallback when that one is unknown.
+    reported = getattr(response, "model", None) or requested_model or "unknown"
+    model = requested_model or reported
+    usd = _price_quietly(model, input_tokens, cached, output_tokens)
+    if usd is None and reported != model:
+        usd = _price_quietly(reported, input_tokens, cached, output_tokens)
+    if usd is None:
+        usd = price_usd(model, input_tokens, cached, output_tokens)  # warns once for this model
+    record_usage(model, input_tokens=input_tokens, cached_input_tokens=cached,
+                 output_tokens=output_tokens, usd=usd)
+
+
+def _price_quietly(model: str, input_tokens: int, cached: int, output_tokens: int) -> float | None:
+    return None if price_of(model, warn=False) is None else price_usd(model, input_tokens, cached, output_tokens)
