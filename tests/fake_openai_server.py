@@ -20,9 +20,10 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
         openai_server.requests, openai_server.count, openai_server.by_task()
 
-Order of answers: scripted queue, then `responder`, then (when `auto` is true, the default) a
-valid, schema-conforming trivial judgment computed from the prompt; with `auto = False` an
-unscripted request gets a 400 naming the problem. Faults apply only to unscripted requests.
+Order of answers: scripted queue, then `responder` (body -> reply, or None to pass), then (when
+`auto` is true, the default) a valid, schema-conforming trivial judgment computed from the prompt;
+with `auto = False` an unanswered request gets a 400 naming the problem. A responder that raises
+yields a 500 carrying its error. Faults apply only to unscripted requests.
 
 As a subprocess (benchmarks, crash and CLI tests):
 
@@ -173,11 +174,14 @@ class FakeOpenAIServer:
             return Reply.error(500)
         roll -= self._faults.get("500", 0.0)
         truncate = roll < self._faults.get("truncated", 0.0)
-        if self.responder is not None:
-            reply = self.responder(body)
-        elif self.auto:
-            reply = auto_reply(body)
-        else:
+        try:
+            # A responder may answer only some requests: None falls through to the auto reply.
+            reply = self.responder(body) if self.responder is not None else None
+            if reply is None and self.auto:
+                reply = auto_reply(body)
+        except Exception as exc:  # a broken responder shows up as a readable 500, not a dropped socket
+            return Reply.error(500, message=f"fake_openai_server: responder failed: {type(exc).__name__}: {exc}")
+        if reply is None:
             return Reply.error(400, message=f"fake_openai_server: no reply scripted for request #{self.count} "
                                             "(enqueue one, set .responder, or set .auto = True)")
         reply = reply if isinstance(reply, Reply) else Reply.of(reply)
@@ -347,10 +351,9 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- pytest fixture and CLI
 
-try:
-    import pytest
-except ImportError:  # the subprocess mode must not need pytest
-    pytest = None  # type: ignore[assignment]
+# The fixture exists only when pytest is already loaded (conftest imports this module), so the
+# subprocess mode starts fast and runs without pytest installed.
+pytest = sys.modules.get("pytest")
 
 if pytest is not None:
     @pytest.fixture
