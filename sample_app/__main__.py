@@ -1,0 +1,3 @@
+from sample_app.run import main
+
+raise SystemExit(main())
