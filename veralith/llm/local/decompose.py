@@ -51,6 +51,9 @@ _REFUSAL = re.compile(
     r"text|sources?|article|provided)|"
     r"(?:insufficient|not enough) (?:information|context))", re.I)
 _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
+_PERSONAL_CLAIM = re.compile(r"^\W*(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b\s*\w", re.I)
+# Assistant service phrases are boilerplate even though they start with "I".
+_SERVICE = re.compile(r"^\W*i (?:hope|can help|am happy to|'m happy to|would be happy|'d be happy|can assist)\b", re.I)
 _HEDGE = re.compile(r"\b(?:may|might|could|possibly|perhaps|likely|probably|maybe|appears? to|seems? to|"
                     r"suggests?)\b", re.I)
 _ATTRIBUTED = re.compile(r"\b(?:according to|said|says|stated|reported|claims?)\b", re.I)
@@ -153,7 +156,9 @@ def decompose(payload: DecomposeInput) -> DecomposeOutput:
             asked = True
             continue
         yes_no = bare_answer and bool(_YES_NO.match(body)) and bool(payload.query.strip())
-        if not yes_no and (_CHITCHAT.match(body) or not _informative(body)):
+        # "I have!" or "I agree with you" asserts something about the speaker: a claim to judge.
+        personal = bool(_PERSONAL_CLAIM.match(body)) and not _SERVICE.match(body)
+        if not (yes_no or personal) and (_CHITCHAT.match(body) or not _informative(body)):
             # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
             continue
         note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else None

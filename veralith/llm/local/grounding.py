@@ -13,17 +13,19 @@ from __future__ import annotations
 import math
 import re
 
-from veralith.llm.local.evidence import ChunkIndex, Term, coverage, negated, pair_coverage, piece_of, terms_of
-from veralith.llm.local.lexicon import FIRST_PERSON, tokens
+from veralith.llm.local.evidence import (ChunkIndex, Term, coverage, negated, pair_coverage, piece_of, sentences_of,
+                                         terms_of)
+from veralith.llm.local.lexicon import PERSONAL, SUBJECTIVE, tokens
 from veralith.llm.local.model import load
 from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, FaithfulnessItem, FaithfulnessOutput
 
 __all__ = ["FEATURES", "claim_features", "faithfulness"]
 
-FEATURES = ["cov1", "cov2", "covall", "pair1", "num_miss", "cap_miss", "first_person", "neg_mismatch",
-            "n_terms", "miss_w"]
+FEATURES = ["cov1", "cov2", "covall", "cov_sent", "cov_sent2", "pair1", "num_miss", "cap_miss", "personal",
+            "subjective", "neg_mismatch", "slot", "n_terms", "miss_w", "gap_short"]
 _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 _QUOTE_CHARS = 300
+_SHORT = 8  # content terms
 
 
 def _claim_terms(claim: ClaimIn, query: str) -> list[Term]:
@@ -45,20 +47,32 @@ def claim_features(claim: ClaimIn, query: str, index: ChunkIndex) -> tuple[dict[
     capitals = [t for t in terms if t.is_capital]
     cap_weight = sum(t.weight for t in capitals)
     sentence = index.best_sentence(best[0], terms) if best else ""
-    claim_first_person = any(t.text.lower() in FIRST_PERSON for t in tokens(claim.text))
+    claim_words = {t.text.lower() for t in tokens(claim.text)}
+    sentence_words = {t.text.lower() for t in tokens(sentence)}
     missing = sum(t.weight for t in terms if not any(p.has(t) for p in pieces)) if pieces else \
         sum(t.weight for t in terms)
+    sent_scores = sorted(((coverage(terms, [piece_of(s)]), s) for i in best for s in sentences_of(index.texts[i])),
+                         key=lambda x: -x[0])[:2]
+    cov_sent = sent_scores[0][0] if sent_scores else 0.0
+    cov_sent2 = coverage(terms, [piece_of(s) for _, s in sent_scores]) if sent_scores else 0.0
     features = {
         "cov1": cov1,
+        "cov_sent": cov_sent,
+        "cov_sent2": cov_sent2,
+        "slot": float(bool(sentence) and _slot_conflict(terms, sentence, claim.text)),
         "cov2": cov2,
         "covall": covall,
         "pair1": pair_coverage(terms, pieces[0]) if pieces else 0.0,
         "num_miss": (sum(t.norm not in index.union.numbers for t in numbers) / len(numbers)) if numbers else 0.0,
         "cap_miss": (sum(t.weight * (index.union.has(t) == 0.0) for t in capitals) / cap_weight) if capitals else 0.0,
-        "first_person": float(claim_first_person and not any(t.text.lower() in FIRST_PERSON for t in tokens(sentence))),
+        "personal": float(bool(claim_words & PERSONAL) and not sentence_words & PERSONAL),
+        "subjective": float(bool((claim_words & SUBJECTIVE) - sentence_words)),
         "neg_mismatch": float(bool(sentence) and negated(claim.text) != negated(sentence)),
         "n_terms": math.log1p(len(terms)),
         "miss_w": math.log1p(missing),
+        # Short claims (an answer, one fact) are held to near-complete coverage; long paraphrased
+        # sentences naturally leave some words unmatched. This lets one model serve both.
+        "gap_short": (1.0 - cov_sent2) if len(terms) <= _SHORT else 0.0,
     }
     return features, best, sentence
 

@@ -12,7 +12,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = ["FIRST_PERSON", "GENERIC", "NEGATIONS", "STOPWORDS", "Token", "WH_WORDS", "content_terms",
+__all__ = ["FIRST_PERSON", "GENERIC", "NEGATIONS", "PERSONAL", "STOPWORDS", "SUBJECTIVE", "Token", "WH_WORDS", "content_terms",
            "fold", "stem", "tokens"]
 
 STOPWORDS = frozenset("""
@@ -49,6 +49,15 @@ wasn't weren't hasn't haven't hadn't shouldn't wouldn't couldn't n't without lac
 """.split())
 
 FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine myself we we're we've our ours us ourselves".split())
+# Talk about the speaker or the listener: a retrieved document rarely grounds it.
+PERSONAL = FIRST_PERSON | frozenset("you you're you've you'd you'll your yours yourself".split())
+# Opinion and feeling words: an answer that judges or enthuses says more than a source states.
+SUBJECTIVE = frozenset("""
+love loved loves like liked likes enjoy enjoyed enjoys favorite favourite favorites great awesome amazing cool
+fun funny interesting best worst beautiful talented think thought believe guess feel felt hope wish
+definitely probably really pretty wonderful fantastic terrible horrible lovely glad sad happy excited
+exciting boring nice incredible incredibly super totally honestly personally
+""".split())
 
 WH_WORDS = frozenset("what which who whom whose when where why how".split())
 
@@ -112,7 +121,12 @@ def stem(word: str) -> str:
                 w = w[:-1]
                 break
             w = w[: len(w) - len(suffix)] + repl
+            if suffix in ("ing", "ed") and len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+                w = w[:-1]  # "stopped" -> "stop"
             break
+    # "hire"/"hired", "announce"/"announced": a final e is spelling, not meaning.
+    if len(w) >= 4 and w.endswith("e") and not w.endswith("ee"):
+        w = w[:-1]
     return w
 
 
