@@ -87,7 +87,8 @@ class OpenAIClient:
         self.temperature = current.temperature if temperature is None else temperature
         self.cache = cache
         self.price = price
-        self.json_mode = False   # flips to True once the server rejects json_schema response_format
+        self.json_mode = False          # flips to True once the server rejects json_schema response_format
+        self.send_temperature = True    # flips to False once the model rejects a temperature
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
         self._sdk = openai.OpenAI(
@@ -144,12 +145,7 @@ class OpenAIClient:
 
     def _attempt(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
                  usage: CallUsage) -> BaseModel:
-        json_mode = self.json_mode
-        completion = self._complete(task, payload, schema, extra, usage, json_mode)
-        if completion is None:   # the server refused json_schema: switch for good, ask again
-            completion = self._complete(task, payload, schema, extra, usage, True)
-        assert completion is not None
-        content = _parse_completion(completion, usage)
+        content = _parse_completion(self._complete(task, payload, schema, extra, usage), usage)
         try:
             data = json.loads(content)
         except json.JSONDecodeError as exc:
@@ -166,34 +162,38 @@ class OpenAIClient:
         return output
 
     def _complete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                  usage: CallUsage, json_mode: bool) -> Any:
-        """One SDK call (its retries included). None means: the server rejects json_schema."""
-        if json_mode:
-            messages = render(task.name, payload, schema_in_prompt=schema) + extra
-            response_format: dict[str, Any] = {"type": "json_object"}
-        else:
-            messages = render(task.name, payload) + extra
-            response_format = {"type": "json_schema",
-                               "json_schema": {"name": task.name, "strict": True, "schema": schema}}
-        try:
-            raw = self._sdk.chat.completions.with_raw_response.create(
-                model=self.model, messages=messages, temperature=self.temperature,
-                response_format=response_format)  # type: ignore[arg-type]
-        except openai.APIError as exc:
-            attempts = _attempts(exc)
-            usage.calls += attempts
-            if not json_mode and _rejects_json_schema(exc):
-                if not self.json_mode:
+                  usage: CallUsage) -> Any:
+        """One chat completion (the SDK's retries included), adapting once to what the server rejects."""
+        while True:
+            json_mode, with_temperature = self.json_mode, self.send_temperature
+            messages = render(task.name, payload, schema_in_prompt=schema if json_mode else None) + extra
+            options: dict[str, Any] = {"temperature": self.temperature} if with_temperature else {}
+            options["response_format"] = {"type": "json_object"} if json_mode else {
+                "type": "json_schema", "json_schema": {"name": task.name, "strict": True, "schema": schema}}
+            try:
+                raw = self._sdk.chat.completions.with_raw_response.create(
+                    model=self.model, messages=messages, **options)  # type: ignore[arg-type]
+            except openai.APIError as exc:
+                attempts = _attempts(exc)
+                usage.calls += attempts
+                # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 3 times.
+                if not json_mode and _rejects(exc, "response_format", "json_schema", "structured output"):
                     log.warning("judge server at %s rejects json_schema structured outputs; using JSON mode "
                                 "with the schema in the prompt from now on", self.base_url or "api.openai.com")
-                self.json_mode = True
-                return None
-            raise self._error(_kind(exc), _describe(exc, attempts), usage) from None
-        usage.calls += raw.retries_taken + 1
-        try:
-            return raw.parse()
-        except ValueError as exc:   # a 200 whose body is not JSON (cut off in transit, proxy page)
-            raise _Malformed([f"the HTTP body is not a chat completion ({type(exc).__name__})"], "") from None
+                    self.json_mode = True
+                    continue
+                if with_temperature and _rejects(exc, "temperature"):
+                    # Reasoning models accept only their default temperature.
+                    log.warning("judge model %s rejects a temperature setting; sending none from now on",
+                                self.model)
+                    self.send_temperature = False
+                    continue
+                raise self._error(_kind(exc), _describe(exc, attempts), usage) from None
+            usage.calls += raw.retries_taken + 1
+            try:
+                return raw.parse()
+            except ValueError as exc:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
+                raise _Malformed([f"the HTTP body is not a chat completion ({type(exc).__name__})"], "") from None
 
     # ------------------------------------------------------------ helpers
     def _from_cache(self, task: Task, key: str) -> BaseModel | None:
@@ -263,11 +263,12 @@ def _attempts(exc: openai.APIError) -> int:
         return 1
 
 
-def _rejects_json_schema(exc: openai.APIError) -> bool:
+def _rejects(exc: openai.APIError, *words: str) -> bool:
+    """A 400/422 whose message names one of `words`: the server refuses that request option."""
     if not isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
         return False
     text = f"{exc.message} {exc.body}".lower()
-    return "response_format" in text or "json_schema" in text or "structured output" in text
+    return any(word in text for word in words)
 
 
 def _kind(exc: openai.APIError) -> str:

@@ -128,8 +128,9 @@ Task: faithfulness. For each claim, decide how the retrieved chunks relate to it
 
 Input: the original question (<question-T>; it helps interpret claims but is never evidence),
 the retrieved chunks (<chunk-T id="..." source="...">) and the claims to judge
-(<claim-T id="..." context_note="...">). Chunk ids and claim ids are separate namespaces: claim_id
-takes claim ids, the *_chunk_ids fields take chunk ids.
+(<claim-T id="..." context_note="...">). A context_note only helps interpret its claim; it is not
+evidence. Chunk ids and claim ids are separate namespaces: claim_id takes claim ids, the
+*_chunk_ids fields take chunk ids.
 
 relation:
 - supported: every part of the claim follows from one or more chunks. Paraphrase, synonyms, a
@@ -140,7 +141,9 @@ relation:
   in the question, does not make a claim supported.
 - contradicted: a chunk states something incompatible (another number, date or entity, a negation)
   and no chunk supports the claim.
-- conflicting: at least one chunk supports the claim and at least one contradicts it.
+- conflicting: at least one chunk supports the claim and at least one contradicts it. Chunks that
+  give different figures for different dates do not conflict: judge the claim against the one for
+  the time the claim speaks of.
 Hedges: "X may cause Y" is supported by a chunk saying "X causes Y"; a certain claim backed only by
 a hedged chunk is unsupported. Outside knowledge is limited to arithmetic, unit and date conversion
 and the meaning of common words.
@@ -161,11 +164,14 @@ Input: the original question (<question-T>), its sub-questions (<sub_question-T 
 claims made by the response (<claim-T id="c1">). Correctness is out of scope: a wrong claim still
 answers its sub-question (another judge checks truth), so never use your own knowledge here.
 
-For each claim: reasoning, then sub_question_ids, the sub-questions whose requested value, entity,
-yes/no or explanation the claim gives, in full or in part. Merely mentioning the topic is not
-answering. Background, caveats and justifications list the sub-question they support. A claim that
-answers nothing that was asked gets an empty list. A claim may answer several sub-questions.
-The top-level reasoning summarises which sub-questions are answered and which are not.
+For each claim: reasoning, then sub_question_ids:
+- the sub-questions whose requested value, entity, yes/no or explanation the claim gives, in full or
+  in part. "It depends" counts as a partial answer when the claim says what it depends on.
+- A caveat, justification or detail of such an answer lists the same sub-question, so it is not
+  mistaken for padding.
+- A claim that answers nothing that was asked, including a remark that merely mentions the topic,
+  gets an empty list. A claim may answer several sub-questions.
+The top-level reasoning comes first: which sub-questions the claims answer and which they leave open.
 """
 
 _REMINDERS = {
@@ -235,7 +241,7 @@ EXAMPLES: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "faithfulness": [
         ('chunk c0: "The Alder clinic opens at 8 am on weekdays and is closed on Sundays."  '
          'chunk c1: "Saturday hours at the Alder clinic are 9 am to 1 pm."  '
-         'chunk c2: "From March 2024 the Alder clinic opens at 7:30 am on weekdays."\n'
+         'chunk c2: "On weekdays the Alder clinic opens its doors at 7:30 am."\n'
          'claim c1: "The Alder clinic is open on Saturday mornings."  '
          'claim c2: "The Alder clinic is closed all weekend."  '
          'claim c3: "The Alder clinic opens at 8 am on weekdays."  '
@@ -251,7 +257,7 @@ EXAMPLES: dict[str, list[tuple[str, dict[str, Any]]]] = {
               "reasoning": "c1 gives Saturday opening hours, so it is not closed all weekend; nothing supports it.",
               "relation": "contradicted", "grounding_chunk_ids": [], "contradicting_chunk_ids": ["c1"]},
              {"claim_id": "c3", "evidence": [{"chunk_id": "c0", "quote": "opens at 8 am on weekdays"},
-                                             {"chunk_id": "c2", "quote": "opens at 7:30 am on weekdays"}],
+                                             {"chunk_id": "c2", "quote": "opens its doors at 7:30 am"}],
               "reasoning": "c0 says 8 am, c2 says 7:30 am for the same weekdays; the sources disagree.",
               "relation": "conflicting", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": ["c2"]},
              {"claim_id": "c4", "evidence": [], "reasoning": "No chunk mentions flu shots or prices.",
@@ -272,6 +278,18 @@ EXAMPLES: dict[str, list[tuple[str, dict[str, Any]]]] = {
                     {"claim_id": "c2", "reasoning": "Background on the price asked for in q1.",
                      "sub_question_ids": ["q1"]},
                     {"claim_id": "c3", "reasoning": "The office location answers nothing asked.",
+                     "sub_question_ids": []}]}),
+        ('question: "Can I take ibuprofen with my blood pressure pills, and how often?"\n'
+         'sub-question q1: "Can ibuprofen be taken with blood pressure medication?"  sub-question q2: "How often '
+         'can ibuprofen be taken?"\nclaim c1: "Whether ibuprofen is safe with blood pressure medication depends '
+         'on the medication."  claim c2: "Ibuprofen can weaken the effect of ACE inhibitors."  '
+         'claim c3: "Ibuprofen was first sold in 1969."',
+         {"reasoning": "q1 is partly answered by c1 and c2; nothing answers q2; c3 is off the question.",
+          "items": [{"claim_id": "c1", "reasoning": "A conditional answer that names what it depends on.",
+                     "sub_question_ids": ["q1"]},
+                    {"claim_id": "c2", "reasoning": "Names an interaction with one class of blood pressure drugs.",
+                     "sub_question_ids": ["q1"]},
+                    {"claim_id": "c3", "reasoning": "History of the drug; neither safety nor dosing.",
                      "sub_question_ids": []}]}),
     ],
 }
