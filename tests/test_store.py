@@ -1,0 +1,321 @@
+"""The store: migrations, exact round trips, leases, listing and stats."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from veralith.errors import StoreError
+from veralith.models import (
+    Availability, Claim, CompletenessJudgment, ContextChunk, Diagnosis, EvaluationResult, Execution, FailureCell,
+    FaithfulnessJudgment, Gate, JudgeError, Phase, Relation, Status, SubQuestion, SufficiencyJudgment,
+    SufficiencyLevel, Suggestion, ThresholdSource, Usage, Verdict,
+)
+from veralith.store import TraceNotEvaluated, TraceNotFound, load_result
+from veralith.store import migrate
+from veralith.store.db import connect, open_db
+from veralith.store.repository import (
+    claim_trace, create_trace, iter_results, list_traces, load_trace_input, mark_error, resumable_trace_ids,
+    save_result, stats,
+)
+
+CHUNKS = [ContextChunk(id="c0", text="The P/E ratio is price divided by earnings.", source="wiki",
+                       metadata={"page": 3, "score": 0.8125, "tags": ["finance"]}),
+          ContextChunk(id="doc-7", text="Apple's revenue grew — ünïcode ✓.")]
+
+
+def make_result(cell: FailureCell | None = FailureCell.complete_grounded, *, sufficiency_fraction: float | None = 1.0,
+                knowledge_base: str = "default", refusal: bool = False, errors: list[JudgeError] | None = None,
+                trace_id: int | None = None, usd: float | None = 0.0123456789) -> EvaluationResult:
+    """A hand-built result with every field populated (no judges run)."""
+    grounded = cell is not None and cell.value.endswith("_grounded")
+    claims = [] if refusal else [Claim(id="k1", text="P/E is price over earnings.", char_start=0, char_end=27),
+                                 Claim(id="k2", text="Apple's P/E was 42.7.", char_start=None, char_end=None)]
+    faith = [] if refusal else [
+        FaithfulnessJudgment(claim_id="k1", verdict=Verdict.Y, relation=Relation.supported, reasoning="said",
+                             grounding_chunk_ids=["c0", "doc-7"], contradicting_chunk_ids=[]),
+        FaithfulnessJudgment(claim_id="k2", verdict=Verdict.Y if grounded else Verdict.N,
+                             relation=Relation.supported if grounded else Relation.conflicting, reasoning="mixed",
+                             grounding_chunk_ids=["doc-7"], contradicting_chunk_ids=[] if grounded else ["c0"])]
+    diagnosis = Diagnosis(
+        failure_cell=cell, sufficiency_level=SufficiencyLevel.high if (sufficiency_fraction or 0) >= 0.5 else
+        SufficiencyLevel.low, sufficiency_fraction=sufficiency_fraction, faithfulness_fraction=None if refusal else 0.5,
+        threshold=0.7, threshold_source=ThresholdSource.calibrated, n_sub_questions=2, n_claims=len(claims),
+        n_uncovered_sub_questions=1 if cell is None or "incomplete" in cell.value else 0,
+        n_extra_claims=None if cell is None else 0)
+    gate = Gate.pass_ if cell is FailureCell.complete_grounded else Gate.indeterminate if cell is None else Gate.fail
+    return EvaluationResult(
+        trace_id=trace_id, knowledge_base=knowledge_base, metadata={"user": "u1", "nested": {"n": [1, 2.5, None]}},
+        query="What is P/E, and what was Apple's P/E?", context=CHUNKS,
+        response="I can't answer that." if refusal else "P/E is price over earnings. Apple's P/E was 42.7.",
+        sub_questions=[SubQuestion(id="q1", text="What is P/E?"), SubQuestion(id="q2", text="Apple's P/E?")],
+        claims=claims, refusal=refusal,
+        sufficiency=[SufficiencyJudgment(sub_question_id="q1", verdict=Verdict.Y, reasoning="r1", chunk_ids=["c0"]),
+                     SufficiencyJudgment(sub_question_id="q2", verdict=Verdict.N, reasoning="r2", chunk_ids=[])],
+        faithfulness=faith,
+        completeness=None if cell is None else CompletenessJudgment(
+            mappings={"q1": [] if refusal else ["k1"], "q2": [] if refusal else ["k2", "k1"]},
+            uncovered_sub_question_ids=["q2"] if refusal else [], extra_claim_ids=["k2"] if "extra" in cell.value
+            else [], reasoning="mapped"),
+        diagnosis=diagnosis,
+        suggestion=None if cell is None else Suggestion(title="T", summary="S", actions=["a1", "a2"]),
+        status=Status(execution=Execution.partial if errors else Execution.success,
+                      availability=Availability.not_evaluated if cell is None else Availability.assessed,
+                      quality_gate=gate, reason="r", summary="s"),
+        errors=errors or [], latency_ms={"decompose": 12.345, "total": 0.1 + 0.2},
+        usage=Usage(calls=4, cache_hits=1, input_tokens=1000, cached_input_tokens=200, output_tokens=99, usd=usd),
+        backend="openai", judge_model="gpt-4o", prompt_versions={"decompose": "d-3", "faithfulness": "f-2"})
+
+
+def roundtrip(result: EvaluationResult) -> tuple[EvaluationResult, EvaluationResult]:
+    trace_id = save_result(open_db(), result)
+    return load_result(trace_id), result.model_copy(update={"trace_id": trace_id})
+
+
+@pytest.mark.parametrize("cell", list(FailureCell))
+def test_every_cell_round_trips_exactly(cell):
+    loaded, expected = roundtrip(make_result(cell))
+    assert loaded == expected
+    assert loaded.model_dump_json() == expected.model_dump_json()
+
+
+@pytest.mark.parametrize("variant", ["refusal", "judge_errors", "no_diagnosis", "unknown_price"])
+def test_refusals_errors_and_gaps_round_trip(variant):
+    errors = [JudgeError(phase=Phase.completeness, kind="timeout", message="no reply in 60s", attempts=4),
+              JudgeError(phase=Phase.faithfulness, kind="malformed_reply", message="bad JSON")]
+    result = {
+        "refusal": make_result(FailureCell.incomplete_grounded, refusal=True, sufficiency_fraction=0.0),
+        "judge_errors": make_result(None, errors=errors, sufficiency_fraction=None),
+        "no_diagnosis": make_result(None, errors=errors).model_copy(update={"diagnosis": None}),
+        "unknown_price": make_result(usd=None),
+    }[variant]
+    loaded, expected = roundtrip(result)
+    assert loaded == expected
+
+
+def test_round_trip_through_evaluate():
+    from veralith.pipeline.evaluate import evaluate
+    result = evaluate("What is P/E and what was Apple's P/E in 2023?", ["The P/E ratio is price over earnings."],
+                      "P/E is price over earnings. Apple's P/E in 2023 was 42.7.", metadata={"run": 1})
+    assert result.trace_id is not None
+    assert load_result(result.trace_id) == result
+
+
+def test_save_with_trace_id_replaces_in_place():
+    db = open_db()
+    trace_id = create_trace(db, query="q", context=CHUNKS, response="r", knowledge_base="kb", metadata={"a": 1})
+    assert load_trace_input(db, trace_id) == ("q", CHUNKS, "r", "kb", {"a": 1})
+    with pytest.raises(TraceNotEvaluated):
+        load_result(trace_id)
+    first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
+    assert save_result(db, first) == trace_id
+    second = make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True)
+    assert save_result(db, second) == trace_id
+    assert load_result(trace_id) == second
+    assert db.execute("SELECT COUNT(*) FROM traces").fetchone()[0] == 1
+    assert db.execute("SELECT COUNT(*) FROM grounding").fetchone()[0] == 0  # the refusal has no claims
+
+
+def test_missing_trace_is_a_key_error_and_a_store_error():
+    with pytest.raises(TraceNotFound) as info:
+        load_result(999)
+    assert isinstance(info.value, KeyError) and isinstance(info.value, StoreError)
+    with pytest.raises(TraceNotFound):
+        save_result(open_db(), make_result(trace_id=999))
+
+
+def test_schema_uses_wal_foreign_keys_and_busy_timeout():
+    db = open_db()
+    assert db.journal_mode == "wal"
+    assert db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert db.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+    applied = db.execute("SELECT name, checksum FROM _veralith_migration_checksums").fetchall()
+    assert [a[0] for a in applied] == [f.name for f in migrate.discover()]
+    assert all(len(a[1]) == 64 for a in applied)
+
+
+def test_calibration_and_listing_queries_use_indexes():
+    from veralith.store.calibration import percentile_threshold
+    db = open_db()
+    for cell in FailureCell:
+        save_result(db, make_result(cell))
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    percentile_threshold(db, "default", percentile=10, min_traces=1)
+    list_traces(db)
+    list_traces(db, cell="extra_grounded")
+    list_traces(db, kb="kb")
+    list_traces(db, status="done")
+    db.conn.set_trace_callback(None)
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+    assert len(reads) == 6
+    for sql in reads:
+        plan = " ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + sql).fetchall())
+        assert "TEMP B-TREE" not in plan, (sql, plan)  # no sort: index (or rowid) order, stops at LIMIT
+        assert " WHERE " not in sql or "USING" in plan, (sql, plan)
+
+
+def write_migrations(folder, *extra: tuple[str, str]):
+    folder.mkdir()
+    for file in migrate.discover():
+        (folder / f"{file.name}.sql").write_text(file.sql)
+    for name, sql in extra:
+        (folder / name).write_text(sql)
+    return folder
+
+
+def test_failed_migration_leaves_the_database_as_it_was(tmp_path):
+    path = tmp_path / "m.db"
+    db = connect(path)  # fully migrated with the shipped files
+    db.execute("INSERT INTO traces (created_at, updated_at, query, response) VALUES ('t', 't', 'q', 'r')")
+    before = db.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall()
+    broken = write_migrations(tmp_path / "mig", (
+        "9001_add_things.sql", "-- why: test\nCREATE TABLE things (id INTEGER);\nALTER TABLE traces ADD COLUMN x;\n"),
+        ("9002_broken.sql", "-- why: test\nCREATE TABLE half (id INTEGER);\nCREATE TABLE oops (;\n"))
+    with pytest.raises(StoreError, match="migration failed"):
+        migrate.apply_migrations(db, broken)
+    assert db.execute("SELECT sql FROM sqlite_master ORDER BY name").fetchall() == before
+    assert migrate.schema_version(db) == migrate.discover()[-1].name
+    assert db.execute("SELECT COUNT(*) FROM traces").fetchone()[0] == 1
+    assert not db.conn.in_transaction
+
+
+def test_new_migrations_apply_in_order_and_once(tmp_path):
+    db = connect(tmp_path / "m.db")
+    folder = write_migrations(tmp_path / "mig", ("9001_add_note.sql", "-- why: test\nALTER TABLE traces ADD COLUMN note TEXT;\n"))
+    assert migrate.apply_migrations(db, folder) == ["9001_add_note"]
+    assert migrate.apply_migrations(db, folder) == []
+    assert "note" in db["traces"].columns_dict
+
+
+def test_database_newer_than_the_code_is_refused(tmp_path):
+    path = tmp_path / "new.db"
+    db = connect(path)
+    migrate.apply_migrations(db, write_migrations(tmp_path / "mig", ("9001_future.sql", "-- why\nSELECT 1;\n")))
+    db.close()
+    with pytest.raises(StoreError, match="newer Veralith"):
+        connect(path)
+
+
+def test_edited_migration_is_reported(tmp_path):
+    db = connect(tmp_path / "e.db")
+    folder = write_migrations(tmp_path / "mig")
+    first = sorted(folder.glob("*.sql"))[0]
+    first.write_text(first.read_text() + "\n-- edited\n")
+    with pytest.raises(StoreError, match="edited after it was applied"):
+        migrate.apply_migrations(db, folder)
+
+
+def test_misnamed_migration_file_is_refused(tmp_path):
+    folder = write_migrations(tmp_path / "mig", ("add-stuff.sql", "SELECT 1;"))
+    with pytest.raises(StoreError, match="NNNN_snake_case"):
+        migrate.discover(folder)
+
+
+def test_shipped_migrations_are_named_and_explained():
+    files = migrate.discover()
+    assert files and [f.name for f in files] == sorted(f.name for f in files)
+    for file in files:
+        assert file.sql.lstrip().startswith("--"), f"{file.name} must open with a comment saying why"
+
+
+def test_concurrent_first_connections_migrate_once(tmp_path):
+    path = tmp_path / "race.db"
+    code = "import sys; from veralith.store.db import connect; connect(sys.argv[1])"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(6)]
+    assert [p.wait(timeout=60) for p in procs] == [0] * 6
+    db = connect(path)
+    assert db.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone()[0] == len(migrate.discover())
+
+
+def test_claims_are_exclusive_and_stale_leases_are_taken_over():
+    db = open_db()
+    a = create_trace(db, query="q", context=[], response="r")
+    assert resumable_trace_ids(db) == [a]
+    assert claim_trace(db, a) is True
+    assert claim_trace(db, a) is False  # running under our own live lease
+    assert resumable_trace_ids(db) == []
+    # A lease held by a process that is gone from this host is stale at once.
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    db.execute("UPDATE traces SET lease_pid = ? WHERE id = ?", [dead.pid, a])
+    assert resumable_trace_ids(db) == [a]
+    assert claim_trace(db, a) is True
+    # A lease on another host is stale only once it is older than the timeout.
+    db.execute("UPDATE traces SET lease_host = 'elsewhere', lease_at = ? WHERE id = ?", [time.time() - 5, a])
+    assert claim_trace(db, a) is False
+    assert claim_trace(db, a, lease_timeout_s=1) is True
+    with pytest.raises(TraceNotFound):
+        claim_trace(db, 12345)
+
+
+def test_pending_trace_reserved_by_a_live_process_is_not_resumable():
+    db = open_db()
+    mine = create_trace(db, query="q", context=[], response="r", queued=True)
+    theirs = create_trace(db, query="q", context=[], response="r", queued=True)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        db.execute("UPDATE traces SET lease_pid = ? WHERE id = ?", [live.pid, theirs])
+        assert resumable_trace_ids(db) == []          # ours is in our queue; theirs in their queue
+        assert claim_trace(db, theirs) is False
+        assert claim_trace(db, mine) is True          # our own worker may claim its own reservation
+    finally:
+        live.kill()
+        live.wait()
+    assert resumable_trace_ids(db) == [theirs]
+
+
+def test_mark_error_keeps_the_message_and_list_and_stats_report_it():
+    db = open_db()
+    failed = create_trace(db, query="why " * 40, context=CHUNKS, response="r", knowledge_base="kb")
+    claim_trace(db, failed)
+    mark_error(db, failed, "ServerError: 500")
+    save_result(db, make_result(FailureCell.extra_grounded, knowledge_base="kb", usd=None))
+    save_result(db, make_result(FailureCell.complete_grounded, sufficiency_fraction=0.25))
+    rows = list_traces(db)
+    assert [r["status"] for r in rows] == ["done", "done", "error"]
+    assert rows[2]["error_message"] == "ServerError: 500" and len(rows[2]["query_preview"]) == 80
+    assert [r["failure_cell"] for r in list_traces(db, kb="kb")] == ["extra_grounded", None]
+    assert len(list_traces(db, cell="complete_grounded", limit=1)) == 1
+    assert list_traces(db, status="pending") == []
+    s = stats(db)
+    assert s["traces"] == 3 and s["results"] == 2
+    assert s["by_status"] == {"pending": 0, "running": 0, "done": 2, "error": 1}
+    assert s["by_cell"] == {"complete_grounded": 1, "extra_grounded": 1}
+    assert s["by_gate"] == {"fail": 1, "pass": 1}
+    assert s["mean_sufficiency_fraction"] == pytest.approx(0.625)
+    assert s["usd"] == pytest.approx(0.0123456789) and s["usd_unknown"] == 1
+    assert s["calls"] == 8 and s["input_tokens"] == 2000
+    assert s["thresholds"]["kb"] == {"threshold": 1.0, "source": "fallback", "calibration_traces": 0}
+    assert stats(db, kb="kb")["traces"] == 2
+    empty = stats(db, kb="nothing")
+    assert empty["mean_sufficiency_fraction"] is None and empty["traces"] == 0
+
+
+def test_iter_results_exports_stored_results_only():
+    db = open_db()
+    create_trace(db, query="q", context=[], response="r")
+    ids = [save_result(db, make_result(cell)) for cell in FailureCell]
+    exported = list(iter_results(db))
+    assert [r.trace_id for r in exported] == ids
+    assert list(iter_results(db, since="9999")) == []
+
+
+def test_metadata_must_be_json():
+    with pytest.raises(TypeError, match="metadata"):
+        create_trace(open_db(), query="q", context=[], response="r", metadata={"when": object()})
+
+
+def test_schema_doc_is_current():
+    from veralith.store.schema_doc import DOC_PATH, render
+    assert DOC_PATH.read_text() == render(), "run: python -m veralith.store.schema_doc"
+
+
+def test_migrations_ship_inside_the_package():
+    from veralith.store.migrate import MIGRATIONS_DIR
+    assert MIGRATIONS_DIR.parent.name == "veralith"
+    assert sorted(p.name for p in MIGRATIONS_DIR.glob("*.sql")) == sorted(
+        p.name for p in (MIGRATIONS_DIR.parents[1] / "migrations").glob("*.sql"))

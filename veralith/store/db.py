@@ -1,0 +1,111 @@
+"""Connections: one migrated sqlite-utils Database per (process, thread, file).
+
+SQLite connections must not cross threads or survive a fork, so `open_db()` hands each thread of
+each process its own connection, opened on first use and migrated once per process and file.
+WAL lets readers run beside one writer; the busy timeout makes concurrent writers (several
+processes logging at once) wait for the lock instead of failing; writers take the lock up front
+with `BEGIN IMMEDIATE` (see `write`) so a read-then-write transaction can never deadlock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from sqlite_utils import Database
+
+from veralith.config import settings
+from veralith.errors import StoreError
+from veralith.store.migrate import apply_migrations
+
+__all__ = ["BUSY_TIMEOUT_MS", "close_all", "connect", "open_db", "resolve_path", "write"]
+
+# Long enough to ride out a burst of writers from many processes; a lock held longer than this
+# means something is stuck, and an error is better than hanging the host program.
+BUSY_TIMEOUT_MS = 60_000
+
+_local = threading.local()
+
+
+def resolve_path(path: str | os.PathLike[str] | None = None) -> str:
+    """The absolute database path `open_db(path)` would use (default: settings.db_path)."""
+    raw = settings.db_path if path is None else os.fspath(path)
+    return raw if raw == ":memory:" else str(Path(raw).expanduser().resolve())
+
+
+def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
+    """A new connection to `path`, configured and (by default) migrated. Callers own it."""
+    target = resolve_path(path)
+    if target != ":memory:":
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000)
+        db = Database(conn, execute_plugins=False)
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
+        db.execute("PRAGMA foreign_keys = ON")
+        if target != ":memory:":
+            db.enable_wal()
+            # NORMAL is durable against a crash of the process (the case that matters for log());
+            # only an OS crash or power loss can drop the last commits. FULL would fsync every log().
+            db.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the database at {target}: {exc}") from exc
+    if migrate:
+        apply_migrations(db)
+    return db
+
+
+def open_db(path: str | os.PathLike[str] | None = None) -> Database:
+    """The calling thread's migrated connection to `path` (default: settings.db_path).
+
+    Safe for several threads (each gets its own connection) and several processes (WAL, busy
+    timeout, immediate write transactions). A database newer than this code raises StoreError.
+    """
+    target = resolve_path(path)
+    pid = os.getpid()
+    cache: dict[str, Database] = getattr(_local, "dbs", None) or {}
+    if getattr(_local, "pid", None) != pid:
+        # A forked child inherits the parent's thread-local; those connections are not ours.
+        cache = {}
+        _local.pid = pid
+    _local.dbs = cache
+    db = cache.get(target)
+    if db is not None:
+        return db
+    # Every new connection re-checks the schema (a cheap read when up to date), so a file that
+    # was replaced or migrated by newer code meanwhile is noticed.
+    db = connect(target)
+    cache[target] = db
+    return db
+
+
+def close_all() -> None:
+    """Close this thread's cached connections (tests; worker threads on exit)."""
+    for db in (getattr(_local, "dbs", None) or {}).values():
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+    _local.dbs = {}
+
+
+@contextlib.contextmanager
+def write(db: Database) -> Iterator[Database]:
+    """One write transaction that takes the write lock at BEGIN.
+
+    A deferred transaction that reads and then writes can fail with SQLITE_BUSY without waiting
+    when another process wrote in between; IMMEDIATE waits on the busy timeout instead.
+    """
+    conn = db.conn
+    if conn.in_transaction:
+        raise StoreError("nested write transaction; the store's functions each own one transaction")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

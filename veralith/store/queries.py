@@ -1,0 +1,100 @@
+"""Read-only views over many traces: the listing and the statistics behind `veralith list/stats`.
+
+Both read only the rolled-up traces columns, through indexes (see migrations/0001): listing walks
+an index newest-first and stops after `limit`; stats is one index-only scan of `traces_rollup`
+grouped in index order, reduced in Python over at most a few dozen groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlite_utils import Database
+
+from veralith.config import settings
+from veralith.store.calibration import calibration_count, percentile_threshold
+
+__all__ = ["PREVIEW_CHARS", "list_traces", "stats"]
+
+PREVIEW_CHARS = 80
+_STATUSES = ("pending", "running", "done", "error")
+
+
+def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
+                status: str | None = None) -> list[dict[str, Any]]:
+    """The newest traces first, optionally filtered by failure cell, knowledge base and status."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"limit must be a non-negative int, got {limit!r}")
+    where, params = [], []
+    for column, value in (("failure_cell", cell), ("knowledge_base", kb), ("status", status)):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(getattr(value, "value", value))
+    sql = ("SELECT id, created_at, status, knowledge_base, failure_cell, quality_gate, sufficiency_fraction,"
+           " faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message FROM traces")
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY id DESC LIMIT ?"
+    return list(db.query(sql, [PREVIEW_CHARS, *params, limit]))
+
+
+def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
+    """Counts by cell, gate and status; mean fractions; usage totals; the threshold per KB.
+
+    Means are None when nothing was judged (never NaN). `usd` sums the known costs and
+    `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
+    as complete.
+    """
+    sql = ("SELECT knowledge_base, failure_cell, quality_gate, status, COUNT(*) AS n,"
+           " SUM(sufficiency_fraction) AS s_sum, COUNT(sufficiency_fraction) AS s_n,"
+           " SUM(faithfulness_fraction) AS f_sum, COUNT(faithfulness_fraction) AS f_n,"
+           " SUM(calls) AS calls, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,"
+           " SUM(usd) AS usd, SUM(quality_gate IS NOT NULL AND usd IS NULL) AS usd_unknown"
+           " FROM traces INDEXED BY traces_rollup")
+    params: list[Any] = []
+    if kb is not None:
+        sql += " WHERE knowledge_base = ?"
+        params.append(kb)
+    sql += " GROUP BY knowledge_base, failure_cell, quality_gate, status"
+    by_cell: dict[str, int] = {}
+    by_gate: dict[str, int] = {}
+    by_status = dict.fromkeys(_STATUSES, 0)
+    sums = dict.fromkeys(("s_sum", "s_n", "f_sum", "f_n", "calls", "input_tokens", "output_tokens",
+                          "usd_unknown"), 0)
+    usd = 0.0
+    kbs: set[str] = set()
+    total = 0
+    for row in db.query(sql, params):
+        kbs.add(row["knowledge_base"])
+        total += row["n"]
+        by_status[row["status"]] = by_status.get(row["status"], 0) + row["n"]
+        if row["quality_gate"] is not None:  # a stored result
+            cell = row["failure_cell"] or "unclassified"
+            by_cell[cell] = by_cell.get(cell, 0) + row["n"]
+            by_gate[row["quality_gate"]] = by_gate.get(row["quality_gate"], 0) + row["n"]
+        for key in sums:
+            sums[key] += row[key] or 0
+        usd += row["usd"] or 0.0
+    thresholds = {}
+    for name in sorted(kbs if kb is None else {kb}):
+        # The same rule as veralith.pipeline.calibrate.current_threshold (the store may not import it).
+        found = percentile_threshold(db, name, percentile=settings.calibration_percentile,
+                                     min_traces=settings.calibration_min_traces)
+        thresholds[name] = {"threshold": found[0] if found else settings.sufficiency_fallback,
+                            "source": "calibrated" if found else "fallback",
+                            "calibration_traces": found[1] if found else calibration_count(db, name)}
+    return {
+        "traces": total,
+        "results": sum(by_gate.values()),
+        "by_cell": dict(sorted(by_cell.items())),
+        "by_gate": dict(sorted(by_gate.items())),
+        "by_status": by_status,
+        "mean_sufficiency_fraction": sums["s_sum"] / sums["s_n"] if sums["s_n"] else None,
+        "mean_faithfulness_fraction": sums["f_sum"] / sums["f_n"] if sums["f_n"] else None,
+        "calls": sums["calls"],
+        "input_tokens": sums["input_tokens"],
+        "output_tokens": sums["output_tokens"],
+        "usd": usd,
+        "usd_unknown": sums["usd_unknown"],
+        "thresholds": thresholds,
+    }

@@ -1,0 +1,215 @@
+"""The store's API: traces in, results out, work claimed under leases.
+
+A trace's life: `create_trace` (pending) → `claim_trace` (running, leased to one process) →
+`save_result` (done, in one transaction with every judgment) or `mark_error` (error, message kept).
+A crash leaves the trace pending or running under a lease whose process is gone; such traces are
+`resumable_trace_ids` and can be claimed again. Two processes never evaluate one trace at once
+because a claim is a single `BEGIN IMMEDIATE` check-and-update.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from sqlite_utils import Database
+
+from veralith.errors import StoreError
+from veralith.models import ContextChunk, EvaluationResult
+from veralith.store import leases
+from veralith.store.db import open_db, write
+from veralith.store.queries import list_traces, stats
+from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_columns, to_rows
+
+__all__ = ["TraceNotEvaluated", "TraceNotFound", "claim_trace", "create_trace", "iter_results", "list_traces",
+           "load_result", "load_trace_input", "mark_error", "release_trace", "resumable_trace_ids", "save_result",
+           "stats"]
+
+_CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
+    "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
+    "sub_questions": ("trace_id", "position", "sub_question_id", "text"),
+    "claims": ("trace_id", "position", "claim_id", "text", "char_start", "char_end"),
+    "sufficiency_judgments": ("trace_id", "position", "sub_question_id", "verdict", "reasoning", "chunk_ids",
+                              "prompt_version"),
+    "faithfulness_judgments": ("trace_id", "position", "claim_id", "verdict", "relation", "reasoning",
+                               "prompt_version"),
+    "grounding": ("trace_id", "claim_id", "chunk_id", "kind", "position", "judgment_position"),
+    "judge_errors": ("trace_id", "position", "phase", "kind", "message", "attempts"),
+    "completeness": ("trace_id", "reasoning", "uncovered_sub_question_ids", "prompt_version"),
+    "completeness_mappings": ("trace_id", "sq_position", "sub_question_id", "position", "claim_id"),
+    "completeness_extras": ("trace_id", "position", "claim_id"),
+}
+_ORDER = {"completeness": "trace_id", "completeness_mappings": "sq_position, position",
+          "grounding": "judgment_position, kind, position"}
+
+
+class TraceNotFound(StoreError, KeyError):
+    """No trace has this id."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "trace not found"
+
+
+class TraceNotEvaluated(StoreError):
+    """The trace exists but holds no result yet (pending, running, or its evaluation failed)."""
+
+    def __init__(self, trace_id: int, status: str, error_message: str | None) -> None:
+        detail = f": {error_message}" if error_message else ""
+        super().__init__(f"trace {trace_id} has no stored result (status {status}{detail})")
+        self.trace_id, self.status, self.error_message = trace_id, status, error_message
+
+
+def create_trace(db: Database, *, query: str, context: list[ContextChunk], response: str,
+                 knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
+                 queued: bool = False) -> int:
+    """Write a pending trace and its context in one transaction; return its id.
+
+    `queued=True` reserves it for this process's in-memory queue (the lease records host and
+    pid), so that no other process resumes it while this one is alive and about to evaluate it.
+    """
+    now = now_iso()
+    meta = dumps(metadata or {}, what="metadata")
+    lease = leases.mine() if queued else (None, None, None)
+    with write(db):
+        trace_id = db.execute(
+            "INSERT INTO traces (created_at, updated_at, status, lease_host, lease_pid, lease_at, knowledge_base,"
+            " metadata, query, response) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
+            [now, now, *lease, knowledge_base, meta, query, response]).lastrowid
+        _insert(db, "context_chunks", chunk_rows(trace_id, context))
+    return int(trace_id)
+
+
+def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = None) -> bool:
+    """Atomically take a trace for evaluation: pending → running under this process's lease.
+
+    Also takes a running trace whose lease is stale (its process is gone from this host, or the
+    lease is older than the timeout). Refuses a pending trace reserved by another live process's
+    queue, and anything done or in error. Raises TraceNotFound for an unknown id.
+    """
+    with write(db):
+        row = db.execute("SELECT status, lease_host, lease_pid, lease_at FROM traces WHERE id = ?",
+                         [trace_id]).fetchone()
+        if row is None:
+            raise TraceNotFound(f"no trace with id {trace_id}")
+        if not leases.claimable(*row, timeout_s=lease_timeout_s):
+            return False
+        host, pid, at = leases.mine()
+        db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_at = ?,"
+                   " attempts = attempts + 1, updated_at = ? WHERE id = ?", [host, pid, at, now_iso(), trace_id])
+    return True
+
+
+def release_trace(db: Database, trace_id: int) -> None:
+    """Drop this process's reservation of a pending trace (its queue was full): anyone may resume it."""
+    host, pid, _ = leases.mine()
+    with write(db):
+        db.execute("UPDATE traces SET lease_host = NULL, lease_pid = NULL, lease_at = NULL, updated_at = ?"
+                   " WHERE id = ? AND status = 'pending' AND lease_host = ? AND lease_pid = ?",
+                   [now_iso(), trace_id, host, pid])
+
+
+def save_result(db: Database, result: EvaluationResult) -> int:
+    """Store a result and mark its trace done, all in one transaction; return the trace id.
+
+    Without `result.trace_id` a new trace is created; with it, that trace's inputs and judgments
+    are replaced in place. The result object itself is not modified.
+    """
+    now = now_iso()
+    columns = result_columns(result)
+    inputs = {"knowledge_base": result.knowledge_base, "metadata": dumps(result.metadata, what="metadata"),
+              "query": result.query, "response": result.response}
+    with write(db):
+        trace_id = result.trace_id
+        if trace_id is None:
+            trace_id = db.execute(
+                "INSERT INTO traces (created_at, updated_at, query, response) VALUES (?, ?, '', '')",
+                [now, now]).lastrowid
+        elif db.execute("SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone() is None:
+            raise TraceNotFound(f"no trace with id {trace_id}")
+        for table in reversed(list(_CHILD_TABLES)):  # children of completeness first
+            db.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
+        values = {**inputs, **columns, "status": "done", "lease_host": None, "lease_pid": None, "lease_at": None,
+                  "error_message": None, "evaluated_at": now, "updated_at": now}
+        assignments = ", ".join(f"{name} = ?" for name in values)
+        db.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values.values(), trace_id])
+        for table, rows in to_rows(trace_id, result).items():
+            _insert(db, table, rows)
+    return int(trace_id)
+
+
+def mark_error(db: Database, trace_id: int, message: str) -> None:
+    """Record that evaluating the trace failed. A result stored earlier, if any, stays readable."""
+    with write(db):
+        cursor = db.execute("UPDATE traces SET status = 'error', error_message = ?, lease_host = NULL,"
+                            " lease_pid = NULL, lease_at = NULL, updated_at = ? WHERE id = ?",
+                            [str(message), now_iso(), trace_id])
+        if cursor.rowcount == 0:
+            raise TraceNotFound(f"no trace with id {trace_id}")
+
+
+def load_result(trace_id: int, db: Database | None = None) -> EvaluationResult:
+    """The stored result of a trace, equal to the one that was saved.
+
+    Raises TraceNotFound for an unknown id, TraceNotEvaluated when no result is stored yet.
+    """
+    db = open_db() if db is None else db
+    # One read transaction, so a concurrent re-evaluation cannot mix two results.
+    with db.atomic():
+        trace = _trace_row(db, trace_id)
+        if trace["execution"] is None:
+            raise TraceNotEvaluated(trace_id, trace["status"], trace["error_message"])
+        children = {table: list(db.query(
+            f"SELECT * FROM {table} WHERE trace_id = ? ORDER BY {_ORDER.get(table, 'position')}", [trace_id]))
+            for table in _CHILD_TABLES}
+    return from_rows(trace, children)
+
+
+def load_trace_input(db: Database, trace_id: int) -> tuple[str, list[ContextChunk], str, str, dict[str, Any]]:
+    """What was logged: (query, context, response, knowledge_base, metadata)."""
+    with db.atomic():
+        trace = _trace_row(db, trace_id)
+        chunks = [ContextChunk(id=c["chunk_id"], text=c["text"], source=c["source"],
+                               metadata=json.loads(c["metadata"]))
+                  for c in db.query("SELECT * FROM context_chunks WHERE trace_id = ? ORDER BY position", [trace_id])]
+    return trace["query"], chunks, trace["response"], trace["knowledge_base"], json.loads(trace["metadata"])
+
+
+def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None) -> list[int]:
+    """Traces nobody is working on: pending and unreserved (or reserved by a gone process), or
+    running under a stale lease. Never another live process's fresh work. Oldest first."""
+    rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_at FROM traces"
+                      " WHERE status IN ('pending', 'running') ORDER BY id").fetchall()
+    return [row[0] for row in rows if leases.claimable(*row[1:], timeout_s=lease_timeout_s, own_is_fresh=True)]
+
+
+def iter_results(db: Database, since: str | None = None) -> Iterator[EvaluationResult]:
+    """Every stored result, oldest first; `since` (ISO-8601 text) keeps traces created at or after it."""
+    last = 0
+    while True:  # keyset pages, so a long export never holds one read transaction open
+        sql = "SELECT id FROM traces WHERE id > ? AND execution IS NOT NULL"
+        params: list[Any] = [last]
+        if since is not None:
+            sql += " AND created_at >= ?"
+            params.append(str(since))
+        ids = [r[0] for r in db.execute(sql + " ORDER BY id LIMIT 500", params).fetchall()]
+        if not ids:
+            return
+        for trace_id in ids:
+            yield load_result(trace_id, db)
+        last = ids[-1]
+
+
+def _trace_row(db: Database, trace_id: int) -> dict[str, Any]:
+    rows = list(db.query("SELECT * FROM traces WHERE id = ?", [trace_id]))
+    if not rows:
+        raise TraceNotFound(f"no trace with id {trace_id}")
+    return rows[0]
+
+
+def _insert(db: Database, table: str, rows: list[tuple]) -> None:
+    if rows:
+        columns = _CHILD_TABLES[table]
+        marks = ", ".join("?" for _ in columns)
+        db.conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
+
