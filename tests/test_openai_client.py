@@ -126,6 +126,11 @@ def test_twelve_claims_with_batch_size_five_make_three_faithfulness_calls(openai
     # The shared part (question + chunks) renders identically in every batch: one cacheable prefix.
     prefixes = {user_text(body).split("<claim-")[0] for body in openai_server.requests}
     assert len(prefixes) == 1
+    # ...and one prompt_cache_key, so the batches hit the same cache engine; another trace gets another.
+    assert len({body["prompt_cache_key"] for body in openai_server.requests}) == 1
+    other = FaithfulnessInput(query="q?", claims=batches[0].claims, chunks=CHUNKS[:1])
+    client.run(FAITHFULNESS, other)
+    assert openai_server.requests[-1]["prompt_cache_key"] != openai_server.requests[0]["prompt_cache_key"]
 
 
 def test_evaluate_end_to_end_batches_faithfulness(openai_server):
@@ -255,14 +260,17 @@ def test_json_mode_fallback_is_used_and_remembered(openai_server):
     assert openai_server.count == 3 and openai_server.requests[2]["response_format"] == {"type": "json_object"}
 
 
-def test_a_model_that_rejects_temperature_is_called_without_one(openai_server):
-    openai_server.enqueue(Reply.error(400, message="Unsupported value: 'temperature' does not support 0.0 with "
-                                                   "this model. Only the default (1) value is supported."),
-                          faith_reply(["c1"]))
+@pytest.mark.parametrize(("option", "message", "flag"), [
+    ("temperature", "Unsupported value: 'temperature' does not support 0.0 with this model.", "send_temperature"),
+    ("prompt_cache_key", "Unrecognized request argument supplied: prompt_cache_key", "send_cache_key"),
+])
+def test_an_option_the_server_rejects_is_dropped_for_good(openai_server, option, message, flag):
+    openai_server.enqueue(Reply.error(400, message=message), faith_reply(["c1"]), faith_reply(["c1"]))
     client = client_for(openai_server)
     assert client.run(FAITHFULNESS, faith_input(1)).usage.calls == 2
-    assert "temperature" in openai_server.requests[0] and "temperature" not in openai_server.requests[1]
-    assert client.send_temperature is False and client.json_mode is False
+    client.run(FAITHFULNESS, faith_input(1))
+    assert [option in body for body in openai_server.requests] == [True, False, False]
+    assert getattr(client, flag) is False and client.json_mode is False
 
 
 # ---------------------------------------------------------------- prompts as data

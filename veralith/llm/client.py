@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the SDK insists on one.
 _PLACEHOLDER_KEY = "veralith-no-key"
 _MAX_DETAIL = 300
+_MAX_ECHO = 20_000
 
 Price = Callable[[str, int, int, int], "float | None"]
 
@@ -89,6 +90,7 @@ class OpenAIClient:
         self.price = price
         self.json_mode = False          # flips to True once the server rejects json_schema response_format
         self.send_temperature = True    # flips to False once the model rejects a temperature
+        self.send_cache_key = True      # flips to False once the server rejects prompt_cache_key
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
         self._sdk = openai.OpenAI(
@@ -132,7 +134,8 @@ class OpenAIClient:
                     raise self._error("malformed_reply", "the judge's reply was unusable twice: "
                                       + "; ".join(bad.problems), usage) from None
                 log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(bad.problems)))
-                extra = [{"role": "assistant", "content": bad.content or "(empty reply)"},
+                # The bad reply is echoed so the model sees what to fix; a runaway one is cut short.
+                extra = [{"role": "assistant", "content": bad.content[:_MAX_ECHO] or "(empty reply)"},
                          {"role": "user", "content": _reask_text(bad.problems)}]
                 continue
             usage.usd = self._usd(usage)
@@ -165,9 +168,13 @@ class OpenAIClient:
                   usage: CallUsage) -> Any:
         """One chat completion (the SDK's retries included), adapting once to what the server rejects."""
         while True:
-            json_mode, with_temperature = self.json_mode, self.send_temperature
+            json_mode = self.json_mode
             messages = render(task.name, payload, schema_in_prompt=schema if json_mode else None) + extra
-            options: dict[str, Any] = {"temperature": self.temperature} if with_temperature else {}
+            options: dict[str, Any] = {}
+            if self.send_temperature:
+                options["temperature"] = self.temperature
+            if self.send_cache_key:
+                options["prompt_cache_key"] = _prompt_cache_key(task.name, messages)
             options["response_format"] = {"type": "json_object"} if json_mode else {
                 "type": "json_schema", "json_schema": {"name": task.name, "strict": True, "schema": schema}}
             try:
@@ -176,13 +183,16 @@ class OpenAIClient:
             except openai.APIError as exc:
                 attempts = _attempts(exc)
                 usage.calls += attempts
-                # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 3 times.
+                # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 4 times.
                 if not json_mode and _rejects(exc, "response_format", "json_schema", "structured output"):
                     log.warning("judge server at %s rejects json_schema structured outputs; using JSON mode "
                                 "with the schema in the prompt from now on", self.base_url or "api.openai.com")
                     self.json_mode = True
                     continue
-                if with_temperature and _rejects(exc, "temperature"):
+                if "prompt_cache_key" in options and _rejects(exc, "prompt_cache_key"):
+                    self.send_cache_key = False
+                    continue
+                if "temperature" in options and _rejects(exc, "temperature"):
                     # Reasoning models accept only their default temperature.
                     log.warning("judge model %s rejects a temperature setting; sending none from now on",
                                 self.model)
@@ -247,6 +257,17 @@ def _parse_completion(completion: Any, usage: CallUsage) -> str:
             raise _Malformed(["the reply was cut off at the token limit; keep every reasoning field to one "
                               "short sentence and send the complete JSON object"], content) from None
     return content
+
+
+def _prompt_cache_key(task_name: str, messages: list[dict[str, str]]) -> str:
+    """Routing hint for OpenAI's prompt cache (PROMPTS.md §5.4): same for every batch of one trace.
+
+    The boundary token on the user message's first line is a hash of the trace's shared data
+    (question, chunks), so batches of a trace land on the same cache engine while different traces
+    spread out instead of crowding the one engine their common static prefix would pick.
+    """
+    first_line = messages[1]["content"].split("\n", 1)[0] if len(messages) > 1 else ""
+    return f"veralith-{task_name}-{first_line.rsplit(' ', 1)[-1]}"
 
 
 def _reask_text(problems: list[str]) -> str:
