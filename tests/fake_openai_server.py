@@ -50,7 +50,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -89,6 +89,11 @@ class Reply:
         return Reply("hang", seconds=seconds)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True       # handler threads never block teardown
+    request_queue_size = 256    # concurrent CLI/benchmark clients would overflow the default backlog of 5
+
+
 class FakeOpenAIServer:
     """The server object: scripting, recording and lifecycle. Thread-safe."""
 
@@ -106,8 +111,7 @@ class FakeOpenAIServer:
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._stopping = threading.Event()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", port), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-openai-server", daemon=True)
 

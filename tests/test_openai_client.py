@@ -237,6 +237,11 @@ def test_two_bad_replies_are_a_malformed_reply_error(openai_server):
     assert info.value.usage.input_tokens == 200   # spent tokens stay visible to the cost tracker
 
 
+def test_a_fenced_json_reply_is_accepted_without_a_re_ask(openai_server):
+    openai_server.enqueue("```json\n" + json.dumps(faith_reply(["c1"])) + "\n```")
+    assert client_for(openai_server).run(FAITHFULNESS, faith_input(1)).usage.calls == 1
+
+
 def test_a_body_that_is_not_json_is_re_asked(openai_server):
     openai_server.enqueue(Reply.raw('{"id": "chatcmpl-1", "choi'), faith_reply(["c1"]))
     result = client_for(openai_server).run(FAITHFULNESS, faith_input(1))

@@ -150,7 +150,7 @@ class OpenAIClient:
                  usage: CallUsage) -> BaseModel:
         content = _parse_completion(self._complete(task, payload, schema, extra, usage), usage)
         try:
-            data = json.loads(content)
+            data = json.loads(_unfenced(content))
         except json.JSONDecodeError as exc:
             raise _Malformed([f"the reply is not valid JSON ({exc.msg} at character {exc.pos}); "
                               "send the complete JSON object"], content) from None
@@ -268,6 +268,14 @@ def _prompt_cache_key(task_name: str, messages: list[dict[str, str]]) -> str:
     """
     first_line = messages[1]["content"].split("\n", 1)[0] if len(messages) > 1 else ""
     return f"veralith-{task_name}-{first_line.rsplit(' ', 1)[-1]}"
+
+
+def _unfenced(content: str) -> str:
+    """The JSON inside a ```json fence: JSON-mode models often add one, and re-asking costs a call."""
+    text = content.strip()
+    if text.startswith("```") and text.endswith("```") and "\n" in text:
+        return text[text.index("\n") + 1:-3]
+    return content
 
 
 def _reask_text(problems: list[str]) -> str:
