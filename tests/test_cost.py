@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import contextvars
 import threading
 import warnings
@@ -200,3 +201,63 @@ def test_instrument_async_client(openai_server):
 def test_instrument_rejects_what_it_cannot_wrap():
     with pytest.raises(TypeError, match="instrument"):
         instrument(object())
+
+
+# ---------------------------------------------------------------- per-trace cost of real evaluations
+
+def _judge(server):
+    return settings.override(backend="openai", base_url=server.base_url, api_key="test", judge_model="gpt-4o",
+                             max_retries=0, cache=False)
+
+
+def test_scope_usd_is_the_servers_usage_times_the_table_price(openai_server):
+    import veralith
+
+    openai_server.usage = {"prompt_tokens": 1834, "completion_tokens": 211, "cached_tokens": 1024}
+    with _judge(openai_server), CostScope() as scope:
+        result = veralith.evaluate("What is the capital of France?", ["Paris is the capital of France."],
+                                   "The capital is Paris. It is on the Seine.", persist=False)
+    n = openai_server.count
+    assert n > 0 and scope.calls == n and result.usage.calls == n
+    per_call = ((1834 - 1024) * 2.50 + 1024 * 1.25 + 211 * 10.00) / 1e6
+    assert round(scope.usd, 2) == round(n * per_call, 2)
+    assert scope.usd == pytest.approx(n * per_call)
+    assert result.usage.usd == pytest.approx(scope.usd)
+    assert (scope.input_tokens, scope.output_tokens) == (n * 1834, n * 211)
+
+
+def test_two_traces_evaluated_concurrently_each_get_only_their_own_cost(openai_server):
+    import veralith
+    from fake_openai_server import Reply, auto_reply
+
+    # Trace A's requests are reported as 1000 prompt tokens, trace B's as 7000.
+    def responder(body):
+        text = json.dumps(body["messages"])
+        return Reply.of(auto_reply(body), usage={"prompt_tokens": 7000 if "Berlin" in text else 1000,
+                                                 "completion_tokens": 50, "cached_tokens": 0})
+
+    openai_server.responder = responder
+    openai_server.latency_s = 0.02  # keeps the two traces' calls interleaved
+    scopes: dict[str, CostScope] = {}
+    barrier = threading.Barrier(2)
+
+    def trace(name: str, query: str, context: str, response: str) -> None:
+        barrier.wait()
+        with CostScope() as scope:
+            veralith.evaluate(query, [context], response, persist=False)
+        scopes[name] = scope
+
+    with _judge(openai_server):
+        threads = [threading.Thread(target=trace, args=("A", "Capital of France?", "Paris is the capital.",
+                                                          "It is Paris. Paris is large.")),
+                   threading.Thread(target=trace, args=("B", "Capital of Germany?", "Berlin is the capital.",
+                                                          "It is Berlin."))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    a, b = scopes["A"], scopes["B"]
+    assert a.calls + b.calls == openai_server.count
+    assert a.input_tokens == 1000 * a.calls and b.input_tokens == 7000 * b.calls
+    assert a.usd == pytest.approx(price_usd("gpt-4o", 1000 * a.calls, 0, 50 * a.calls))
+    assert b.usd == pytest.approx(price_usd("gpt-4o", 7000 * b.calls, 0, 50 * b.calls))

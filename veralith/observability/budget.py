@@ -8,8 +8,8 @@ The estimate renders the prompts the trace would send, with the pipeline's batch
     1 completeness call                    every sub-question and claim (none when S or C is 0)
 
 Sub-questions and claims are unknown until decomposition has run, so S = the query's sentences
-(at least 1 for a non-empty query) and C = the response's sentences, each standing in for the
-text the decomposer would write. Input tokens are counted as OpenAI counts chat input: per
+and C = the response's sentences split at "; " and " and " (the decompose prompt asks for one
+fact per claim), each piece standing in for the text the decomposer would write. Input tokens are counted as OpenAI counts chat input: per
 message 3 + tokens(role) + tokens(content), plus 3 to prime the reply, plus the strict JSON
 Schema sent as `response_format` (structured outputs bill it as input).
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import os
 import tempfile
 import threading
@@ -174,6 +175,22 @@ def _sentences(text: str) -> list[str]:
     return [text[start:end] for start, end in sentence_spans(text)]
 
 
+# The decompose prompt tells the model to split "A and B" into separate facts, so a sentence is
+# assumed to yield one claim per "; " or " and " clause. Splitting at commas too over-counts
+# (lists, appositions); not splitting under-counts long answers (benchmarks/budget_accuracy.py).
+_CLAUSE = re.compile(r";\s+|\s+and\s+")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _claim_texts(sentences: list[str]) -> list[str]:
+    """The claims a decomposer is assumed to write: each sentence's clauses that contain a letter."""
+    texts = []
+    for sentence in sentences:
+        parts = [p for p in _CLAUSE.split(sentence) if _LETTER.search(p)]
+        texts += parts or [sentence]
+    return texts
+
+
 def _payloads(query: str, context: Sequence[Any], response: str) -> tuple[list[tuple[str, Any]], int, int]:
     """(task name, input model) for every call the trace would make, plus the S and C assumed."""
     from veralith.llm import tasks as t
@@ -181,7 +198,7 @@ def _payloads(query: str, context: Sequence[Any], response: str) -> tuple[list[t
     chunks = _chunks(context)
     sentences = _sentences(response)
     sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s) for n, s in enumerate(_sentences(query), 1)]
-    claims = [t.ClaimIn(id=f"c{n}", text=s) for n, s in enumerate(sentences, 1)]
+    claims = [t.ClaimIn(id=f"c{n}", text=s) for n, s in enumerate(_claim_texts(sentences), 1)]
     calls: list[tuple[str, Any]] = [("decompose", t.DecomposeInput(
         query=query, response=response, sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]))]
     size = settings.batch_size
