@@ -133,12 +133,14 @@ CREATE TABLE faithfulness_judgments (
 -- Claim <-> chunk links of the Faithfulness judgments: `supports` rows are grounding_chunk_ids,
 -- `contradicts` rows are contradicting_chunk_ids, each list in its own order.
 CREATE TABLE grounding (
-    trace_id INTEGER NOT NULL REFERENCES traces (id) ON DELETE CASCADE,
-    claim_id TEXT    NOT NULL,
-    chunk_id TEXT    NOT NULL,
-    kind     TEXT    NOT NULL CHECK (kind IN ('supports', 'contradicts')),
-    position INTEGER NOT NULL,
-    judgment_position INTEGER NOT NULL,
+    -- Key columns first, in key order: SQLite 3.40's integrity_check misreports NOT NULL columns
+    -- of a WITHOUT ROWID table whose key columns are declared out of order.
+    trace_id          INTEGER NOT NULL REFERENCES traces (id) ON DELETE CASCADE,
+    judgment_position INTEGER NOT NULL,     -- which faithfulness judgment (its position)
+    kind              TEXT    NOT NULL CHECK (kind IN ('supports', 'contradicts')),
+    position          INTEGER NOT NULL,     -- order within that judgment's list
+    claim_id          TEXT    NOT NULL,
+    chunk_id          TEXT    NOT NULL,
     PRIMARY KEY (trace_id, judgment_position, kind, position)
 ) WITHOUT ROWID;
 CREATE INDEX grounding_chunk ON grounding (trace_id, chunk_id);
@@ -155,9 +157,9 @@ CREATE TABLE completeness (
 -- with claim_id NULL so that an empty list reads back as an empty list.
 CREATE TABLE completeness_mappings (
     trace_id        INTEGER NOT NULL REFERENCES completeness (trace_id) ON DELETE CASCADE,
-    sq_position     INTEGER NOT NULL,
+    sq_position     INTEGER NOT NULL,       -- order of the sub-question in the mapping
+    position        INTEGER NOT NULL,       -- order of the claim within it
     sub_question_id TEXT    NOT NULL,
-    position        INTEGER NOT NULL,
     claim_id        TEXT,
     PRIMARY KEY (trace_id, sq_position, position)
 ) WITHOUT ROWID;

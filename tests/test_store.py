@@ -79,6 +79,7 @@ def roundtrip(result: EvaluationResult) -> tuple[EvaluationResult, EvaluationRes
 def test_every_cell_round_trips_exactly(cell):
     loaded, expected = roundtrip(make_result(cell))
     assert loaded == expected
+    assert open_db().execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert loaded.model_dump_json() == expected.model_dump_json()
 
 

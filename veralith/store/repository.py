@@ -34,10 +34,10 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
                               "prompt_version"),
     "faithfulness_judgments": ("trace_id", "position", "claim_id", "verdict", "relation", "reasoning",
                                "prompt_version"),
-    "grounding": ("trace_id", "claim_id", "chunk_id", "kind", "position", "judgment_position"),
+    "grounding": ("trace_id", "judgment_position", "kind", "position", "claim_id", "chunk_id"),
     "judge_errors": ("trace_id", "position", "phase", "kind", "message", "attempts"),
     "completeness": ("trace_id", "reasoning", "uncovered_sub_question_ids", "prompt_version"),
-    "completeness_mappings": ("trace_id", "sq_position", "sub_question_id", "position", "claim_id"),
+    "completeness_mappings": ("trace_id", "sq_position", "position", "sub_question_id", "claim_id"),
     "completeness_extras": ("trace_id", "position", "claim_id"),
 }
 _ORDER = {"completeness": "trace_id", "completeness_mappings": "sq_position, position",

@@ -95,7 +95,7 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
             (trace_id, i, j.claim_id, j.verdict.value, j.relation.value, j.reasoning, pv.get("faithfulness"))
             for i, j in enumerate(result.faithfulness)],
         "grounding": [
-            (trace_id, j.claim_id, chunk, kind, k, i)
+            (trace_id, i, kind, k, j.claim_id, chunk)
             for i, j in enumerate(result.faithfulness)
             for kind, chunks in (("supports", j.grounding_chunk_ids), ("contradicts", j.contradicting_chunk_ids))
             for k, chunk in enumerate(chunks)],
@@ -109,9 +109,9 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
                                  pv.get("completeness"))]
         for sq_pos, (sq_id, claim_ids) in enumerate(comp.mappings.items()):
             if not claim_ids:
-                rows["completeness_mappings"].append((trace_id, sq_pos, sq_id, 0, None))
+                rows["completeness_mappings"].append((trace_id, sq_pos, 0, sq_id, None))
             rows["completeness_mappings"].extend(
-                (trace_id, sq_pos, sq_id, k, claim_id) for k, claim_id in enumerate(claim_ids))
+                (trace_id, sq_pos, k, sq_id, claim_id) for k, claim_id in enumerate(claim_ids))
         rows["completeness_extras"] = [(trace_id, i, c) for i, c in enumerate(comp.extra_claim_ids)]
     return rows
 
