@@ -284,3 +284,53 @@ def test_install_without_langchain_names_the_extra(monkeypatch):
         with pytest.raises(ImportError, match=r'pip install "veralith\[langchain\]"'):
             adapter.install()
     assert not adapter.is_installed()
+
+
+# --- end to end, through the real log() and the store ---------------------------------------------
+
+
+@pytest.fixture
+def stored():
+    """Return a reader of every stored result, oldest first, after draining the background worker."""
+    sdk_log = pytest.importorskip("veralith.sdk.log")
+    from veralith.store import db as store_db
+    from veralith.store import repository as repo
+
+    def read():
+        sdk_log.shutdown(wait=True)
+        db = store_db.open_db(store_db.resolve_path())
+        return [repo.load_result(row["id"], db) for row in reversed(repo.list_traces(db, limit=1000))]
+
+    yield read
+    sdk_log.shutdown(wait=True)
+
+
+def test_legacy_chain_is_judged_and_stored_synchronously(stored):
+    from veralith.config import settings
+
+    adapter.install(knowledge_base="orbitra")
+    with settings.override(sync=True):
+        _retrieval_qa().invoke({"query": QUESTION})
+    [result] = stored()
+    assert result.query == QUESTION and result.response == ANSWER and result.knowledge_base == "orbitra"
+    assert [c.source for c in result.context] == ["battery.md", "wind.md"]
+    assert result.metadata["chain"] == "RetrievalQA" and result.status.execution.value == "success"
+    adapter.uninstall()
+    _retrieval_qa().invoke({"query": QUESTION})
+    assert len(stored()) == 1
+
+
+def test_lcel_invoke_batch_threads_and_ainvoke_are_stored_in_the_background(stored):
+    adapter.install()
+    chain = _lcel_chain()
+    chain.invoke(QUESTION)
+    chain.batch([QUESTION, "What wind speed can it measure?"])
+    worker = threading.Thread(target=chain.invoke, args=("How do firmware updates install?",))
+    worker.start()
+    worker.join()
+    asyncio.run(chain.ainvoke(QUESTION))
+    results = stored()
+    assert len(results) == 5
+    assert all(r.context and r.response == ANSWER and r.status.execution.value == "success" for r in results)
+    assert sorted({r.query for r in results}) == sorted(
+        {QUESTION, "What wind speed can it measure?", "How do firmware updates install?"})
