@@ -280,8 +280,9 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, db: Any, client: An
         if persist:
             from veralith.store.repository import create_trace
 
+            # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
             trace_id = create_trace(db, query=item.query, context=item.context, response=item.response,
-                                    knowledge_base=item.knowledge_base, metadata=item.metadata)
+                                    knowledge_base=item.knowledge_base, metadata=item.metadata, queued=True)
             item = replace(item, trace_id=trace_id)
         yield item
     tally.unread = False
@@ -292,10 +293,9 @@ def resume_jobs(db: Any, trace_ids: Iterable[int]) -> Iterator[Record]:
     from veralith.store.repository import load_trace_input
 
     for trace_id in trace_ids:
-        given = load_trace_input(db, trace_id)
-        yield Record(line=0, query=given["query"], context=given["context"], response=given["response"],
-                     knowledge_base=given.get("knowledge_base") or "default", metadata=given.get("metadata") or {},
-                     trace_id=trace_id)
+        query, context, response, knowledge_base, metadata = load_trace_input(db, trace_id)
+        yield Record(line=0, query=query, context=context, response=response, knowledge_base=knowledge_base,
+                     metadata=metadata, trace_id=trace_id)
 
 
 def evaluate_record(record: Record, *, persist: bool, client: Any) -> EvaluationResult | None:
@@ -330,7 +330,8 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
     else:
         tally.add(result, stored=persist)
         if result.errors:
-            errs = "; ".join(f"{e.phase.value} {e.kind} after {e.attempts} attempt(s)" for e in result.errors)
+            errs = "; ".join(f"{e.phase.value} {e.kind} after {e.attempts} attempt(s): {_clip(e.message)}"
+                             for e in result.errors)
             report(f"{where}: trace {result.trace_id if result.trace_id is not None else '(unsaved)'}: "
                    f"judge errors: {errs}")
 
@@ -382,3 +383,17 @@ class Reporter:
             of = f"/{t.total}" if t.total else ""
             self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
                                soft_wrap=True, markup=False)
+
+
+def release(db: Any, cancelled: Iterable[Record]) -> None:
+    """Hand never-started traces back as plain pending, so `resume` may take them at once."""
+    from veralith.store.repository import release_trace
+
+    for record in cancelled:
+        if record.trace_id is not None:
+            release_trace(db, record.trace_id)
+
+
+def _clip(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -52,7 +52,7 @@ def _err() -> Console:
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
-    _err().print(render.literal(f"error: {message}", "red"))
+    _err().print(render.literal(f"error: {message}", "red"), soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -134,7 +134,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     from veralith.config import ConfigError, settings
     from veralith.errors import StoreError
 
-    overrides: dict[str, Any] = {}
+    # A dry run must not create or touch the database, and the judge-reply cache lives in it.
+    overrides: dict[str, Any] = {} if persist else {"cache": False}
     if backend is not None:
         overrides["backend"] = backend.value
     if model is not None:
@@ -159,6 +160,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                         sink.write(result.model_dump_json() + "\n")
                         sink.flush()
 
+                tally.started = time.monotonic()  # the rate counts evaluation, not start-up imports
                 try:
                     batch.run_ordered(jobs(db, client, tally, reporter.report), lambda job: work(job, client),
                                       concurrency=concurrency or settings.concurrency, on_done=on_done,
@@ -166,6 +168,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                 except batch.Interrupted as stop:
                     tally.interrupted = True
                     tally.left_pending, tally.left_running = len(stop.cancelled), len(stop.abandoned)
+                    if persist:
+                        batch.release(db, stop.cancelled)
     except (ConfigError, StoreError) as exc:
         raise _fail(str(exc)) from None
     finally:
@@ -200,8 +204,8 @@ def inspect_command(
         raise _fail(f"trace {trace_id} not found: no database yet")
     try:
         result = load_result(trace_id, db=db)
-    except (LookupError, StoreError) as exc:
-        raise _fail(f"trace {trace_id} not found ({exc})") from None
+    except StoreError as exc:  # unknown id, or a trace with no result yet (pending, running, error)
+        raise _fail(str(exc)) from None
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
@@ -252,16 +256,19 @@ def export_command(
     = None,
 ) -> None:
     """Export evaluated traces."""
-    from datetime import datetime
+    from datetime import datetime, timezone
 
     from veralith.store.repository import iter_results
 
     when = None
     if since is not None:
         try:
-            when = datetime.fromisoformat(since)
+            parsed = datetime.fromisoformat(since)
         except ValueError:
             raise _fail(f"--since {since!r} is not an ISO date such as 2026-01-31 or 2026-01-31T12:00", 2) from None
+        # Stored times are UTC ISO text; a time without a zone is taken as UTC.
+        aware = parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        when = aware.astimezone(timezone.utc).isoformat(timespec="microseconds")
     db = _existing_db()
     results = iter([]) if db is None else iter_results(db, since=when)
     sink = output.open("w", encoding="utf-8", newline="") if output else sys.stdout

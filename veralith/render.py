@@ -232,15 +232,24 @@ def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
 
 
 def traces_table(rows: list[Mapping[str, Any]]) -> Table:
-    """`veralith list`: one row per stored trace, newest first (rows as the store returns them)."""
-    table = Table("id", "status", "kb", "cell", "gate", "suff", "faith", "cost", "created", "query")
+    """`veralith list`: one row per stored trace, newest first (rows as store.list_traces returns them)."""
+    # Narrow on purpose: cell names must stay whole on an 80-column terminal; the query preview
+    # takes what is left. `veralith inspect ID` shows the rest.
+    table = Table(box=None, pad_edge=False, header_style="bold", expand=True)
+    for name in ("id", "status", "kb", "cell", "gate", "suff", "faith", "cost"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("query", no_wrap=True, overflow="ellipsis", ratio=1)
     for row in rows:
-        gate = str(row.get("quality_gate") or "—")
-        table.add_row(str(row.get("id")), literal(row.get("status") or "—"), literal(row.get("knowledge_base") or "—"),
-                      literal(row.get("failure_cell") or "—"), Text(gate, style=_GATE_STYLE.get(gate, "")),
-                      fmt_fraction(row.get("sufficiency_fraction")), fmt_fraction(row.get("faithfulness_fraction")),
-                      fmt_usd(row.get("usd")) if "usd" in row else "—", literal(str(row.get("created_at") or "—")),
-                      literal(_one_line(row.get("query") or ""), "dim"))
+        gate = row["quality_gate"] or "—"
+        done = row["status"] == "done"
+        status = literal(row["status"], "red" if row["status"] == "error" else "" if done else "yellow")
+        query = literal(_one_line(row["query_preview"] or ""), "dim")
+        if row["error_message"]:
+            query = Text.assemble(query, "\n", literal(_one_line(row["error_message"]), "red"))
+        table.add_row(str(row["id"]), status,
+                      literal(row["knowledge_base"]), literal(row["failure_cell"] or "—"),
+                      Text(gate, style=_GATE_STYLE.get(gate, "")), fmt_fraction(row["sufficiency_fraction"]),
+                      fmt_fraction(row["faithfulness_fraction"]), fmt_usd(row["usd"]) if done else "—", query)
     return table
 
 
@@ -250,29 +259,28 @@ def _one_line(text: str, width: int = 60) -> str:
 
 
 def stats_view(stats: Mapping[str, Any]) -> RenderableType:
-    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds."""
-    cells: Mapping[str, int] = stats.get("cells") or {}
+    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds per KB."""
+    cells: Mapping[str, int] = stats["by_cell"]
     total = sum(cells.values())
-    dist = Table("cell", "traces", "share", "", box=None, pad_edge=False, title="Failure cells",
-                 title_justify="left")
-    for cell, n in sorted(cells.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+    dist = Table("cell", "traces", "share", "", box=None, pad_edge=False,
+                 title=f"{stats['results']} evaluated of {stats['traces']} traces", title_justify="left")
+    for cell, n in sorted(cells.items(), key=lambda kv: (-kv[1], kv[0])):
         share = n / total if total else 0.0
-        dist.add_row(literal(cell or "unclassified"), str(n), f"{share:5.1%}", Text("█" * round(share * 30), "cyan"))
-    parts: list[RenderableType] = [dist]
-    gates: Mapping[str, int] = stats.get("gates") or {}
-    parts.append(Text("gate  " + ("  ".join(f"{g} {n}" for g, n in sorted(gates.items())) or "—")))
-    parts.append(Text(f"mean sufficiency {fmt_fraction(stats.get('mean_sufficiency_fraction'))}  "
-                      f"mean faithfulness {fmt_fraction(stats.get('mean_faithfulness_fraction'))}  "
-                      f"total cost {fmt_usd(stats.get('total_usd'))}"))
-    thresholds: Mapping[str, Any] = stats.get("thresholds") or {}
-    if thresholds:
-        table = Table("knowledge base", "threshold", "source", box=None, pad_edge=False,
-                      title="Sufficiency threshold", title_justify="left")
-        for kb, info in sorted(thresholds.items()):
-            value, source = (info.get("threshold"), info.get("source")) if isinstance(info, Mapping) else (info, "")
-            table.add_row(literal(kb), fmt_fraction(value), literal(source or ""))
-        parts.append(table)
-    return Group(*parts)
+        dist.add_row(literal(cell), str(n), f"{share:6.1%}", Text("█" * max(1, round(share * 30)), "cyan"))
+    status = "  ".join(f"{s} {n}" for s, n in stats["by_status"].items() if n)
+    gates = "  ".join(f"{g} {n}" for g, n in stats["by_gate"].items())
+    usd = fmt_usd(stats["usd"]) + (f" + {stats['usd_unknown']} trace(s) of unknown price" if stats["usd_unknown"]
+                                   else "")
+    lines = Text(f"status  {status or '—'}\ngate    {gates or '—'}\n"
+                 f"mean sufficiency {fmt_fraction(stats['mean_sufficiency_fraction'])}  "
+                 f"mean faithfulness {fmt_fraction(stats['mean_faithfulness_fraction'])}\n"
+                 f"calls {stats['calls']}  tokens {stats['input_tokens']} in / {stats['output_tokens']} out  "
+                 f"cost {usd}")
+    thresholds = Table("knowledge base", "threshold", "source", "complete_grounded traces", box=None,
+                       pad_edge=False, title="Sufficiency threshold", title_justify="left")
+    for kb, info in stats["thresholds"].items():
+        thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
+    return Group(dist, lines, thresholds)
 
 
 CSV_FIELDS = ["trace_id", "knowledge_base", "failure_cell", "quality_gate", "execution", "availability",
