@@ -156,6 +156,16 @@ def test_legacy_batch_and_ainvoke_log_once_per_call(logged):
     assert len(logged) == 3 and logged[2]["response"] == ANSWER and len(logged[2]["context"]) == 2
 
 
+def test_a_legacy_chain_is_logged_once_even_with_an_explicit_handler(logged):
+    adapter.install()
+    handler = adapter.VeralithCallbackHandler()
+    _retrieval_qa().invoke({"query": QUESTION}, config={"callbacks": [handler]})
+    assert len(logged) == 1 and logged[0]["metadata"]["chain"] == "RetrievalQA"
+    adapter.uninstall()
+    _retrieval_qa().invoke({"query": QUESTION}, config={"callbacks": [handler]})  # the handler alone
+    assert len(logged) == 2 and logged[1]["response"] == ANSWER and len(logged[1]["context"]) == 2
+
+
 def test_a_failing_chain_raises_as_before_and_logs_nothing(logged):
     adapter.install()
 

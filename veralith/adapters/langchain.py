@@ -103,8 +103,7 @@ def _chain_classes() -> list[type]:
                 module = importlib.import_module(module_name)
         except ImportError:
             continue
-        found = [getattr(module, name, None) for name in _CHAIN_NAMES]
-        found = [cls for cls in found if isinstance(cls, type)]
+        found = [cls for cls in (getattr(module, name, None) for name in _CHAIN_NAMES) if isinstance(cls, type)]
         if found:
             return found
     return []
@@ -118,7 +117,7 @@ def _register_hook() -> None:
         return
     from langchain_core.tracers.context import register_configure_hook
 
-    handler_class = _handler_class()
+    handler_class = _langchain_classes()[0]
     # The handler is the ContextVar's *default*: a value set() in one context would be invisible to
     # plain threads and thread pools, which start from an empty context.
     _hook_var = contextvars.ContextVar("veralith_langchain_handler", default=handler_class(_global=True))
@@ -127,7 +126,6 @@ def _register_hook() -> None:
 
 
 # --- legacy chains -------------------------------------------------------------------------------
-
 
 def _patched_invoke(original: Any) -> Any:
     @functools.wraps(original)
@@ -160,16 +158,12 @@ def _with_collector(config: Any) -> tuple[dict[str, Any], Any, uuid.UUID]:
     from langchain_core.callbacks import BaseCallbackManager
 
     config = dict(config or {})
-    collector = _collector_class()()
+    collector = _langchain_classes()[1]()
     callbacks = config.get("callbacks")
-    if callbacks is None:
-        callbacks = [collector]
-    elif isinstance(callbacks, BaseCallbackManager):
+    if isinstance(callbacks, BaseCallbackManager):
         callbacks = callbacks.copy()
         callbacks.add_handler(collector, inherit=True)
-    else:
-        callbacks = [*callbacks, collector]
-    config["callbacks"] = callbacks
+    config["callbacks"] = callbacks if isinstance(callbacks, BaseCallbackManager) else [*(callbacks or []), collector]
     config["run_id"] = config.get("run_id") or uuid.uuid4()
     return config, collector, config["run_id"]
 
@@ -209,7 +203,6 @@ class _Collector:
 
 # --- LCEL chains ---------------------------------------------------------------------------------
 
-
 @dataclass
 class _Root:
     inputs: Any
@@ -236,10 +229,9 @@ class _Tracker:
         self._root_of: dict[uuid.UUID, uuid.UUID] = {}
         self._roots: dict[uuid.UUID, _Root] = {}
 
-    def _dormant(self) -> bool:
-        return self._global and not _installed
-
     def _attach(self, run_id: uuid.UUID, parent_run_id: uuid.UUID | None, inputs: Any) -> _Root | None:
+        if self._global and not _installed:  # the global handler after uninstall()
+            return None
         with self._state_lock:
             root_id = self._root_of.get(parent_run_id) if parent_run_id is not None else None
             if root_id is None:
@@ -256,18 +248,14 @@ class _Tracker:
 
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: uuid.UUID,
                        parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
-        if not self._dormant():
-            self._attach(run_id, parent_run_id, inputs)
+        self._attach(run_id, parent_run_id, inputs)
 
     def on_tool_start(self, serialized: Any, input_str: Any, *, run_id: uuid.UUID,
                       parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
-        if not self._dormant():  # agents reach retrievers through tools
-            self._attach(run_id, parent_run_id, _MISSING)
+        self._attach(run_id, parent_run_id, _MISSING)  # agents reach retrievers through tools
 
     def on_retriever_start(self, serialized: Any, query: Any, *, run_id: uuid.UUID,
                            parent_run_id: uuid.UUID | None = None, **kwargs: Any) -> None:
-        if self._dormant():
-            return
         root = self._attach(run_id, parent_run_id, _MISSING)
         if root is not None and root.retriever_query is None and isinstance(query, str):
             root.retriever_query = query
@@ -307,34 +295,26 @@ class _Tracker:
 
 
 @functools.cache
-def _handler_class() -> type:
+def _langchain_classes() -> tuple[type, type]:
+    """(VeralithCallbackHandler, the legacy collector): both subclass LangChain's handler, so they
+    are built on first use rather than at import."""
     from langchain_core.callbacks import BaseCallbackHandler
 
-    return type("VeralithCallbackHandler", (_Tracker, BaseCallbackHandler), {
-        "__module__": __name__,
-        "__doc__": "Logs one Veralith trace per top-level LangChain run that used a retriever.",
-    })
-
-
-@functools.cache
-def _collector_class() -> type:
-    from langchain_core.callbacks import BaseCallbackHandler
-
-    return type("_VeralithDocumentCollector", (_Collector, BaseCallbackHandler), {"__module__": __name__})
+    handler = type("VeralithCallbackHandler", (_Tracker, BaseCallbackHandler), {
+        "__module__": __name__, "__doc__": "Logs one Veralith trace per top-level LangChain run that retrieved."})
+    return handler, type("_VeralithDocumentCollector", (_Collector, BaseCallbackHandler), {"__module__": __name__})
 
 
 def __getattr__(name: str) -> Any:
-    # The handler subclasses a LangChain class, so it is built on first use rather than at import.
     if name == "VeralithCallbackHandler":
         try:
-            return _handler_class()
+            return _langchain_classes()[0]
         except ImportError as exc:
             raise ImportError(_INSTALL_HINT) from exc
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- shared extraction and logging ---------------------------------------------------------------
-
 
 def _query_text(inputs: Any, fallback: str | None) -> str | None:
     if isinstance(inputs, str):
