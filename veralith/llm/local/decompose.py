@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from veralith.llm.local.lexicon import STOPWORDS, content_terms
+from veralith.llm.local.lexicon import STOPWORDS, content_terms, tokens
 from veralith.llm.tasks import DecomposedClaim, DecomposedSubQuestion, DecomposeInput, DecomposeOutput, Sentence
 from veralith.llm.text import sentence_spans
 
@@ -35,7 +35,8 @@ _PREFIX = re.compile(
 _CHITCHAT = re.compile(
     r"^(?:i hope (?:this|that) helps|hope (?:this|that) helps|let me know\b|feel free\b|"
     r"(?:thanks|thank you)\b|you(?:'re| are) welcome|good luck|have a (?:great|nice|good)\b|"
-    r"(?:that|this|it)(?:'s| is) (?:a )?(?:great|good|interesting|cool|awesome|nice|fun|true|so true|right)\b"
+    r"(?:that|this|it)(?:'s| is| was) (?:a |so |really |very |pretty )?(?:great|good|interesting|cool|awesome|nice|fun|"
+    r"true|right|amazing|correct|funny|crazy|neat|wild|sad|impressive)\b"
     r"[^.!?]{0,20}[.!]?$|same here|me too|sounds (?:good|great|fun|like)|i agree\b|(?:lol|haha|wow|cool|"
     r"interesting|awesome|nice|great|indeed|exactly|really|oh really|right|true)\b[\s!.]*$)", re.I)
 _REFUSAL = re.compile(
@@ -115,6 +116,13 @@ def _informative(text: str) -> bool:
     return any(not t.is_number and t.text.lower() not in STOPWORDS for t in content_terms(text))
 
 
+def _exclamation(text: str) -> bool:
+    """A short exclamation without names or numbers ("it definitely is!", "so talented!") is banter."""
+    toks = tokens(text)
+    return (text.rstrip().endswith("!") and len(toks) <= 4
+            and not any(t.is_number or t.is_capital for t in toks))
+
+
 def _modality(text: str) -> str:
     if re.match(r"\s*(?:if|unless|when|whenever|in case)\b", text, re.I):
         return "conditional"
@@ -158,7 +166,7 @@ def decompose(payload: DecomposeInput) -> DecomposeOutput:
         yes_no = bare_answer and bool(_YES_NO.match(body)) and bool(payload.query.strip())
         # "I have!" or "I agree with you" asserts something about the speaker: a claim to judge.
         personal = bool(_PERSONAL_CLAIM.match(body)) and not _SERVICE.match(body)
-        if not (yes_no or personal) and (_CHITCHAT.match(body) or not _informative(body)):
+        if not (yes_no or personal) and (_CHITCHAT.match(body) or _exclamation(body) or not _informative(body)):
             # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
             continue
         note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else None

@@ -77,23 +77,39 @@ def claim_features(claim: ClaimIn, query: str, index: ChunkIndex) -> tuple[dict[
     return features, best, sentence
 
 
-def _slot_conflict(terms: list[Term], sentence: str, claim_text: str) -> bool:
-    """True when `sentence` says the same thing as the claim but with another number, name or polarity."""
+def _slot_conflict(terms: list[Term], sentence: str, claim_text: str, names: bool = True,
+                   own: list[Term] | None = None) -> bool:
+    """True when `sentence` says the same thing as the claim but with another number, name or polarity.
+
+    `names=False` ignores name swaps: sentences on one topic name other people and places all the
+    time, so a name alone is too weak to call a *supported* claim conflicting. `own` are the terms
+    the claim itself asserts (a bare answer's words, not the query's); only they can be swapped.
+    """
     piece = piece_of(sentence)
-    slots = [t for t in terms if (t.is_number or t.is_capital) and not piece.has(t)]
+    own_norms = {t.norm for t in (own if own is not None else terms)}
+    if own is not None and all(piece.has(t) for t in own):
+        return False
+    slots = [t for t in terms if t.norm in own_norms and (t.is_number or t.is_capital or own is not None)
+             and not piece.has(t)]
     rest = [t for t in terms if t not in slots]
-    if rest and coverage(rest, [piece]) >= 0.8 and len(rest) >= 2:
-        if not slots and negated(claim_text) != negated(sentence):
-            return True
-        if any(t.is_number for t in slots) and piece.numbers - {t.norm for t in terms}:
-            return True
-        if any(t.is_capital for t in slots) and piece.capitals - {t.norm for t in terms}:
+    if len(rest) < 2 or coverage(rest, [piece]) < (0.8 if names else 0.9):
+        return False
+    if not slots:
+        return negated(claim_text) != negated(sentence)
+    own = {t.norm for t in terms}
+    for slot in slots:
+        if slot.is_number:
+            # Same kind of number: a year stands against a year, a count against a count.
+            rivals = [n for n in piece.numbers - own if (len(n) == 4) == (len(slot.norm) == 4)]
+            if rivals:
+                return True
+        elif names and piece.capitals - own:
             return True
     return False
 
 
-def _contradicting(claim: ClaimIn, query: str, index: ChunkIndex, exclude: set[int]) -> list[int]:
-    terms = _claim_terms(claim, query)
+def _contradicting(claim: ClaimIn, query: str, index: ChunkIndex, exclude: set[int], names: bool) -> list[int]:
+    terms = own = _claim_terms(claim, query)
     text = claim.text
     if claim.context_note and query.strip() and not _YES_NO.match(claim.text):
         # A bare answer fills the query's slot: compare "query + answer" with what the chunk says.
@@ -104,7 +120,7 @@ def _contradicting(claim: ClaimIn, query: str, index: ChunkIndex, exclude: set[i
         if i in exclude:
             continue
         sentence = index.best_sentence(i, terms)
-        if _slot_conflict(terms, sentence, text):
+        if _slot_conflict(terms, sentence, text, names=names, own=own if own is not terms else None):
             found.append(i)
     return found
 
@@ -131,7 +147,7 @@ def judge_claim(claim: ClaimIn, query: str, index: ChunkIndex) -> FaithfulnessIt
                f"threshold {model.threshold:.2f}).")
     evidence = [Evidence(chunk_id=index.ids[best[0]], quote=_quote(sentence))] if best else []
     if p_unsupported < model.threshold and grounding:
-        against = _contradicting(claim, query, index, exclude=set(grounding))
+        against = _contradicting(claim, query, index, exclude=set(grounding), names=False)
         ids = [index.ids[i] for i in grounding]
         if against:
             return FaithfulnessItem(
@@ -140,7 +156,7 @@ def judge_claim(claim: ClaimIn, query: str, index: ChunkIndex) -> FaithfulnessIt
                 reasoning=summary + " Another chunk states a different value for the same fact.")
         return FaithfulnessItem(claim_id=claim.id, evidence=evidence, reasoning="Supported: " + summary,
                                 relation="supported", grounding_chunk_ids=ids, contradicting_chunk_ids=[])
-    against = _contradicting(claim, query, index, exclude=set())
+    against = _contradicting(claim, query, index, exclude=set(), names=True)
     if against:
         return FaithfulnessItem(
             claim_id=claim.id, evidence=[Evidence(chunk_id=index.ids[against[0]], quote=_quote(

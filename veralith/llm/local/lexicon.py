@@ -50,7 +50,7 @@ wasn't weren't hasn't haven't hadn't shouldn't wouldn't couldn't n't without lac
 
 FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine myself we we're we've our ours us ourselves".split())
 # Talk about the speaker or the listener: a retrieved document rarely grounds it.
-PERSONAL = FIRST_PERSON | frozenset("you you're you've you'd you'll your yours yourself".split())
+PERSONAL = FIRST_PERSON
 # Opinion and feeling words: an answer that judges or enthuses says more than a source states.
 SUBJECTIVE = frozenset("""
 love loved loves like liked likes enjoy enjoyed enjoys favorite favourite favorites great awesome amazing cool

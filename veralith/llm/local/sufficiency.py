@@ -11,14 +11,16 @@ from __future__ import annotations
 import math
 import re
 
-from veralith.llm.local.evidence import ChunkIndex, Term, coverage, pair_coverage, piece_of, sentences_of, terms_of
+from veralith.llm.local.evidence import (ChunkIndex, Piece, Term, coverage, pair_coverage, piece_of, sentences_of,
+                                         terms_of)
 from veralith.llm.local.lexicon import MONTHS, tokens
 from veralith.llm.local.model import load
 from veralith.llm.tasks import Evidence, SubQuestionIn, SufficiencyInput, SufficiencyItem, SufficiencyOutput
 
 __all__ = ["FEATURES", "question_features", "sufficiency"]
 
-FEATURES = ["cov_sent", "cov_win", "cov_chunk", "pair_win", "cap_miss", "num_miss", "type_ok", "typed", "n_terms"]
+FEATURES = ["cov_sent", "cov_win", "cov_chunk", "cov_first", "idf_win", "idf_miss", "pair_win", "cap_miss", "num_miss", "type_ok",
+            "typed", "n_terms"]
 _CUES = [
     ("number", re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|often)\b|\bwhat (?:percentage|number|"
                           r"amount|year|age)\b", re.I)),
@@ -55,6 +57,27 @@ def _window(index: ChunkIndex, chunk: int, terms: list[Term]) -> tuple[str, str]
     return sents[best_i], " ".join(sents[max(0, best_i - 1):best_i + 2])
 
 
+def _local_idf(index: ChunkIndex, best: list[int], terms: list[Term], window: Piece) -> tuple[float, float]:
+    """Coverage of the window with terms weighted by IDF over the sentences of the best chunks.
+
+    A passage retrieved for a topic repeats the topic's words in every sentence; what decides
+    whether it answers the question are the question's *other* words, the rare ones here.
+    Also returns the largest weight of a term the window lacks.
+    """
+    sents = [piece_of(s) for i in best for s in sentences_of(index.texts[i])]
+    n = len(sents)
+    weights = []
+    for t in terms:
+        df = sum(1 for p in sents if p.has(t))
+        weights.append(t.weight * math.log((n + 1) / (df + 0.5)))
+    total = sum(weights)
+    if total <= 0:
+        return 1.0, 0.0
+    found = [w * window.has(t) for t, w in zip(terms, weights)]
+    missing = [w for t, w in zip(terms, weights) if window.has(t) == 0.0]
+    return sum(found) / total, max(missing, default=0.0)
+
+
 def question_features(question: str, index: ChunkIndex) -> tuple[dict[str, float], list[int], str, list[Term]]:
     terms = terms_of(question)
     best = index.ranked(terms, limit=2)
@@ -68,7 +91,12 @@ def question_features(question: str, index: ChunkIndex) -> tuple[dict[str, float
     capitals = [t for t in terms if t.is_capital]
     numbers = [t for t in terms if t.is_number]
     chunk = index.pieces[best[0]]
+    idf_win, idf_miss = _local_idf(index, best, terms, win_piece)
     values = {
+        # A passage that opens on the question's subject is about it, not merely mentioning it.
+        "cov_first": coverage(terms, [piece_of(sentences_of(index.texts[best[0]])[0])]),
+        "idf_win": idf_win,
+        "idf_miss": idf_miss,
         "cov_sent": coverage(terms, [piece_of(sentence)]),
         "cov_win": coverage(terms, [win_piece]),
         "cov_chunk": coverage(terms, [index.pieces[i] for i in best]),
