@@ -234,6 +234,17 @@ def test_lcel_ainvoke_logs_one_trace(logged):
     assert len(logged) == 3 and all(len(c["context"]) == 2 for c in logged)
 
 
+def test_lcel_stream_and_astream_log_the_question_known_only_at_the_end(logged):
+    adapter.install()
+    assert "".join(_lcel_chain().stream(QUESTION)) == ANSWER
+
+    async def main():
+        return "".join([part async for part in _lcel_chain().astream(QUESTION)])
+
+    assert asyncio.run(main()) == ANSWER
+    assert [(c["query"], c["response"], len(c["context"])) for c in logged] == [(QUESTION, ANSWER, 2)] * 2
+
+
 def test_explicit_handler_works_without_install_and_is_not_doubled_with_it(logged):
     handler = adapter.VeralithCallbackHandler(knowledge_base="manuals")
     _lcel_chain().invoke(QUESTION, config={"callbacks": [handler]})

@@ -273,7 +273,8 @@ class _Tracker:
         if root is None or root.skip or not root.saw_retriever:
             return
         try:
-            query = _query_text(root.inputs, root.retriever_query)
+            # Streaming starts a run before its input is known and reports the input at the end.
+            query = _query_text(kwargs.get("inputs"), None) or _query_text(root.inputs, root.retriever_query)
             answer = _answer_text(outputs)
             if query is None or answer is None:
                 _warn_once(f"lcel:{type(outputs).__name__}", "Veralith could not find the question or the answer "
@@ -317,13 +318,13 @@ def __getattr__(name: str) -> Any:
 # --- shared extraction and logging ---------------------------------------------------------------
 
 def _query_text(inputs: Any, fallback: str | None) -> str | None:
-    if isinstance(inputs, str):
+    if isinstance(inputs, str) and inputs:
         return inputs
     if isinstance(inputs, dict):
         for key in _QUERY_KEYS:
-            if isinstance(inputs.get(key), str):
+            if isinstance(inputs.get(key), str) and inputs[key]:
                 return inputs[key]
-        strings = [v for v in inputs.values() if isinstance(v, str)]
+        strings = [v for v in inputs.values() if isinstance(v, str) and v]
         if len(strings) == 1:
             return strings[0]
     return fallback
