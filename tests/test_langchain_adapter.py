@@ -80,7 +80,8 @@ def _retrieval_qa(**kwargs):
 
 
 def _lcel_chain(retriever=None, answer=ANSWER):
-    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context:\n{context}"), ("human", "{question}")])
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context:\n{context}"),
+                                               ("human", "{question}")])
     docs_to_text = RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs))
     return ({"context": (retriever or KeywordRetriever(docs=DOCS)) | docs_to_text, "question": RunnablePassthrough()}
             | prompt | FakeListChatModel(responses=[answer]) | StrOutputParser())
@@ -90,12 +91,13 @@ def _lcel_chain(retriever=None, answer=ANSWER):
 
 
 def test_install_patches_both_legacy_classes_idempotently():
+    base_invoke = vars(Chain)["invoke"]
     assert not adapter.is_installed()
     assert adapter.install() == 2
     assert adapter.install() == 2
     assert adapter.is_installed()
     assert "invoke" in vars(RetrievalQA) and "invoke" in vars(RetrievalQAWithSourcesChain)
-    assert "invoke" not in vars(Chain) or Chain.invoke.__module__.startswith("langchain")
+    assert vars(Chain)["invoke"] is base_invoke  # the base class is never patched
 
 
 def test_retrieval_qa_logs_one_trace_per_invoke_with_its_documents(logged):
