@@ -378,7 +378,9 @@ class Reporter:
             return
         step = t.processed * 10 // t.total if t.total else 0
         now = time.monotonic()
-        if step > self._last_step or now - self._last_print >= self.every_s:
+        # Every 10 % but at most once a second (a log, not a ticker), and at least every `every_s`.
+        since = now - self._last_print
+        if (step > self._last_step and since >= 1.0) or since >= self.every_s:
             self._last_step, self._last_print = step, now
             of = f"/{t.total}" if t.total else ""
             self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
