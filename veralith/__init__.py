@@ -24,6 +24,8 @@ from veralith.models import (
     Verdict,
 )
 from veralith.pipeline.evaluate import evaluate
+from veralith.sdk.log import log, resume, shutdown
+from veralith.sdk.trace import TraceReturn, trace
 
 __version__ = "0.1.0"
 
@@ -43,7 +45,12 @@ __all__ = [
     "SufficiencyJudgment",
     "SufficiencyLevel",
     "Suggestion",
+    "TraceReturn",
     "Usage",
     "Verdict",
     "evaluate",
+    "log",
+    "resume",
+    "shutdown",
+    "trace",
 ]
