@@ -62,7 +62,7 @@ def main() -> int:
             started = time.perf_counter()
             run = subprocess.run(command, env=env, capture_output=True, text=True)
             total_s = time.perf_counter() - started
-            results = (Path(tmp) / "results.jsonl").read_text().splitlines()
+            results = [json.loads(line) for line in (Path(tmp) / "results.jsonl").read_text().splitlines()]
         with urllib.request.urlopen(f"{base_url}/_stats", timeout=10) as reply:
             stats = json.loads(reply.read())
     finally:
@@ -83,6 +83,16 @@ def main() -> int:
     print(f"evaluation wall time {eval_s:.2f} s = {eval_s / ideal:.2f} x ideal "
           f"({'PASS' if eval_s <= 1.25 * ideal else 'FAIL'})")
     print(f"whole command incl. start-up {total_s:.2f} s (start-up {total_s - eval_s:.2f} s)")
+    # Where the time goes: per-trace latency as the pipeline measured it, and how busy the CLI kept
+    # its workers (sum of trace times / concurrency / wall). A low busy share would be the runner's fault;
+    # a high one with slow traces means each round trip costs more than the server's latency.
+    totals = [r["latency_ms"]["total"] / 1000 for r in results]
+    decompose = [r["latency_ms"]["decompose"] / 1000 for r in results]
+    busy = sum(totals) / args.concurrency / eval_s
+    print(f"per trace: mean {sum(totals) / len(totals):.2f} s (ideal {2 * args.latency:.2f} s), decompose round trip "
+          f"mean {sum(decompose) / len(decompose):.2f} s (server latency {args.latency:.2f} s); workers busy "
+          f"{busy:.0%} of the wall time")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     return 0 if eval_s <= 1.25 * ideal and len(results) == args.traces else 1
 
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from rich.console import Console
 
-from veralith import batch, render
+from veralith import batch, records, render
 from veralith.models import (
     Availability,
     Claim,
@@ -110,7 +110,7 @@ def test_summary_shows_unknown_cost_and_interrupt():
 
 def test_csv_export_is_flat_and_formula_safe():
     sink = io.StringIO()
-    count = render.write_export([_result(query="=HYPERLINK(\"http://x\")")], sink, "csv")
+    count = records.write_export([_result(query="=HYPERLINK(\"http://x\")")], sink, "csv")
     rows = list(csv.DictReader(io.StringIO(sink.getvalue())))
     assert count == 1 and rows[0]["query"].startswith("'=") and rows[0]["usd"] == ""
     assert rows[0]["failure_cell"] == "incomplete_ungrounded" and "nan" not in sink.getvalue().lower()
@@ -118,7 +118,7 @@ def test_csv_export_is_flat_and_formula_safe():
 
 def test_jsonl_export_round_trips():
     sink = io.StringIO()
-    render.write_export([_result()], sink, "jsonl")
+    records.write_export([_result()], sink, "jsonl")
     assert EvaluationResult.model_validate_json(sink.getvalue().strip()) == _result()
 
 
@@ -133,16 +133,16 @@ def test_jsonl_export_round_trips():
     (b"\xff\xfe{}", "not valid UTF-8"),
 ])
 def test_bad_lines_say_what_is_wrong(raw, needle):
-    item = batch.parse_line(4, raw, default_kb="default")
-    assert isinstance(item, batch.BadLine) and item.line == 4 and needle in item.message and not item.blank
+    item = records.parse_line(4, raw, default_kb="default")
+    assert isinstance(item, records.BadLine) and item.line == 4 and needle in item.message and not item.blank
 
 
 def test_good_line_is_normalised():
-    item = batch.parse_line(1, b'\xef\xbb\xbf{"id": "a", "query": "q", "context": ["t"], "response": "r"}\n',
+    item = records.parse_line(1, b'\xef\xbb\xbf{"id": "a", "query": "q", "context": ["t"], "response": "r"}\n',
                             default_kb="kb1")
-    assert isinstance(item, batch.Record)
+    assert isinstance(item, records.Record)
     assert item.context[0].id == "c0" and item.knowledge_base == "kb1" and item.metadata == {"id": "a"}
-    assert batch.parse_line(2, b"   \n", default_kb="d").blank
+    assert records.parse_line(2, b"   \n", default_kb="d").blank
 
 
 def test_run_ordered_keeps_input_order_and_a_bounded_window():

@@ -13,7 +13,6 @@ are waited for so their results are stored; a second Ctrl-C abandons them too.
 from __future__ import annotations
 
 import contextvars
-import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -22,101 +21,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from veralith.models import ContextChunk, EvaluationResult
+from veralith.models import EvaluationResult
+from veralith.records import BadLine, Record, read_records
 
-__all__ = ["BadLine", "Interrupted", "Record", "Tally", "count_lines", "eval_jobs", "evaluate_record", "parse_line",
-           "read_records", "run_ordered"]
+__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "record_outcome", "release",
+           "resume_jobs", "run_ordered"]
 
 J = TypeVar("J")
-REQUIRED = ("query", "context", "response")
-
-
-@dataclass(frozen=True)
-class Record:
-    """One valid input line, already normalised by the library's own input checks."""
-
-    line: int
-    query: str
-    context: list[ContextChunk]
-    response: str
-    knowledge_base: str
-    metadata: dict[str, Any]
-    trace_id: int | None = None
-
-
-@dataclass(frozen=True)
-class BadLine:
-    line: int
-    message: str
-    blank: bool = False   # a blank line is reported but is not an error (editors and `cat` leave them)
-
-
-def _reject_constant(name: str) -> float:
-    # json accepts NaN/Infinity by default; a NaN in metadata would surface later as a NaN in exports.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
-    """Validate one line; every problem becomes a BadLine whose message says what is wrong."""
-    from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
-
-    try:
-        text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-    except UnicodeDecodeError as exc:
-        return BadLine(lineno, f"not valid UTF-8 (byte {exc.start})")
-    if not text.strip():
-        return BadLine(lineno, "blank line, skipped", blank=True)
-    try:
-        obj = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        return BadLine(lineno, f"not valid JSON ({exc.msg} at column {exc.colno})")
-    except (ValueError, RecursionError) as exc:
-        return BadLine(lineno, f"not usable JSON ({exc})")
-    if not isinstance(obj, dict):
-        return BadLine(lineno, f"expected a JSON object with {', '.join(REQUIRED)}; got a JSON {_kind(obj)}")
-    missing = [key for key in REQUIRED if key not in obj]
-    if missing:
-        return BadLine(lineno, f"missing required field{'s' if len(missing) > 1 else ''} "
-                       + ", ".join(f'"{k}"' for k in missing))
-    try:
-        metadata = check_metadata(obj.get("metadata"))
-        ident = obj.get("id")
-        if ident is not None:
-            if isinstance(ident, bool) or not isinstance(ident, (str, int)):
-                raise TypeError(f"id must be a str or int, got {_kind(ident)}")
-            if "id" in metadata and metadata["id"] != ident:
-                raise ValueError("id differs from metadata.id; give one or make them equal")
-            # The record's own id travels in metadata so results and exports can be joined back to it.
-            metadata["id"] = ident
-        kb = obj.get("knowledge_base")
-        return Record(
-            line=lineno,
-            query=check_text("query", obj["query"]),
-            context=normalize_context(obj["context"]),
-            response=check_text("response", obj["response"]),
-            knowledge_base=default_kb if kb is None else check_knowledge_base(kb),
-            metadata=metadata,
-        )
-    except (TypeError, ValueError) as exc:
-        return BadLine(lineno, str(exc))
-
-
-def _kind(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def read_records(path: Path, *, default_kb: str = "default") -> Iterator[Record | BadLine]:
-    """Yield one Record or BadLine per line, reading lazily (binary, so one bad byte spoils one line)."""
-    with path.open("rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            yield parse_line(lineno, raw, default_kb=default_kb)
-
-
-def count_lines(path: Path) -> int:
-    """Non-blank lines, for the progress bar's total; one cheap pass that holds nothing."""
-    with path.open("rb") as handle:
-        return sum(1 for raw in handle if raw.strip())
 
 
 class Interrupted(Exception):

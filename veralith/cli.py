@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith import batch, render
+from veralith import batch, records, render
 
 __all__ = ["app", "main"]
 
@@ -84,7 +84,7 @@ def eval_command(
         raise _fail(f"{file}: no such file")
     if not file.is_file():
         raise _fail(f"{file}: not a regular file")
-    total = batch.count_lines(file)
+    total = records.count_lines(file)
     if total == 0:
         raise _fail(f"{file} is empty: expected one JSON object per line")
     persist = not no_persist
@@ -93,7 +93,7 @@ def eval_command(
         return batch.eval_jobs(file, default_kb=kb, persist=persist, db=db, client=client, tally=tally,
                                report=report)
 
-    def work(record: batch.Record, client: Any) -> Any:
+    def work(record: records.Record, client: Any) -> Any:
         return batch.evaluate_record(record, persist=persist, client=client)
 
     _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model, concurrency=concurrency,
@@ -121,7 +121,7 @@ def resume_command(
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.resume_jobs(db, ids)
 
-    def work(job: batch.Record, client: Any) -> Any:
+    def work(job: records.Record, client: Any) -> Any:
         return batch.evaluate_record(job, persist=True, client=client)
 
     _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model, concurrency=concurrency,
@@ -273,7 +273,7 @@ def export_command(
     results = iter([]) if db is None else iter_results(db, since=when)
     sink = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
     try:
-        count = render.write_export(results, sink, fmt.value)
+        count = records.write_export(results, sink, fmt.value)
     finally:
         if output:
             sink.close()

@@ -8,11 +8,9 @@ those characters instead of styling, linking or moving the terminal cursor.
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.rule import Rule
@@ -21,8 +19,8 @@ from rich.text import Text
 
 from veralith.models import EvaluationResult, Relation, Verdict
 
-__all__ = ["CSV_FIELDS", "RELATION_LABEL", "csv_row", "fmt_fraction", "fmt_usd", "literal", "result_view",
-           "stats_view", "summary_view", "traces_table", "write_export"]
+__all__ = ["RELATION_LABEL", "fmt_fraction", "fmt_usd", "literal", "result_view", "stats_view", "summary_view",
+           "traces_table"]
 
 # C0/C1 controls (but newline and tab), DEL, and the bidi overrides/isolates that can reorder what a
 # reader sees ("Trojan Source"). Shown as \xNN / \uNNNN so the text stays literal and inert.
@@ -281,58 +279,3 @@ def stats_view(stats: Mapping[str, Any]) -> RenderableType:
     for kb, info in stats["thresholds"].items():
         thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
     return Group(dist, lines, thresholds)
-
-
-CSV_FIELDS = ["trace_id", "knowledge_base", "failure_cell", "quality_gate", "execution", "availability",
-              "sufficiency_level", "sufficiency_fraction", "faithfulness_fraction", "threshold", "threshold_source",
-              "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "refusal", "errors",
-              "calls", "cache_hits", "input_tokens", "output_tokens", "usd", "backend", "judge_model",
-              "suggestion", "query", "response", "metadata"]
-
-
-def csv_row(result: EvaluationResult) -> dict[str, Any]:
-    """One flat row per result; None stays empty (never 0 or NaN), so unknown cost stays unknown."""
-    d, u = result.diagnosis, result.usage
-    row: dict[str, Any] = {
-        "trace_id": result.trace_id, "knowledge_base": result.knowledge_base,
-        "failure_cell": result.failure_cell.value if result.failure_cell else None,
-        "quality_gate": result.status.quality_gate.value, "execution": result.status.execution.value,
-        "availability": result.status.availability.value,
-        "sufficiency_level": d.sufficiency_level.value if d else None,
-        "sufficiency_fraction": d.sufficiency_fraction if d else None,
-        "faithfulness_fraction": d.faithfulness_fraction if d else None,
-        "threshold": d.threshold if d else None, "threshold_source": d.threshold_source.value if d else None,
-        "n_sub_questions": len(result.sub_questions), "n_claims": len(result.claims),
-        "n_uncovered_sub_questions": d.n_uncovered_sub_questions if d else None,
-        "n_extra_claims": d.n_extra_claims if d else None, "refusal": result.refusal,
-        "errors": "; ".join(f"{e.phase.value}:{e.kind}" for e in result.errors),
-        "calls": u.calls, "cache_hits": u.cache_hits, "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens, "usd": u.usd, "backend": result.backend,
-        "judge_model": result.judge_model, "suggestion": result.suggestion.title if result.suggestion else None,
-        "query": result.query, "response": result.response,
-        "metadata": json.dumps(result.metadata, ensure_ascii=False, sort_keys=True) if result.metadata else None,
-    }
-    return {k: _cell_safe(v) for k, v in row.items()}
-
-
-def _cell_safe(value: Any) -> Any:
-    # A text cell starting with = + - @ is run as a formula by spreadsheet programs (CSV injection);
-    # a leading apostrophe makes them show it as text. Numbers are left alone.
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
-def write_export(results: Iterable[EvaluationResult], sink: IO[str], fmt: str) -> int:
-    """Stream results to `sink` as JSON lines or CSV; return how many were written."""
-    count = 0
-    writer = csv.DictWriter(sink, fieldnames=CSV_FIELDS) if fmt == "csv" else None
-    if writer is not None:
-        writer.writeheader()
-    for result in results:
-        if writer is not None:
-            writer.writerow(csv_row(result))
-        else:
-            sink.write(result.model_dump_json() + "\n")
-        count += 1
-    return count
