@@ -56,6 +56,13 @@ def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _open_output(path: Path, *, newline: str | None) -> Any:
+    try:
+        return path.open("w", encoding="utf-8", newline=newline)
+    except OSError as exc:
+        raise _fail(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+
+
 def _existing_db() -> Any | None:
     """The database if it exists; read-only commands never create one."""
     from veralith.config import settings
@@ -84,7 +91,12 @@ def eval_command(
         raise _fail(f"{file}: no such file")
     if not file.is_file():
         raise _fail(f"{file}: not a regular file")
-    total = records.count_lines(file)
+    if output is not None and output.exists() and output.resolve() == file.resolve():
+        raise _fail(f"--output {output} is the input file; it would be overwritten before it is read")
+    try:
+        total = records.count_lines(file)
+    except OSError as exc:
+        raise _fail(f"{file}: cannot read ({exc.strerror or exc})") from None
     if total == 0:
         raise _fail(f"{file} is empty: expected one JSON object per line")
     persist = not no_persist
@@ -141,7 +153,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     if model is not None:
         overrides["judge_model"] = model
     err, tally = _err(), batch.Tally(total=total)
-    sink = output.open("w", encoding="utf-8") if output else None
+    sink = _open_output(output, newline=None) if output else None
     try:
         with settings.override(**overrides):
             from veralith.llm import get_client
@@ -271,7 +283,7 @@ def export_command(
         when = aware.astimezone(timezone.utc).isoformat(timespec="microseconds")
     db = _existing_db()
     results = iter([]) if db is None else iter_results(db, since=when)
-    sink = output.open("w", encoding="utf-8", newline="") if output else sys.stdout
+    sink = _open_output(output, newline="") if output else sys.stdout
     try:
         count = records.write_export(results, sink, fmt.value)
     finally:
@@ -283,7 +295,15 @@ def export_command(
 
 def main() -> None:
     """Console-script entry point (pyproject: veralith = "veralith.cli:main")."""
-    app()
+    from veralith.errors import VeralithError
+
+    try:
+        app()
+    except VeralithError as exc:  # e.g. a database newer than this code: a message, not a traceback
+        _err().print(render.literal(f"error: {exc}", "red"), soft_wrap=True)
+        sys.exit(EXIT_INPUT)
+    except KeyboardInterrupt:     # Ctrl-C before a batch started (imports, opening the database)
+        sys.exit(EXIT_INTERRUPTED)
 
 if __name__ == "__main__":
     main()
