@@ -15,6 +15,7 @@ processes share the file).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -53,6 +54,7 @@ class LLMCache:
         self.stats = CacheStats()
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, str] = OrderedDict()  # key -> JSON text (callers get fresh copies)
+        self._unsaved_hits: dict[str, int] = {}
 
     # ------------------------------------------------------------ public seam
     def get(self, key: str) -> dict[str, Any] | None:
@@ -78,14 +80,30 @@ class LLMCache:
                 return None
             self.stats.db_hits += 1
             self._remember(key, row[0])
-        # `hits` counts replies served from disk (reuse across runs and processes); LRU hits stay
-        # in memory so a hot rerun does not write to the database on every call.
-        try:
-            with write(db):
-                db.execute("UPDATE llm_cache SET hits = hits + 1 WHERE key = ?", (key,))
-        except sqlite3.Error as exc:
-            log.warning("LLM cache hit counter not updated: %s", exc)
+            self._unsaved_hits[key] = self._unsaved_hits.get(key, 0) + 1
+            flush = sum(self._unsaved_hits.values()) >= _HITS_PER_WRITE
+        if flush:
+            self.flush_hits()
         return value
+
+    def flush_hits(self) -> None:
+        """Add the disk hits counted since the last flush to the rows' `hits` column.
+
+        `hits` counts replies served from disk (reuse across runs and processes). Writing it on
+        every hit made concurrent judge threads queue for SQLite's write lock on a rerun, so hits
+        are written in batches, on the next `put`, and at exit; LRU hits are never written.
+        """
+        with self._lock:
+            pending, self._unsaved_hits = self._unsaved_hits, {}
+        if not pending:
+            return
+        try:
+            db = self._db()
+            with write(db):
+                db.conn.executemany("UPDATE llm_cache SET hits = hits + ? WHERE key = ?",
+                                    [(n, key) for key, n in pending.items()])
+        except sqlite3.Error as exc:
+            log.warning("LLM cache hit counters not updated: %s", exc)
 
     def put(self, key: str, value: dict[str, Any], *, task: str | None = None, model: str | None = None,
             prompt_version: str | None = None) -> None:
@@ -108,6 +126,7 @@ class LLMCache:
         with self._lock:
             self.stats.puts += 1
             self._remember(key, text)
+        self.flush_hits()
 
     def clear_memory(self) -> None:
         """Forget the LRU layer only (tests and benchmarks use it to measure the SQLite layer)."""
@@ -135,8 +154,17 @@ def _decode(text: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+_HITS_PER_WRITE = 64
 _caches: dict[tuple[str, int], LLMCache] = {}
 _caches_lock = threading.Lock()
+
+
+@atexit.register
+def _flush_all() -> None:
+    with _caches_lock:
+        caches = list(_caches.values())
+    for cache in caches:
+        cache.flush_hits()
 
 
 def cache_for(db_path: str, size: int) -> LLMCache:
