@@ -67,10 +67,6 @@ def _run(args, env, cwd, timeout=600):
 
 
 def test_the_demo_runs_offline_and_lands_in_several_cells(tmp_path, offline_env):
-    import veralith
-
-    if not hasattr(veralith, "trace"):
-        pytest.skip("veralith.trace is not exported by this checkout yet")
     done = _run(["-m", "sample_app", "--data-dir", "chroma", "--db", "demo.db"], offline_env, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "answerer=extractive" in done.stdout
