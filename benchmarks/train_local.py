@@ -42,6 +42,13 @@ OUT = REPO / "veralith" / "llm" / "local" / "coefficients.json"
 F_SETS = {"faithfulness_halueval_qa": 0.93, "faithfulness_begin_wow": 0.88, "faithfulness_rgb_counterfactual": 0.95,
           "faithfulness_faithbench": 0.62, "claims_wice": 0.70}
 S_SETS = {"sufficiency_clapnq": 0.75, "sufficiency_squad2": 0.60}
+# Direction each feature may push "unsupported"/"insufficient" (-1: only down, +1: only up, 0: free).
+# Without these, correlated coverage features can cancel out and a claim with no support at all
+# scores near the threshold; with them, more evidence can never make a verdict worse.
+SIGNS = {"cov1": -1, "cov2": -1, "covall": -1, "cov_sent": -1, "cov_sent2": -1, "pair1": -1, "num_miss": 1,
+         "cap_miss": 1, "personal": 1, "subjective": 1, "neg_mismatch": 1, "slot": 1, "n_terms": 0, "miss_w": 1,
+         "gap_short": 1, "scatter": 1, "anchor": -1, "cov_win": -1, "cov_chunk": -1, "cov_first": -1, "idf_win": -1, "idf_miss": 1,
+         "pair_win": -1, "type_ok": -1, "typed": 0}
 L2s = (0.01, 0.001, 0.1, 1.0)  # ridge strengths tried as starting points; the best objective is shipped
 VERSION = "1"
 
@@ -144,11 +151,21 @@ def fit(rows: list[dict], features: list[str], steps: int = 50, l2: float = 0.01
                     hess[i][j] += curv * row[i] * row[j]
         step = _solve(hess, grad)
         theta = [t - d for t, d in zip(theta, step)]
+        theta = [theta[0]] + _project(features, theta[1:])
         if max(abs(d) for d in step) < 1e-7:
             break
     b, w = theta[0], theta[1:]
     return dict(features=features, weights=[round(v, 5) for v in w], bias=round(b, 5),
                 means=[round(v, 6) for v in means], scales=[round(v, 6) for v in scales])
+
+
+def _project(features: list[str], weights: list[float]) -> list[float]:
+    """Clip each weight to its allowed sign (see SIGNS)."""
+    out = []
+    for f, w in zip(features, weights):
+        sign = SIGNS.get(f, 0)
+        out.append(0.0 if sign * w < 0 else w)
+    return out
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
@@ -229,6 +246,8 @@ def refine(rows: list[dict], spec: dict, targets: dict[str, float], rounds: int 
                     candidate["bias"] = round(candidate["bias"] + delta, 5)
                 else:
                     candidate["weights"][key] = round(candidate["weights"][key] + delta, 5)
+                    if SIGNS.get(candidate["features"][key], 0) * candidate["weights"][key] < 0:
+                        continue
                 score = objective(candidate)
                 if score > best:
                     best, current, improved = score, candidate, True

@@ -9,6 +9,7 @@ Coverage is the weighted share of a text's terms a piece of context contains.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -83,8 +84,14 @@ def piece_of(text: str) -> Piece:
                  frozenset(pairs))
 
 
+_GLUED = re.compile(r"([a-z0-9)\]\"'][.!?])([A-Z])")
+
+
 @lru_cache(maxsize=2048)
 def sentences_of(text: str) -> tuple[str, ...]:
+    # Scraped and concatenated passages glue sentences together ("...hits.Bryan White is"):
+    # a stop between a lowercase letter and a capital is a boundary here.
+    text = _GLUED.sub(r"\1 \2", text)
     return tuple(text[s:e] for s, e in sentence_spans(text)) or (text,)
 
 

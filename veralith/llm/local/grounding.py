@@ -21,8 +21,8 @@ from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, Faithfulnes
 
 __all__ = ["FEATURES", "claim_features", "faithfulness"]
 
-FEATURES = ["cov1", "cov2", "covall", "cov_sent", "cov_sent2", "pair1", "num_miss", "cap_miss", "personal",
-            "subjective", "neg_mismatch", "slot", "n_terms", "miss_w", "gap_short"]
+FEATURES = ["cov2", "covall", "cov_sent2", "pair1", "num_miss", "cap_miss", "personal", "subjective", "neg_mismatch",
+            "slot", "n_terms", "miss_w", "gap_short", "scatter", "anchor"]
 _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 _QUOTE_CHARS = 300
 _SHORT = 8  # content terms
@@ -73,8 +73,34 @@ def claim_features(claim: ClaimIn, query: str, index: ChunkIndex) -> tuple[dict[
         # Short claims (an answer, one fact) are held to near-complete coverage; long paraphrased
         # sentences naturally leave some words unmatched. This lets one model serve both.
         "gap_short": (1.0 - cov_sent2) if len(terms) <= _SHORT else 0.0,
+        # The claim's words are in the best chunk but never together in one sentence: facts
+        # stitched from different places (a wrong entity paired with a right attribute).
+        "scatter": max(0.0, cov1 - cov_sent),
+        "anchor": _anchor(claim, query, index, terms),
     }
     return features, best, sentence
+
+
+def _anchor(claim: ClaimIn, query: str, index: ChunkIndex, terms: list[Term]) -> float:
+    """For a bare answer ("Walmart"): how much of the query surrounds the answer where the context names it.
+
+    An entity that the context mentions only far from what was asked is a different answer
+    that happens to appear in the context. 1.0 for ordinary claims, which carry their own content.
+    """
+    if not claim.context_note or not query.strip() or _YES_NO.match(claim.text) or not terms:
+        return 1.0
+    asked = [t for t in terms_of(query) if t.norm not in {x.norm for x in terms}]
+    if not asked:
+        return 1.0
+    best = 0.0
+    for i in index.ranked(terms, limit=3):
+        sents = sentences_of(index.texts[i])
+        for j, sent in enumerate(sents):
+            if coverage(terms, [piece_of(sent)]) < 0.99:
+                continue
+            window = [piece_of(x) for x in sents[max(0, j - 1):j + 2]]
+            best = max(best, coverage(asked, window))
+    return best
 
 
 def _slot_conflict(terms: list[Term], sentence: str, claim_text: str, names: bool = True,

@@ -140,6 +140,9 @@ def _number_norm(raw: str) -> str:
     return value.lstrip("0") or "0"
 
 
+_OPENERS = frozenset('.!?:"“')
+
+
 @lru_cache(maxsize=8192)
 def _tokens_cached(text: str) -> tuple[Token, ...]:
     folded = fold(text)
@@ -148,7 +151,8 @@ def _tokens_cached(text: str) -> tuple[Token, ...]:
     for match in _TOKEN.finditer(folded):
         raw = match.group(0)
         start = match.start()
-        sentence_start = previous_end < 0 or bool(re.search(r"[.!?:\n\"“]\s*$", folded[max(0, previous_end - 1):start]))
+        gap = folded[previous_end:start] if previous_end >= 0 else ""
+        sentence_start = previous_end < 0 or "\n" in gap or gap.rstrip()[-1:] in _OPENERS
         previous_end = match.end()
         if raw[0].isdigit():
             out.append(Token(raw, _number_norm(raw), True, False, start))
