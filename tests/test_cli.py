@@ -24,7 +24,8 @@ GOOD = [
      "response": "The capital of France is Paris."},
     {"id": "ww2", "query": "When did World War II end?", "context": ["World War II ended in 1945."],
      "response": "World War II ended in 1945.", "knowledge_base": "history"},
-    {"id": "ev", "query": "How tall is Mount Everest?", "context": [{"id": "k1", "text": "Mount Everest is 8,849 metres tall."}],
+    {"id": "ev", "query": "How tall is Mount Everest?",
+     "context": [{"id": "k1", "text": "Mount Everest is 8,849 metres tall."}],
      "response": "Mount Everest is 8,849 metres tall.", "metadata": {"user": "u1"}},
     {"id": "h2o", "query": "What is H2O?", "context": ["H2O is the chemical formula of water."],
      "response": "H2O is water. It boils at 50 degrees."},
@@ -180,3 +181,13 @@ def test_output_must_not_be_the_input_and_must_be_writable(runner, tmp_path):
     assert same.exit_code == 1 and "is the input file" in same.stderr and path.read_text().strip()
     unwritable = runner.invoke(app, ["eval", str(path), "-o", str(tmp_path / "no" / "such" / "dir.jsonl")])
     assert unwritable.exit_code == 1 and "cannot write" in unwritable.stderr
+
+
+def test_a_budget_that_cannot_be_enforced_stops_the_run_with_a_message(runner, tmp_path, monkeypatch):
+    monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", "1")
+    monkeypatch.setenv("VERALITH_BASE_URL", "http://127.0.0.1:9/v1")   # never reached
+    monkeypatch.setenv("VERALITH_API_KEY", "test")
+    settings.reload()
+    result = runner.invoke(app, ["eval", str(_write(tmp_path / "g.jsonl", GOOD)), "--backend", "openai",
+                                 "--model", "unpriced-model"])
+    assert result.exit_code == 1 and "VERALITH_PRICING" in result.stderr and _stored() == []

@@ -84,6 +84,11 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
             raise Interrupted(cancelled, [s.job for s in window if not s.done]) from None
         pool.shutdown(wait=True)
         raise Interrupted(cancelled, []) from None
+    except BaseException:
+        # A fatal error in this thread (e.g. a configuration error found while reading): start nothing
+        # more, let running evaluations finish and store their results, then report the error.
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
     pool.shutdown(wait=True)
 
 

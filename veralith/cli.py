@@ -77,8 +77,8 @@ def _existing_db() -> Any | None:
 def eval_command(
     file: Annotated[Path, typer.Argument(help="JSONL: one {query, context, response} per line; optional id, "
                                                "knowledge_base, metadata.", show_default=False)],
-    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1, max=256,
-                                                    help="Traces evaluated in parallel (default: from settings)")] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-c", min=1, max=256, help="Traces evaluated in parallel (default: from settings)")] = None,
     no_persist: Annotated[bool, typer.Option("--no-persist", help="Dry run: write nothing to the database.")] = False,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(help="Judge model name (default: from settings)")] = None,
@@ -108,8 +108,8 @@ def eval_command(
     def work(record: records.Record, client: Any) -> Any:
         return batch.evaluate_record(record, persist=persist, client=client)
 
-    _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model, concurrency=concurrency,
-         output=output, where=lambda r: f"{file}:{r.line}")
+    _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model,
+         concurrency=concurrency, output=output, where=lambda r: f"{file}:{r.line}")
 
 
 @app.command("resume")
@@ -136,12 +136,12 @@ def resume_command(
     def work(job: records.Record, client: Any) -> Any:
         return batch.evaluate_record(job, persist=True, client=client)
 
-    _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model, concurrency=concurrency,
-         output=None, where=lambda r: f"trace {r.trace_id}")
+    _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model,
+         concurrency=concurrency, output=None, where=lambda r: f"trace {r.trace_id}")
 
 
-def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None, model: str | None,
-         concurrency: int | None, output: Path | None, where: Any) -> None:
+def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
+         model: str | None, concurrency: int | None, output: Path | None, where: Any) -> None:
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
     from veralith.config import ConfigError, settings
     from veralith.errors import StoreError
