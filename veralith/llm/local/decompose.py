@@ -55,6 +55,7 @@ _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 _PERSONAL_CLAIM = re.compile(r"^\W*(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b\s*\w", re.I)
 # Assistant service phrases are boilerplate even though they start with "I".
 _SERVICE = re.compile(r"^\W*i (?:hope|can help|am happy to|'m happy to|would be happy|'d be happy|can assist)\b", re.I)
+_CONDITIONAL = re.compile(r"\s*(?:if|unless|when|whenever|in case)\b", re.I)
 _HEDGE = re.compile(r"\b(?:may|might|could|possibly|perhaps|likely|probably|maybe|appears? to|seems? to|"
                     r"suggests?)\b", re.I)
 _ATTRIBUTED = re.compile(r"\b(?:according to|said|says|stated|reported|claims?)\b", re.I)
@@ -124,7 +125,7 @@ def _exclamation(text: str) -> bool:
 
 
 def _modality(text: str) -> str:
-    if re.match(r"\s*(?:if|unless|when|whenever|in case)\b", text, re.I):
+    if _CONDITIONAL.match(text):
         return "conditional"
     if _HEDGE.search(text):
         return "hedged"

@@ -61,7 +61,16 @@ class Piece:
     prefixes: frozenset[str]
     numbers: frozenset[str]
     capitals: frozenset[str]
-    pairs: frozenset[tuple[str, str]] = field(default_factory=frozenset)
+    order: tuple[str, ...] = ()
+    _pairs: frozenset[tuple[str, str]] | None = field(default=None, repr=False)
+
+    @property
+    def pairs(self) -> frozenset[tuple[str, str]]:
+        """Term pairs at most three content words apart; built on first use (few pieces need them)."""
+        if self._pairs is None:
+            order = self.order
+            self._pairs = frozenset((a, b) for i, a in enumerate(order) for b in order[i + 1:i + 4])
+        return self._pairs
 
     def has(self, term: Term) -> float:
         if term.norm in self.norms:
@@ -73,15 +82,11 @@ class Piece:
 
 @lru_cache(maxsize=4096)
 def piece_of(text: str) -> Piece:
-    toks = [t for t in content_terms(text)]
+    toks = content_terms(text)
     norms = frozenset(t.norm for t in toks)
-    pairs = set()
-    for i, tok in enumerate(toks):
-        for other in toks[i + 1:i + 4]:
-            pairs.add((tok.norm, other.norm))
     return Piece(norms, frozenset(n[:_PREFIX] for n in norms if len(n) >= _PREFIX),
                  frozenset(t.norm for t in toks if t.is_number), frozenset(t.norm for t in toks if t.is_capital),
-                 frozenset(pairs))
+                 tuple(t.norm for t in toks))
 
 
 _GLUED = re.compile(r"([a-z0-9)\]\"'][.!?])([A-Z])")
@@ -112,13 +117,24 @@ def pair_coverage(terms: list[Term], piece: Piece) -> float:
     return sum((a, b) in piece.pairs or (b, a) in piece.pairs for a, b in pairs) / len(pairs)
 
 
+@lru_cache(maxsize=4096)
+def chunk_piece(text: str) -> Piece:
+    """A chunk as the union of its sentences' pieces: each sentence is tokenised once, and reused."""
+    parts = [piece_of(s) for s in sentences_of(text)]
+    if len(parts) == 1:
+        return parts[0]
+    norms = frozenset().union(*(p.norms for p in parts))
+    return Piece(norms, frozenset().union(*(p.prefixes for p in parts)), frozenset().union(*(p.numbers for p in parts)),
+                 frozenset().union(*(p.capitals for p in parts)), tuple(n for p in parts for n in p.order))
+
+
 class ChunkIndex:
     """The chunks of one judge call, with IDF over chunks for ranking them against a text."""
 
     def __init__(self, ids: list[str], texts: list[str]) -> None:
         self.ids = ids
         self.texts = texts
-        self.pieces = [piece_of(t) for t in texts]
+        self.pieces = [chunk_piece(t) for t in texts]
         df: dict[str, int] = {}
         for piece in self.pieces:
             for norm in piece.norms:

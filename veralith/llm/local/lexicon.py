@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 __all__ = ["FIRST_PERSON", "GENERIC", "NEGATIONS", "PERSONAL", "STOPWORDS", "SUBJECTIVE", "Token", "WH_WORDS", "content_terms",
            "fold", "stem", "tokens"]
@@ -83,8 +83,9 @@ _TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th|s)?|[^\W\d_]{1,3}(?:[/&][^\
                     r"[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One word or number (a NamedTuple: tokenising is the backend's hot loop)."""
+
     text: str        # as written (accents folded)
     norm: str        # lowercase, stemmed; numbers canonical
     is_number: bool
@@ -130,17 +131,31 @@ def stem(word: str) -> str:
     return w
 
 
+_ORDINAL = re.compile(r"\d+(?:st|nd|rd|th)")
+_DECIMAL = re.compile(r"\d+\.\d+")
+
+
 def _number_norm(raw: str) -> str:
     value = raw.replace(",", "")
-    if re.fullmatch(r"\d+(?:st|nd|rd|th)", value):
+    if _ORDINAL.fullmatch(value):
         return value
     value = value.rstrip("s")  # "1990s" names the decade by its first year
-    if re.fullmatch(r"\d+\.\d+", value):
+    if _DECIMAL.fullmatch(value):
         value = value.rstrip("0").rstrip(".")
     return value.lstrip("0") or "0"
 
 
 _OPENERS = frozenset('.!?:"“')
+
+
+@lru_cache(maxsize=65536)
+def _word(raw: str) -> tuple[str, bool, bool]:
+    """(norm, is_number, is_stopword) of one word as written."""
+    if raw[0].isdigit():
+        return _number_norm(raw), True, False
+    lowered = raw.lower()
+    norm = stem(lowered)
+    return norm, norm[:1].isdigit(), lowered in STOPWORDS
 
 
 @lru_cache(maxsize=8192)
@@ -151,16 +166,13 @@ def _tokens_cached(text: str) -> tuple[Token, ...]:
     for match in _TOKEN.finditer(folded):
         raw = match.group(0)
         start = match.start()
-        gap = folded[previous_end:start] if previous_end >= 0 else ""
-        sentence_start = previous_end < 0 or "\n" in gap or gap.rstrip()[-1:] in _OPENERS
+        norm, is_number, is_stop = _word(raw)
+        is_capital = False
+        if raw[0].isupper() and not is_stop:
+            gap = folded[previous_end:start] if previous_end >= 0 else ""
+            is_capital = previous_end >= 0 and "\n" not in gap and gap.rstrip()[-1:] not in _OPENERS
         previous_end = match.end()
-        if raw[0].isdigit():
-            out.append(Token(raw, _number_norm(raw), True, False, start))
-            continue
-        lowered = raw.lower()
-        is_capital = raw[0].isupper() and not sentence_start and lowered not in STOPWORDS
-        norm = stem(lowered)
-        out.append(Token(raw, norm, norm[:1].isdigit(), is_capital, start))
+        out.append(Token(raw, norm, is_number, is_capital, start))
     return tuple(out)
 
 
@@ -169,6 +181,11 @@ def tokens(text: str) -> tuple[Token, ...]:
     return _tokens_cached(text)
 
 
-def content_terms(text: str) -> list[Token]:
+def content_terms(text: str) -> tuple[Token, ...]:
     """Tokens that carry content: no stopwords, no one-letter words."""
-    return [t for t in tokens(text) if t.is_number or (t.text.lower() not in STOPWORDS and len(t.norm) > 1)]
+    return _content_cached(text)
+
+
+@lru_cache(maxsize=8192)
+def _content_cached(text: str) -> tuple[Token, ...]:
+    return tuple(t for t in tokens(text) if t.is_number or (not _word(t.text)[2] and len(t.norm) > 1))
