@@ -26,9 +26,11 @@ RESPONSE = "The Eiffel Tower was finished in 1889. It is 330 metres tall. It is 
 def fresh_encodings():
     """Forget loaded encodings and the once-only warning, before and after."""
     budget._encodings.clear()
+    budget._count_static.cache_clear()
     budget._fallback_warned = False
     yield
     budget._encodings.clear()
+    budget._count_static.cache_clear()
     budget._fallback_warned = False
 
 

@@ -29,7 +29,9 @@ otherwise the count falls back to ceil(characters / 4) with one CostWarning, and
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 import math
 import re
 import os
@@ -191,8 +193,8 @@ def _claim_texts(sentences: list[str]) -> list[str]:
     return texts
 
 
-def _payloads(query: str, context: Sequence[Any], response: str) -> tuple[list[tuple[str, Any]], int, int]:
-    """(task name, input model) for every call the trace would make, plus the S and C assumed."""
+def _payloads(query: str, context: Sequence[Any], response: str) -> list[tuple[str, Any]]:
+    """(task name, input model) for every call the trace would make."""
     from veralith.llm import tasks as t
 
     chunks = _chunks(context)
@@ -208,22 +210,27 @@ def _payloads(query: str, context: Sequence[Any], response: str) -> tuple[list[t
               for b in _batches(claims, size)]
     if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
         calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
-    return calls, len(sub_questions), len(claims)
+    return calls
 
 
-def _message_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None, model: str) -> tuple[int, str]:
-    import json
+@functools.lru_cache(maxsize=64)
+def _count_static(text: str, model: str) -> tuple[int, str]:
+    """count_tokens for texts every call repeats (system prompts, schemas), counted once each."""
+    return count_tokens(text, model)
 
+
+def _message_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any], model: str) -> tuple[int, str]:
     total, method = 3, ""
     for message in messages:
         content = message.get("content") or ""
-        text = content if isinstance(content, str) else json.dumps(content)
-        n, method = count_tokens(f"{message.get('role', '')}{text}", model)
+        text = f"{message.get('role', '')}{content if isinstance(content, str) else json.dumps(content)}"
+        if message.get("role") == "system":
+            n, _ = _count_static(text, model)
+        else:
+            n, method = count_tokens(text, model)
         total += 3 + n
-    if schema is not None:
-        n, method = count_tokens(json.dumps(schema, separators=(",", ":")), model)
-        total += n
-    return total, method
+    n, _ = _count_static(json.dumps(schema, separators=(",", ":")), model)
+    return total + n, method
 
 
 def _output_allowance(task: str, payload: Any, query_tokens: int, response_tokens: int) -> int:
@@ -247,13 +254,13 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
     model = model or getattr(client, "model", None) or settings.judge_model
     if _backend(client) == "local":
         return TraceEstimate(model=model, calls=0, input_tokens=0, output_tokens=0, usd=0.0, method="local")
-    calls, _, _ = _payloads(query, context, response)
+    calls = _payloads(query, context, response)
     query_tokens, _ = count_tokens(query, model)
     response_tokens, _ = count_tokens(response, model)
     input_tokens = output_tokens = 0
     method = "chars/4"
     for task, payload in calls:
-        schema = _schema(TASKS[task].output_model)
+        schema = _schema(client, TASKS[task])
         n, method = _message_tokens(prompts.render(task, payload), schema, model)
         input_tokens += n
         output_tokens += _output_allowance(task, payload, query_tokens, response_tokens)
@@ -263,8 +270,13 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
                          usd=usd, method=method)
 
 
-def _schema(output_model: type) -> dict[str, Any]:
-    return output_model.model_json_schema()  # type: ignore[attr-defined, no-any-return]
+def _schema(client: Any, task: Any) -> dict[str, Any]:
+    """The response schema exactly as the OpenAI client sends it (strict form), since it is billed."""
+    if hasattr(client, "schema"):
+        return client.schema(task)  # type: ignore[no-any-return]
+    from openai.lib._pydantic import to_strict_json_schema  # what OpenAIClient.schema uses
+
+    return to_strict_json_schema(task.output_model)
 
 
 def _backend(client: Any) -> str:
