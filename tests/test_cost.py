@@ -261,3 +261,22 @@ def test_two_traces_evaluated_concurrently_each_get_only_their_own_cost(openai_s
     assert a.input_tokens == 1000 * a.calls and b.input_tokens == 7000 * b.calls
     assert a.usd == pytest.approx(price_usd("gpt-4o", 1000 * a.calls, 0, 50 * a.calls))
     assert b.usd == pytest.approx(price_usd("gpt-4o", 7000 * b.calls, 0, 50 * b.calls))
+
+
+def test_instrument_counts_embeddings_calls():
+    from types import SimpleNamespace
+
+    response = SimpleNamespace(model="text-embedding-3-small", data=[], usage=SimpleNamespace(prompt_tokens=5000))
+    sdk_like = SimpleNamespace(embeddings=SimpleNamespace(create=lambda **kwargs: response))
+    instrument(sdk_like)
+    with CostScope() as scope:
+        assert sdk_like.embeddings.create(model="text-embedding-3-small", input=["a"]) is response
+    assert (scope.calls, scope.input_tokens, scope.output_tokens) == (1, 5000, 0)
+    assert scope.usd == pytest.approx(5000 * 0.02 / 1e6)
+
+
+def test_a_veralith_judge_client_is_not_wrapped_twice():
+    from veralith.llm import get_client
+
+    local = get_client("local")
+    assert instrument(local) is local

@@ -89,12 +89,9 @@ class CostTracker:
     def _total(self) -> Usage:
         total = ModelUsage()
         for usage in self.by_model().values():
-            total.calls += usage.calls
+            total._add(usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.usd, False,
+                       usage.calls)
             total.cache_hits += usage.cache_hits
-            total.input_tokens += usage.input_tokens
-            total.cached_input_tokens += usage.cached_input_tokens
-            total.output_tokens += usage.output_tokens
-            total.usd = None if total.usd is None or usage.usd is None else total.usd + usage.usd
         return total.as_usage()
 
     @property
