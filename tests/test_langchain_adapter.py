@@ -168,6 +168,16 @@ def test_a_legacy_chain_is_logged_once_even_with_an_explicit_handler(logged):
     assert len(logged) == 2 and logged[1]["response"] == ANSWER and len(logged[1]["context"]) == 2
 
 
+def test_a_legacy_chain_nested_in_lcel_is_logged_once_by_the_patch(logged):
+    adapter.install()
+    qa = _retrieval_qa()
+    # The nested call receives the parent's callback manager, not a list, as its callbacks.
+    outer = RunnableLambda(lambda question, config: qa.invoke({"query": question}, config=config)["result"])
+    assert outer.invoke(QUESTION) == ANSWER
+    assert len(logged) == 1 and logged[0]["metadata"]["chain"] == "RetrievalQA"
+    assert len(logged[0]["context"]) == 2
+
+
 def test_a_failing_chain_raises_as_before_and_logs_nothing(logged):
     adapter.install()
 

@@ -163,7 +163,9 @@ def _with_collector(config: Any) -> tuple[dict[str, Any], Any, uuid.UUID]:
     if isinstance(callbacks, BaseCallbackManager):
         callbacks = callbacks.copy()
         callbacks.add_handler(collector, inherit=True)
-    config["callbacks"] = callbacks if isinstance(callbacks, BaseCallbackManager) else [*(callbacks or []), collector]
+    else:
+        callbacks = [*(callbacks or []), collector]
+    config["callbacks"] = callbacks
     config["run_id"] = config.get("run_id") or uuid.uuid4()
     return config, collector, config["run_id"]
 
