@@ -120,3 +120,21 @@ def test_the_embedding_function_round_trips_its_config_and_is_deterministic():
     [a, b] = ef(["battery life of the mast", "battery life of the mast"])
     assert list(a) == list(b) and abs(sum(x * x for x in a) - 1) < 1e-6
     assert len(ef(["the and of"])[0]) == 64  # stopwords only still embeds
+
+
+def test_the_openai_answerer_grounds_its_prompt_in_the_passages(openai_server, monkeypatch):
+    from sample_app.answer import REFUSAL, make_answerer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.enqueue("Shipping within the EU is free.")
+    answerer = make_answerer("auto")
+    assert answerer.name == "openai"
+    context = [{"id": "price", "text": "Shipping within the European Union is free.", "source": "price.md"}]
+    assert answerer.answer("Is shipping free?", context) == "Shipping within the EU is free."
+    [request] = openai_server.requests
+    system, user = (m["content"] for m in request["messages"])
+    assert REFUSAL in system and "[price] Shipping within the European Union is free." in user
+    assert user.endswith("Question: Is shipping free?")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    assert make_answerer("auto").name == "extractive"
