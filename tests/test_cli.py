@@ -183,6 +183,7 @@ def test_output_must_not_be_the_input_and_must_be_writable(runner, tmp_path):
     assert unwritable.exit_code == 1 and "cannot write" in unwritable.stderr
 
 
+@pytest.mark.filterwarnings("ignore:no price known")
 def test_a_budget_that_cannot_be_enforced_stops_the_run_with_a_message(runner, tmp_path, monkeypatch):
     monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", "1")
     monkeypatch.setenv("VERALITH_BASE_URL", "http://127.0.0.1:9/v1")   # never reached

@@ -182,3 +182,16 @@ def test_run_ordered_reports_worker_exceptions_per_job():
     batch.run_ordered(range(4), work, concurrency=2, on_done=lambda *a: None,
                       on_flush=lambda job, result, error: seen.append((job, result, repr(error) if error else None)))
     assert seen[2] == (2, None, "RuntimeError('boom')") and [s[1] for s in seen if s[0] != 2] == [0, 1, 3]
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_reporter_on_a_terminal_and_in_a_log(terminal):
+    console = Console(file=io.StringIO(), force_terminal=terminal, width=100)
+    tally = batch.Tally(total=4)
+    with batch.Reporter(console, tally, every_s=0.0) as reporter:
+        reporter.report("in.jsonl:2: not valid JSON [red]x[/red]")
+        tally.add(_result(), stored=False)
+        reporter.advance()
+    out = console.file.getvalue()
+    assert "in.jsonl:2: not valid JSON [red]x[/red]" in out
+    assert ("1/4" in out) and (("veralith: 1/4 done" in out) != terminal)
