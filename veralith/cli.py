@@ -304,6 +304,10 @@ def main() -> None:
         sys.exit(EXIT_INPUT)
     except KeyboardInterrupt:     # Ctrl-C before a batch started (imports, opening the database)
         sys.exit(EXIT_INTERRUPTED)
+    except BrokenPipeError:       # `veralith export | head`: the reader left; no traceback for that
+        # Point stdout at devnull so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_INPUT)
 
 if __name__ == "__main__":
     main()
