@@ -68,12 +68,19 @@ def _runnable(page: Path) -> tuple[list[tuple[str, int, str]], list[str]]:
         needs = info.removeprefix("requires=").split(",") if info.startswith("requires=") else []
         if info and not needs:
             raise AssertionError(f"{page.name}:{line}: unknown block marker {info!r}; use no-run or requires=pkg")
-        absent = [pkg for pkg in needs if importlib.util.find_spec(pkg.strip()) is None]
+        absent = [pkg for pkg in needs if not _importable(pkg.strip())]
         if absent:
             missing += absent
             continue
         blocks.append((page.name, line, code))
     return blocks, missing
+
+
+def _importable(name: str) -> bool:
+    try:  # find_spec raises, rather than returning None, for a submodule of a missing package
+        return importlib.util.find_spec(name) is not None
+    except ImportError:
+        return False
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
