@@ -8,9 +8,10 @@ rerun in a new process is served from disk; the LRU saves the disk round trip in
 
 `settings.cache` is read on every call, so `settings.override(cache=False)` turns both layers off
 for existing clients too. A row that cannot be decoded is treated as a miss and overwritten by
-the next `put`. All methods are thread-safe: the LRU has a lock, and SQLite is reached through
-`open_db`, which gives each thread its own connection (WAL and a busy timeout let threads and
-processes share the file).
+the next `put`. All methods are thread-safe: the LRU and the cache's one SQLite connection each
+have a lock. (The store gives every thread its own connection; the pipeline's judge threads are
+short-lived, and opening and schema-checking a connection per thread cost more than the lookups
+it served. WAL and the store's busy timeout let processes share the file.)
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from typing import Any
 from sqlite_utils import Database
 
 from veralith.config import settings
-from veralith.store.db import open_db, write
+from veralith.errors import StoreError
+from veralith.store.db import BUSY_TIMEOUT_MS
+from veralith.store.migrate import apply_migrations
 
 __all__ = ["CacheStats", "LLMCache", "SettingsCache", "cache_for", "get_cache"]
 
@@ -55,6 +58,9 @@ class LLMCache:
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, str] = OrderedDict()  # key -> JSON text (callers get fresh copies)
         self._unsaved_hits: dict[str, int] = {}
+        self._db_lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
 
     # ------------------------------------------------------------ public seam
     def get(self, key: str) -> dict[str, Any] | None:
@@ -67,11 +73,11 @@ class LLMCache:
                 self.stats.memory_hits += 1
                 return json.loads(text)  # type: ignore[no-any-return]
         try:
-            db = self._db()
-            row = db.execute("SELECT value FROM llm_cache WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error as exc:  # a cache that cannot be read is a miss, never a failed judge call
+            rows = self._sql("SELECT value FROM llm_cache WHERE key = ?", (key,))
+        except (sqlite3.Error, StoreError) as exc:  # an unreadable cache is a miss, never a failed judge call
             log.warning("LLM cache unreadable (%s); calling the model instead", exc)
-            row = None
+            rows = []
+        row = rows[0] if rows else None
         value = _decode(row[0]) if row else None
         with self._lock:
             if value is None:
@@ -98,11 +104,9 @@ class LLMCache:
         if not pending:
             return
         try:
-            db = self._db()
-            with write(db):
-                db.conn.executemany("UPDATE llm_cache SET hits = hits + ? WHERE key = ?",
-                                    [(n, key) for key, n in pending.items()])
-        except sqlite3.Error as exc:
+            self._sql("UPDATE llm_cache SET hits = hits + ? WHERE key = ?", [(n, k) for k, n in pending.items()],
+                      many=True)
+        except (sqlite3.Error, StoreError) as exc:
             log.warning("LLM cache hit counters not updated: %s", exc)
 
     def put(self, key: str, value: dict[str, Any], *, task: str | None = None, model: str | None = None,
@@ -114,14 +118,11 @@ class LLMCache:
         text = json.dumps(value, separators=(",", ":"), sort_keys=True)
         # The metadata columns are for people browsing the table; the key alone decides a hit.
         try:
-            db = self._db()
-            with write(db):
-                db.execute(
-                    "INSERT OR REPLACE INTO llm_cache (key, task, model, prompt_version, value, created_at, hits) "
-                    "VALUES (?, ?, ?, ?, ?, ?, 0)",
-                    (key, task or "", model or "", prompt_version or "", text,
-                     time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
-        except sqlite3.Error as exc:  # the reply is still good; only its reuse by other processes is lost
+            self._sql("INSERT OR REPLACE INTO llm_cache (key, task, model, prompt_version, value, created_at, hits) "
+                      "VALUES (?, ?, ?, ?, ?, ?, 0)",
+                      (key, task or "", model or "", prompt_version or "", text,
+                       time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+        except (sqlite3.Error, StoreError) as exc:  # the reply is still good; only its reuse by other processes is lost
             log.warning("LLM cache write failed (%s); kept in memory only", exc)
         with self._lock:
             self.stats.puts += 1
@@ -142,8 +143,35 @@ class LLMCache:
         while len(self._lru) > self.size:
             self._lru.popitem(last=False)
 
-    def _db(self) -> Database:
-        return open_db(self.db_path)  # this thread's migrated connection
+    def _sql(self, sql: str, params: Any, *, many: bool = False) -> list[Any]:
+        """Run one statement; a write runs in its own transaction that takes the write lock at BEGIN."""
+        with self._db_lock:
+            conn = self._connection()
+            if sql.startswith("SELECT"):
+                return conn.execute(sql, params).fetchall()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                (conn.executemany if many else conn.execute)(sql, params)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return []
+
+    def _connection(self) -> sqlite3.Connection:
+        """The cache's connection (called under _db_lock): opened once per process, schema migrated."""
+        if self._conn is None or self._pid != os.getpid():  # a forked child must not reuse the parent's
+            if self.db_path != ":memory:":
+                os.makedirs(os.path.dirname(self.db_path) or ".", exist_ok=True)
+            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)  # shared by threads, serialised by _db_lock
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
+            if self.db_path != ":memory:":
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            apply_migrations(Database(conn, execute_plugins=False))
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
 
 
 def _decode(text: Any) -> dict[str, Any] | None:
@@ -169,7 +197,7 @@ def _flush_all() -> None:
 
 def cache_for(db_path: str, size: int) -> LLMCache:
     """The process's one LLMCache for this database file and LRU size."""
-    key = (os.path.abspath(db_path), size)
+    key = (db_path if db_path == ":memory:" else os.path.abspath(db_path), size)
     with _caches_lock:
         cache = _caches.get(key)
         if cache is None:
