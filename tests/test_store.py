@@ -320,3 +320,39 @@ def test_migrations_ship_inside_the_package():
     assert MIGRATIONS_DIR.parent.name == "veralith"
     assert sorted(p.name for p in MIGRATIONS_DIR.glob("*.sql")) == sorted(
         p.name for p in (MIGRATIONS_DIR.parents[1] / "migrations").glob("*.sql"))
+
+
+def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes():
+    import random
+    rng = random.Random(3)
+    db = open_db()
+    for _ in range(60):
+        op = rng.choice(["create", "save", "resave", "claim", "error", "delete"])
+        ids = [r[0] for r in db.execute("SELECT id FROM traces").fetchall()]
+        if op == "create" or not ids:
+            create_trace(db, query="q", context=[], response="r", knowledge_base=rng.choice(["a", "b"]))
+        elif op == "save":
+            save_result(db, make_result(rng.choice([*FailureCell, None]), sufficiency_fraction=rng.random(),
+                                        knowledge_base=rng.choice(["a", "b"]), usd=rng.choice([None, rng.random()])))
+        elif op == "resave":
+            save_result(db, make_result(rng.choice(list(FailureCell)), trace_id=rng.choice(ids),
+                                        sufficiency_fraction=rng.choice([None, rng.random()])))
+        elif op == "claim":
+            db.execute("UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [rng.choice(ids)])
+        elif op == "error":
+            mark_error(db, rng.choice(ids), "boom")
+        else:
+            db.execute("DELETE FROM traces WHERE id = ?", [rng.choice(ids)])
+    direct = {}
+    for row in db.query(
+            "SELECT knowledge_base AS kb, COALESCE(failure_cell, '') AS cell, COALESCE(quality_gate, '') AS gate,"
+            " status, COUNT(*) AS n, TOTAL(sufficiency_fraction) AS s_sum, COUNT(sufficiency_fraction) AS s_n,"
+            " TOTAL(usd) AS usd, SUM(quality_gate IS NOT NULL AND usd IS NULL) AS usd_unknown,"
+            " TOTAL(calls) AS calls FROM traces GROUP BY 1, 2, 3, 4"):
+        direct[(row.pop("kb"), row.pop("cell"), row.pop("gate"), row.pop("status"))] = row
+    rolled = {(r["knowledge_base"], r["failure_cell"], r["quality_gate"], r["status"]): r
+              for r in db.query("SELECT * FROM trace_rollup")}
+    assert set(rolled) == set(direct)
+    for key, row in direct.items():
+        for column, value in row.items():
+            assert rolled[key][column] == pytest.approx(value, abs=1e-9), (key, column)

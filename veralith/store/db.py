@@ -10,6 +10,7 @@ with `BEGIN IMMEDIATE` (see `write`) so a read-then-write transaction can never 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
 import threading
@@ -34,7 +35,13 @@ _local = threading.local()
 def resolve_path(path: str | os.PathLike[str] | None = None) -> str:
     """The absolute database path `open_db(path)` would use (default: settings.db_path)."""
     raw = settings.db_path if path is None else os.fspath(path)
-    return raw if raw == ":memory:" else str(Path(raw).expanduser().resolve())
+    return raw if raw == ":memory:" else _absolute(raw, os.getcwd())
+
+
+@functools.lru_cache(maxsize=64)
+def _absolute(raw: str, cwd: str) -> str:
+    # Cached: resolving walks the file system, and log() asks on every call.
+    return str((Path(cwd) / Path(raw).expanduser()).resolve())
 
 
 def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
@@ -101,7 +108,7 @@ def write(db: Database) -> Iterator[Database]:
     conn = db.conn
     if conn.in_transaction:
         raise StoreError("nested write transaction; the store's functions each own one transaction")
-    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("BEGIN IMMEDIATE")  # waits up to the busy timeout for the write lock
     try:
         yield db
     except BaseException:
@@ -109,3 +116,4 @@ def write(db: Database) -> Iterator[Database]:
             conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+

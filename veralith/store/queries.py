@@ -1,8 +1,8 @@
 """Read-only views over many traces: the listing and the statistics behind `veralith list/stats`.
 
-Both read only the rolled-up traces columns, through indexes (see migrations/0001): listing walks
-an index newest-first and stops after `limit`; stats is one index-only scan of `traces_rollup`
-grouped in index order, reduced in Python over at most a few dozen groups.
+Listing walks an index of `traces` newest-first and stops after `limit`. Stats reads
+`trace_rollup`, the running totals per (knowledge base, cell, gate, status) that triggers keep
+(migrations/0002), so its cost does not grow with the number of traces.
 """
 
 from __future__ import annotations
@@ -45,17 +45,11 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
     `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
     as complete.
     """
-    sql = ("SELECT knowledge_base, failure_cell, quality_gate, status, COUNT(*) AS n,"
-           " SUM(sufficiency_fraction) AS s_sum, COUNT(sufficiency_fraction) AS s_n,"
-           " SUM(faithfulness_fraction) AS f_sum, COUNT(faithfulness_fraction) AS f_n,"
-           " SUM(calls) AS calls, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,"
-           " SUM(usd) AS usd, SUM(quality_gate IS NOT NULL AND usd IS NULL) AS usd_unknown"
-           " FROM traces INDEXED BY traces_rollup")
+    sql = "SELECT * FROM trace_rollup"  # running totals kept by triggers (migrations/0002)
     params: list[Any] = []
     if kb is not None:
         sql += " WHERE knowledge_base = ?"
         params.append(kb)
-    sql += " GROUP BY knowledge_base, failure_cell, quality_gate, status"
     by_cell: dict[str, int] = {}
     by_gate: dict[str, int] = {}
     by_status = dict.fromkeys(_STATUSES, 0)
@@ -68,7 +62,7 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
         kbs.add(row["knowledge_base"])
         total += row["n"]
         by_status[row["status"]] = by_status.get(row["status"], 0) + row["n"]
-        if row["quality_gate"] is not None:  # a stored result
+        if row["quality_gate"]:  # a stored result ('' marks none)
             cell = row["failure_cell"] or "unclassified"
             by_cell[cell] = by_cell.get(cell, 0) + row["n"]
             by_gate[row["quality_gate"]] = by_gate.get(row["quality_gate"], 0) + row["n"]

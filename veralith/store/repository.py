@@ -119,6 +119,9 @@ def save_result(db: Database, result: EvaluationResult) -> int:
     columns = result_columns(result)
     inputs = {"knowledge_base": result.knowledge_base, "metadata": dumps(result.metadata, what="metadata"),
               "query": result.query, "response": result.response}
+    # Rows are built before taking the write lock, so the lock is held only for SQL; they carry
+    # a placeholder id (0) when the trace is new, swapped for the real one below.
+    child_rows = to_rows(result.trace_id or 0, result)
     with write(db):
         trace_id = result.trace_id
         if trace_id is None:
@@ -133,8 +136,8 @@ def save_result(db: Database, result: EvaluationResult) -> int:
                   "error_message": None, "evaluated_at": now, "updated_at": now}
         assignments = ", ".join(f"{name} = ?" for name in values)
         db.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values.values(), trace_id])
-        for table, rows in to_rows(trace_id, result).items():
-            _insert(db, table, rows)
+        for table, rows in child_rows.items():
+            _insert(db, table, rows if result.trace_id else [(trace_id, *row[1:]) for row in rows])
     return int(trace_id)
 
 

@@ -21,9 +21,14 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds")
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # built once: log() is hot
+
+
 def dumps(value: Any, *, what: str) -> str:
+    if not value and isinstance(value, (dict, list)):
+        return "{}" if isinstance(value, dict) else "[]"
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable to be stored: {exc}") from None
 

@@ -1,0 +1,114 @@
+"""History at scale: `stats`, `list --limit 50` and calibration over 1M stored traces.
+
+    .venv/bin/python benchmarks/history_scale.py [--traces 1000000] [--db PATH] [--repeat 5]
+
+Fills a migrated database with synthetic traces (rolled-up columns only: the child tables do not
+take part in these queries) spread over 5 knowledge bases, the six cells plus unclassified, and
+all four work states; then times each query `--repeat` times after one warm-up and prints the
+median and the worst, in milliseconds, as JSON. An existing `--db` with enough rows is reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO)]
+
+CELLS = ["complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
+         "extra_grounded", "extra_ungrounded", None]
+KBS = [f"kb{i}" for i in range(5)]
+
+
+def _rows(n: int, seed: int = 7):
+    rng = random.Random(seed)
+    for i in range(n):
+        status = rng.choices(["done", "pending", "running", "error"], [97, 1, 1, 1])[0]
+        done = status == "done"
+        cell = rng.choice(CELLS) if done else None
+        gate = None if not done else "indeterminate" if cell is None else \
+            "pass" if cell == "complete_grounded" else "fail"
+        stamp = f"2026-{1 + i * 11 // n:02d}-{1 + i % 28:02d}T{i % 24:02d}:00:00.{i % 1_000_000:06d}+00:00"
+        yield (stamp, stamp, status, rng.choice(KBS), "{}", cell, gate,
+               round(rng.random(), 3) if done else None, round(rng.random(), 3) if done else None,
+               4 if done else None, 1200 if done else None, 150 if done else None,
+               round(rng.random() / 100, 6) if done else None,
+               f"Synthetic question number {i} about the product?", f"Synthetic answer {i}. It is fine.")
+
+
+def fill(path: str, n: int) -> float:
+    from veralith.store.db import connect, write
+    db = connect(path)
+    have = db.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
+    if have >= n:
+        return 0.0
+    t0 = time.perf_counter()
+    batch = []
+    for row in _rows(n - have, seed=have):
+        batch.append(row)
+        if len(batch) == 50_000:
+            _flush(db, batch, write)
+    _flush(db, batch, write)
+    db.execute("ANALYZE")
+    return time.perf_counter() - t0
+
+
+def _flush(db, batch, write) -> None:
+    if batch:
+        with write(db):
+            db.conn.executemany(
+                "INSERT INTO traces (created_at, updated_at, status, knowledge_base, metadata, failure_cell,"
+                " quality_gate, sufficiency_fraction, faithfulness_fraction, calls, input_tokens, output_tokens,"
+                " usd, query, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+        batch.clear()
+
+
+def timed(fn, repeat: int) -> dict[str, float]:
+    fn()  # warm-up: page cache, statement cache
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1000)
+    return {"median_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", type=int, default=1_000_000)
+    parser.add_argument("--db", default=None)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    path = args.db or os.path.join(tempfile.mkdtemp(prefix="veralith-history-"), "history.db")
+    os.environ["VERALITH_DB_PATH"] = path
+    from veralith.config import settings
+    settings.reload()
+    from veralith.pipeline.calibrate import current_threshold
+    from veralith.store.db import open_db
+    from veralith.store.repository import list_traces, stats
+
+    fill_s = fill(path, args.traces)
+    db = open_db(path)
+    n = db.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
+    figures = {
+        "traces": n, "fill_s": round(fill_s, 1), "db_mb": round(os.path.getsize(path) / 2**20),
+        "stats": timed(lambda: stats(db), args.repeat),
+        "stats_kb": timed(lambda: stats(db, kb="kb3"), args.repeat),
+        "list_50": timed(lambda: list_traces(db, limit=50), args.repeat),
+        "list_50_cell": timed(lambda: list_traces(db, limit=50, cell="extra_ungrounded"), args.repeat),
+        "list_50_kb_cell": timed(lambda: list_traces(db, limit=50, kb="kb1", cell="complete_grounded"), args.repeat),
+        "current_threshold": timed(lambda: current_threshold("kb2", db), args.repeat),
+    }
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
