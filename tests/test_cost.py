@@ -280,3 +280,58 @@ def test_a_veralith_judge_client_is_not_wrapped_twice():
 
     local = get_client("local")
     assert instrument(local) is local
+
+
+def test_instrument_records_a_streamed_call_from_its_usage_chunk():
+    from types import SimpleNamespace
+
+    def chunk(usage=None):
+        return SimpleNamespace(model="gpt-4o-mini-2024-07-18", usage=usage, choices=[])
+
+    class Stream:
+        def __init__(self):
+            self.closed = False
+
+        def __iter__(self):
+            yield chunk()
+            yield chunk(SimpleNamespace(prompt_tokens=900, completion_tokens=40, prompt_tokens_details=None))
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.closed = True
+
+    stream = Stream()
+    completions = SimpleNamespace(create=lambda **kw: stream if kw.get("stream") else None, parse=lambda **kw: None)
+    client = instrument(SimpleNamespace(chat=SimpleNamespace(completions=completions)))
+    with CostScope() as scope:
+        with client.chat.completions.create(model="gpt-4o-mini", messages=[], stream=True,
+                                            stream_options={"include_usage": True}) as metered:
+            assert scope.calls == 0  # nothing is known until the usage chunk arrives
+            assert len(list(metered)) == 2
+    assert stream.closed
+    assert (scope.calls, scope.input_tokens, scope.output_tokens) == (1, 900, 40)
+    assert scope.usd == pytest.approx(price_usd("gpt-4o-mini", 900, 0, 40))
+
+
+def test_instrument_records_an_async_streamed_call():
+    from types import SimpleNamespace
+
+    async def chunks():
+        yield SimpleNamespace(model="gpt-4o", usage=None)
+        yield SimpleNamespace(model="gpt-4o", usage=SimpleNamespace(prompt_tokens=10, completion_tokens=5))
+
+    async def create(**kwargs):
+        return chunks()
+
+    client = instrument(SimpleNamespace(chat=SimpleNamespace(completions=SimpleNamespace(create=create, parse=create))))
+
+    async def main() -> CostScope:
+        async with CostScope() as scope:
+            stream = await client.chat.completions.create(model="gpt-4o", messages=[], stream=True)
+            assert [c async for c in stream][-1].usage.prompt_tokens == 10
+        return scope
+
+    scope = asyncio.run(main())
+    assert (scope.calls, scope.input_tokens, scope.output_tokens) == (1, 10, 5)

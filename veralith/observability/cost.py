@@ -71,45 +71,28 @@ class ModelUsage:
 
 
 class CostTracker:
-    """Process-wide totals, per model. Read with the properties; `reset()` starts over."""
+    """Process-wide totals, overall and per model; `reset()` starts over."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._models: dict[str, ModelUsage] = {}
+        self._all = ModelUsage()
 
     def _add(self, model: str, *args: Any) -> None:
         with self._lock:
             usage = self._models.setdefault(model, ModelUsage())
+            total = self._all
         usage._add(*args)
+        total._add(*args)
+
+    total_usd = property(lambda self: self._all.usd, doc="USD of every call; None once a model was unpriced.")
+    total_tokens = property(lambda self: self._all.tokens, doc="Input plus output tokens of every call.")
+    calls = property(lambda self: self._all.calls, doc="Requests that reached a server.")
+    cache_hits = property(lambda self: self._all.cache_hits, doc="Replies served from the reply cache.")
 
     def by_model(self) -> dict[str, Usage]:
         with self._lock:
             return {model: usage.as_usage() for model, usage in self._models.items()}
-
-    def _total(self) -> Usage:
-        total = ModelUsage()
-        for usage in self.by_model().values():
-            total._add(usage.input_tokens, usage.cached_input_tokens, usage.output_tokens, usage.usd, False,
-                       usage.calls)
-            total.cache_hits += usage.cache_hits
-        return total.as_usage()
-
-    @property
-    def total_usd(self) -> float | None:
-        return self._total().usd
-
-    @property
-    def total_tokens(self) -> int:
-        total = self._total()
-        return total.input_tokens + total.output_tokens
-
-    @property
-    def calls(self) -> int:
-        return self._total().calls
-
-    @property
-    def cache_hits(self) -> int:
-        return self._total().cache_hits
 
     @property
     def unpriced_models(self) -> list[str]:
@@ -118,6 +101,7 @@ class CostTracker:
     def reset(self) -> None:
         with self._lock:
             self._models.clear()
+            self._all = ModelUsage()
 
 
 _TRACKER = CostTracker()
@@ -233,7 +217,9 @@ def _wrap(method: Any) -> Any:
         finally:
             _IN_CALL.reset(token)
         if inspect.isawaitable(response):  # AsyncOpenAI: its methods are plain functions returning coroutines
-            return _record_when_done(kwargs.get("model"), response)
+            return _record_when_done(kwargs.get("model"), response, bool(kwargs.get("stream")))
+        if kwargs.get("stream"):
+            return _Metered(response, kwargs.get("model"))
         _record_response(kwargs.get("model"), response)
         return response
 
@@ -241,18 +227,60 @@ def _wrap(method: Any) -> Any:
     return wrapper
 
 
-async def _record_when_done(requested_model: str | None, pending: Any) -> Any:
+async def _record_when_done(requested_model: str | None, pending: Any, stream: bool) -> Any:
     token = _IN_CALL.set(True)
     try:
         response = await pending
     finally:
         _IN_CALL.reset(token)
+    if stream:
+        return _Metered(response, requested_model)
     _record_response(requested_model, response)
     return response
 
 
+class _Metered:
+    """A streamed response that records its usage chunk as it passes by.
+
+    Only streams asked with stream_options={"include_usage": True} carry one; without it the API
+    sends no token counts at all, so there is nothing honest to record.
+    """
+
+    def __init__(self, stream: Any, model: str | None) -> None:
+        self._stream, self._model = stream, model
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def _see(self, chunk: Any) -> Any:
+        if getattr(chunk, "usage", None) is not None:
+            _record_response(self._model, chunk)
+        return chunk
+
+    def __iter__(self) -> Any:
+        return (self._see(chunk) for chunk in self._stream)
+
+    async def __aiter__(self) -> Any:
+        async for chunk in self._stream:
+            yield self._see(chunk)
+
+    def __enter__(self) -> _Metered:
+        self._stream.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._stream.__exit__(*exc)
+
+    async def __aenter__(self) -> _Metered:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+
 def _record_response(requested_model: str | None, response: Any) -> None:
-    """Record a response's own usage block; responses without one (streams) are left alone."""
+    """Record a response's (or a stream's final chunk's) own usage block."""
     usage = getattr(response, "usage", None)
     if usage is None:
         return
@@ -264,14 +292,9 @@ def _record_response(requested_model: str | None, response: Any) -> None:
     # reported name (often a dated snapshot) is the fallback when that one is unknown.
     reported = getattr(response, "model", None) or requested_model or "unknown"
     model = requested_model or reported
-    usd = _price_quietly(model, input_tokens, cached, output_tokens)
-    if usd is None and reported != model:
-        usd = _price_quietly(reported, input_tokens, cached, output_tokens)
-    if usd is None:
-        usd = price_usd(model, input_tokens, cached, output_tokens)  # warns once for this model
+    if price_of(model, warn=False) is None and price_of(reported, warn=False) is not None:
+        model = reported
+    usd = price_usd(model, input_tokens, cached, output_tokens)  # None, with one warning, if unknown
     record_usage(model, input_tokens=input_tokens, cached_input_tokens=cached,
                  output_tokens=output_tokens, usd=usd)
 
-
-def _price_quietly(model: str, input_tokens: int, cached: int, output_tokens: int) -> float | None:
-    return None if price_of(model, warn=False) is None else price_usd(model, input_tokens, cached, output_tokens)
