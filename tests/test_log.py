@@ -147,3 +147,21 @@ def test_shutdown_without_wait_leaves_queued_traces_pending_for_later(monkeypatc
     gate.set()
     monkeypatch.undo()
     assert set(statuses().values()) == {"pending"} and sorted(statuses()) == ids
+
+
+def test_shutdown_with_a_timeout_leaves_the_rest_pending(monkeypatch):
+    from veralith.pipeline import evaluate as evaluate_mod
+    real = evaluate_mod.evaluate
+
+    def slow(*args, **kwargs):
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(evaluate_mod, "evaluate", slow)
+    ids = [log(QUERY, CONTEXT, RESPONSE) for _ in range(10)]
+    t0 = time.perf_counter()
+    shutdown(wait=True, timeout=0.5)
+    assert time.perf_counter() - t0 < 2
+    time.sleep(0.5)  # the trace in flight finishes and is stored
+    done = [i for i in ids if statuses()[i] == "done"]
+    assert 1 <= len(done) < len(ids)
+    assert {statuses()[i] for i in ids if i not in done} == {"pending"}

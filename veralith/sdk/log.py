@@ -25,13 +25,25 @@ from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
 from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
-from veralith.store import db as store_db
-from veralith.store import repository as repo
 
 __all__ = ["log", "resume", "shutdown"]
 
 logger = logging.getLogger("veralith.sdk")
 _STOP = object()
+
+
+class _Store:
+    """The store modules, imported on first use: sqlite-utils (and the numpy it pulls in) should
+    not load at `import veralith`, only once something is logged."""
+
+    def __getattr__(self, name: str) -> Any:
+        from veralith.store import db, repository
+        object.__setattr__(self, "db", db)
+        object.__setattr__(self, "repo", repository)
+        return getattr(self, name)
+
+
+_store = _Store()
 
 
 def log(query: str, context: Any, response: str, *, sync: bool | None = None, knowledge_base: str = "default",
@@ -50,37 +62,38 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     if settings.per_trace_budget_usd is not None:
         from veralith.observability.cost import enforce_budget  # loads tiktoken; only when a budget is set
         enforce_budget(query, chunks, response)
-    path = store_db.resolve_path()
-    db = store_db.open_db(path)
+    path = _store.db.resolve_path()
+    db = _store.db.open_db(path)
     fields = dict(query=query, context=chunks, response=response, knowledge_base=knowledge_base, metadata=metadata)
     if settings.sync if sync is None else sync:
         # Reserved, so that no sweep (ours or another process's) can take it before we claim it.
-        trace_id = repo.create_trace(db, **fields, queued=True)
+        trace_id = _store.repo.create_trace(db, **fields, queued=True)
         result = _evaluate_claimed(db, trace_id, raise_errors=True)
         if result is None:  # only if another process broke our reservation, which claims rule out
             raise StoreError(f"trace {trace_id} was taken by another process before it could be evaluated")
         return result
     worker = _worker()
     has_room = not worker.queue.full()
-    trace_id = repo.create_trace(db, **fields, queued=has_room)
+    trace_id = _store.repo.create_trace(db, **fields, queued=has_room)
     if not (has_room and worker.submit(trace_id, path)):
         if has_room:  # another thread filled the last slot meanwhile
-            repo.release_trace(db, trace_id)
+            _store.repo.release_trace(db, trace_id)
         worker.overflowed.set()
     return trace_id
 
 
 def resume(*, concurrency: int | None = None) -> int:
     """Evaluate every resumable trace of the configured database (pending and nobody's, or left
-    running by a dead process) and return how many this call evaluated (stored or marked error)."""
-    path = store_db.resolve_path()
-    ids = repo.resumable_trace_ids(store_db.open_db(path))
+    running by a dead process), `concurrency` at a time (default settings.concurrency), and
+    return how many results it stored. A trace that fails again is marked error and logged."""
+    path = _store.db.resolve_path()
+    ids = _store.repo.resumable_trace_ids(_store.db.open_db(path))
     if not ids:
         return 0
     workers = max(1, concurrency or settings.concurrency)
 
     def one(trace_id: int) -> bool:
-        return _evaluate_claimed(store_db.open_db(path), trace_id, raise_errors=False, claim=True) is not None
+        return _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False, claim=True) is not None
 
     if workers == 1:
         return sum(one(i) for i in ids)
@@ -88,17 +101,18 @@ def resume(*, concurrency: int | None = None) -> int:
         return sum(pool.map(one, ids))
 
 
-def shutdown(wait: bool = True) -> None:
-    """Stop the background worker. With `wait`, first evaluate everything already queued.
+def shutdown(wait: bool = True, timeout: float | None = None) -> None:
+    """Stop the background worker. With `wait`, first evaluate everything already queued (for
+    at most `timeout` seconds, if given; what is left then stays pending).
 
-    Without `wait`, queued traces stay pending under this process's reservation; once the process
-    has exited they are resumable. Registered to run at interpreter exit.
+    Traces left in the queue stay pending under this process's reservation; once the process has
+    exited they are resumable. Registered to run (with `wait`) at interpreter exit.
     """
     global _current
     with _lock:
         worker, _current = _current, None
     if worker is not None and worker.pid == os.getpid():
-        worker.stop(wait)
+        worker.stop(wait, timeout)
 
 
 class _Worker:
@@ -120,12 +134,17 @@ class _Worker:
             return False
         return True
 
-    def stop(self, wait: bool) -> None:
+    def stop(self, wait: bool, timeout: float | None = None) -> None:
         if not wait:
             self.abandon = True
-        self.queue.put(_STOP)  # blocks only while the queue is full, i.e. until the worker takes one
+        try:  # blocks only while the queue is full, i.e. until the worker takes an item
+            self.queue.put(_STOP, timeout=timeout)
+        except queue.Full:
+            self.abandon = True
+            return
         if wait:
-            self.thread.join()
+            self.thread.join(timeout)
+            self.abandon = True  # on timeout: finish the current trace, leave the rest pending
 
     def _run(self) -> None:
         try:
@@ -139,28 +158,33 @@ class _Worker:
                     continue
                 if item is _STOP or self.abandon:
                     return
-                trace_id, path = item
-                if path != store_db.resolve_path():
-                    # Settings moved to another database since this was logged; evaluate() would
-                    # store there. Leave it pending for whoever next resumes that file.
-                    logger.warning("veralith: trace %s of %s left pending: db_path changed", trace_id, path)
-                    _quietly(lambda: repo.release_trace(store_db.open_db(path), trace_id))
-                    continue
-                _evaluate_claimed(store_db.open_db(path), trace_id, raise_errors=False)
+                self._process(*item)
         finally:
-            store_db.close_all()
+            _store.db.close_all()
+
+    def _process(self, trace_id: int, path: str) -> None:
+        try:
+            if path != _store.db.resolve_path():
+                # Settings moved to another database since this was logged, and evaluate() stores
+                # into the configured one. Leave it pending for whoever next resumes that file.
+                logger.warning("veralith: trace %s of %s left pending: db_path changed", trace_id, path)
+                _store.repo.release_trace(_store.db.open_db(path), trace_id)
+                return
+            _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False)
+        except Exception:  # e.g. the file became unreadable; the host must never see it
+            logger.exception("veralith: background evaluation of trace %s failed", trace_id)
 
     def _sweep(self) -> None:
         try:
-            path = store_db.resolve_path()
-            ids = repo.resumable_trace_ids(store_db.open_db(path))
+            path = _store.db.resolve_path()
+            ids = _store.repo.resumable_trace_ids(_store.db.open_db(path))
         except Exception:  # the host must never see a background failure
             logger.exception("veralith: could not look for resumable traces")
             return
         for trace_id in ids:
             if self.abandon:
                 return
-            _evaluate_claimed(store_db.open_db(path), trace_id, raise_errors=False, claim=True)
+            _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False, claim=True)
 
 
 def _evaluate_claimed(db: Any, trace_id: int, *, raise_errors: bool, claim: bool = True) -> EvaluationResult | None:
@@ -168,18 +192,18 @@ def _evaluate_claimed(db: Any, trace_id: int, *, raise_errors: bool, claim: bool
     from veralith.pipeline.evaluate import evaluate
 
     try:
-        if claim and not repo.claim_trace(db, trace_id):
+        if claim and not _store.repo.claim_trace(db, trace_id):
             return None
-        query, chunks, response, knowledge_base, metadata = repo.load_trace_input(db, trace_id)
+        query, chunks, response, knowledge_base, metadata = _store.repo.load_trace_input(db, trace_id)
         return evaluate(query, chunks, response, persist=True, trace_id=trace_id, knowledge_base=knowledge_base,
                         metadata=metadata)
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}"
         if raise_errors:
-            _quietly(lambda: repo.mark_error(db, trace_id, message))
+            _quietly(lambda: _store.repo.mark_error(db, trace_id, message))
             raise
         logger.warning("veralith: evaluating trace %s failed: %s", trace_id, message)
-        _quietly(lambda: repo.mark_error(db, trace_id, message))
+        _quietly(lambda: _store.repo.mark_error(db, trace_id, message))
         return None
 
 
