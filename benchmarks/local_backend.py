@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             per_trace.sort()
             p95 = per_trace[int(0.95 * (len(per_trace) - 1))]
             print(f"pass {n + 1} ({'cold' if n == 0 else 'warm'}): {len(rows)} traces in {elapsed:.2f} s = "
-                  f"{len(rows) / elapsed:.0f} traces/s on one core; median {statistics.median(per_trace) * 1000:.2f} ms, "
+                  f"{len(rows) / elapsed:.0f} traces/s on one core; "
+                  f"median {statistics.median(per_trace) * 1000:.2f} ms, "
                   f"p95 {p95 * 1000:.2f} ms, max {per_trace[-1] * 1000:.1f} ms")
     return 0
 

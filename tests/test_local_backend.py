@@ -130,8 +130,8 @@ def test_partial_refusal_keeps_facts():
 
 
 def test_boilerplate_is_trimmed_not_claimed():
-    dec = run_all("Who wrote Hamlet?", ["Hamlet is a tragedy by William Shakespeare."],
-                  "Sure! Based on the context, Hamlet was written by William Shakespeare. I hope this helps!")["decompose"]
+    response = "Sure! Based on the context, Hamlet was written by William Shakespeare. I hope this helps!"
+    dec = run_all("Who wrote Hamlet?", ["Hamlet is a tragedy by William Shakespeare."], response)["decompose"]
     assert [c.claim for c in dec.claims] == ["Hamlet was written by William Shakespeare."]
 
 

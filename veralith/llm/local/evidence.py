@@ -102,11 +102,18 @@ def sentences_of(text: str) -> tuple[str, ...]:
 
 def coverage(terms: list[Term], pieces: list[Piece]) -> float:
     """Weighted share of `terms` found in any of `pieces` (1.0 when there is nothing to find)."""
-    total = sum(t.weight for t in terms)
-    if total == 0:
-        return 1.0
-    found = sum(t.weight * max((p.has(t) for p in pieces), default=0.0) for t in terms)
-    return found / total
+    total = found = 0.0
+    for t in terms:
+        total += t.weight
+        best = 0.0
+        for p in pieces:
+            if t.norm in p.norms:
+                best = 1.0
+                break
+            if not t.is_number and len(t.norm) >= _PREFIX and t.norm[:_PREFIX] in p.prefixes:
+                best = 0.7  # same test as Piece.has, inlined: this is the backend's innermost loop
+        found += t.weight * best
+    return found / total if total else 1.0
 
 
 def pair_coverage(terms: list[Term], piece: Piece) -> float:
@@ -150,9 +157,10 @@ class ChunkIndex:
 
     def ranked(self, terms: list[Term], limit: int = 2) -> list[int]:
         """Indices of the chunks that best cover `terms` (IDF x weight), best first."""
+        weighted = [(t, t.weight * self.idf(t.norm)) for t in terms]
         scores = []
         for i, piece in enumerate(self.pieces):
-            score = sum(t.weight * self.idf(t.norm) * piece.has(t) for t in terms)
+            score = sum(w * piece.has(t) for t, w in weighted)
             if score > 0:
                 scores.append((-score, i))
         scores.sort()

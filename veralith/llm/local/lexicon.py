@@ -12,7 +12,8 @@ import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["FIRST_PERSON", "GENERIC", "NEGATIONS", "PERSONAL", "STOPWORDS", "SUBJECTIVE", "Token", "WH_WORDS", "content_terms",
+__all__ = ["FIRST_PERSON", "GENERIC", "MONTHS", "NEGATIONS", "PERSONAL", "STOPWORDS", "SUBJECTIVE", "Token",
+           "WH_WORDS", "content_terms",
            "fold", "stem", "tokens"]
 
 STOPWORDS = frozenset("""
@@ -79,8 +80,10 @@ MONTHS = frozenset(_MONTHS.values()) | {"may"}
 
 # Numbers keep their inner separators ("1,000", "3.5", "14:00") so they compare as values.
 # "P/E", "AT&T" and "U.S" stay one token; their letters alone would be dropped as too short.
-_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th|s)?|[^\W\d_]{1,3}(?:[/&][^\W\d_]{1,3})+(?![^\W\d_])|[^\W\d_](?:\.[^\W\d_])+(?![^\W\d_])|"
-                    r"[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
+_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th|s)?"
+                    r"|[^\W\d_]{1,3}(?:[/&][^\W\d_]{1,3})+(?![^\W\d_])"
+                    r"|[^\W\d_](?:\.[^\W\d_])+(?![^\W\d_])"
+                    r"|[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
 
 
 class Token(NamedTuple):

@@ -19,8 +19,8 @@ from veralith.llm.tasks import Evidence, SubQuestionIn, SufficiencyInput, Suffic
 
 __all__ = ["FEATURES", "question_features", "sufficiency"]
 
-FEATURES = ["cov_sent", "cov_win", "cov_chunk", "cov_first", "idf_win", "idf_miss", "pair_win", "cap_miss", "num_miss", "type_ok",
-            "typed", "n_terms"]
+FEATURES = ["cov_sent", "cov_win", "cov_chunk", "cov_first", "idf_win", "idf_miss", "topic_only", "pair_win",
+            "cap_miss", "num_miss", "type_ok", "typed", "n_terms"]
 _CUES = [
     ("number", re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|often)\b|\bwhat (?:percentage|number|"
                           r"amount|year|age)\b", re.I)),
@@ -97,6 +97,9 @@ def question_features(question: str, index: ChunkIndex) -> tuple[dict[str, float
         "cov_first": coverage(terms, [piece_of(sentences_of(index.texts[best[0]])[0])]),
         "idf_win": idf_win,
         "idf_miss": idf_miss,
+        # The window matches the question only on words the whole passage repeats (its topic),
+        # not on the words that make this question specific.
+        "topic_only": max(0.0, coverage(terms, [win_piece]) - idf_win),
         "cov_sent": coverage(terms, [piece_of(sentence)]),
         "cov_win": coverage(terms, [win_piece]),
         "cov_chunk": coverage(terms, [index.pieces[i] for i in best]),
