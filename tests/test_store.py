@@ -303,6 +303,9 @@ def test_iter_results_exports_stored_results_only():
     exported = list(iter_results(db))
     assert [r.trace_id for r in exported] == ids
     assert list(iter_results(db, since="9999")) == []
+    import datetime as dt
+    assert len(list(iter_results(db, since=dt.datetime(2000, 1, 1)))) == len(ids)
+    assert list(iter_results(db, since=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1))) == []
 
 
 def test_metadata_must_be_json():

@@ -2,12 +2,15 @@
 
 The files live in the top-level `migrations/` folder (shipped in the wheel as
 `veralith/migrations/`), named `NNNN_snake_case.sql`, each opening with a comment saying why.
-sqlite-utils' `Migrations` runs each file inside one transaction together with the row that
-records it, so a failing file leaves neither schema nor record behind. A second table keeps a
-SHA-256 per applied file: a file edited after it was applied is reported, not silently skipped.
+sqlite-utils' `Migrations` runs each file atomically together with the row that records it, and a
+second table keeps a SHA-256 per applied file: a file edited after it was applied is reported,
+not silently skipped.
 
 Several processes may open a fresh database at the same moment, so the whole check-and-apply runs
-under `BEGIN IMMEDIATE` (the write lock): the second process waits, then finds nothing pending.
+inside one `BEGIN IMMEDIATE` transaction (the write lock): the second process waits, then finds
+nothing pending. Each file runs in its own savepoint of that transaction (`Migrations` uses
+`db.atomic()`, which nests), and a failure rolls the whole call back: the database is left
+exactly as it was, never with part of a file or a file without its record.
 """
 
 from __future__ import annotations

@@ -41,6 +41,10 @@ def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: s
 def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
     """Counts by cell, gate and status; mean fractions; usage totals; the threshold per KB.
 
+    `by_cell` and `by_gate` count stored results (a result without a cell counts as
+    "unclassified"); `by_status` counts every trace. Each threshold follows the rule of
+    `veralith.pipeline.calibrate.current_threshold`.
+
     Means are None when nothing was judged (never NaN). `usd` sums the known costs and
     `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
     as complete.

@@ -9,6 +9,7 @@ because a claim is a single `BEGIN IMMEDIATE` check-and-update.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -186,8 +187,12 @@ def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None) -
     return [row[0] for row in rows if leases.claimable(*row[1:], timeout_s=lease_timeout_s, own_is_fresh=True)]
 
 
-def iter_results(db: Database, since: str | None = None) -> Iterator[EvaluationResult]:
-    """Every stored result, oldest first; `since` (ISO-8601 text) keeps traces created at or after it."""
+def iter_results(db: Database, since: str | dt.datetime | None = None) -> Iterator[EvaluationResult]:
+    """Every stored result, oldest first; `since` keeps traces created at or after it (an ISO-8601
+    string or a datetime; a naive datetime is taken as UTC, the zone timestamps are stored in)."""
+    if isinstance(since, dt.datetime):
+        since = (since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)).astimezone(
+            dt.timezone.utc).isoformat(timespec="microseconds")
     last = 0
     while True:  # keyset pages, so a long export never holds one read transaction open
         sql = "SELECT id FROM traces WHERE id > ? AND execution IS NOT NULL"
