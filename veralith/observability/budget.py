@@ -7,11 +7,11 @@ The estimate renders the prompts the trace would send, with the pipeline's batch
     ceil(C / batch_size) faithfulness calls C claims, every chunk (none when C == 0)
     1 completeness call                    every sub-question and claim (none when S or C is 0)
 
-Sub-questions and claims are unknown until decomposition has run, so S = the query's sentences
-and C = the response's sentences split at "; " and " and " (the decompose prompt asks for one
-fact per claim), each piece standing in for the text the decomposer would write. Input tokens are counted as OpenAI counts chat input: per
-message 3 + tokens(role) + tokens(content), plus 3 to prime the reply, plus the strict JSON
-Schema sent as `response_format` (structured outputs bill it as input).
+Sub-questions and claims are unknown before decomposition, so S = the query's sentences and
+C = the response's sentences split at "; " and " and " (the decompose prompt asks for one fact per
+claim), each piece standing in for the decomposer's text. Input tokens are counted as OpenAI
+counts chat input: per message 3 + tokens(role + content), 3 to prime the reply, plus the strict
+JSON Schema sent as `response_format` (structured outputs bill it as input).
 
 Output is unknown too, so an allowance is added (OUTPUT_ALLOWANCE; generous on purpose, since the
 guard must not let a trace through on an optimistic guess):
@@ -22,9 +22,11 @@ guard must not let a trace through on an optimistic guess):
 USD = input tokens x input price + output tokens x output price (no provider-cache discount).
 
 Tokens come from tiktoken (o200k_base for gpt-4o / 4.1 / o-series / gpt-5 and unknown models,
-cl100k_base for gpt-4 / gpt-3.5). tiktoken downloads its files without a timeout, so it is only
-asked for an encoding whose file is already in its cache directory with the right checksum;
-otherwise the count falls back to ceil(characters / 4) with one CostWarning, and never hangs.
+cl100k_base for gpt-4 / gpt-3.5). An encoding file already in tiktoken's cache directory (with the
+right checksum) is loaded at once; otherwise tiktoken's download, which has no timeout, runs in a
+background thread that is waited for at most LOAD_WAIT_S once. Until an encoding is there (and for
+good when it cannot be had) tokens are counted as ceil(characters / 4), with one CostWarning; the
+estimate never hangs and never fails an evaluation.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ import functools
 import hashlib
 import json
 import math
-import re
 import os
+import re
 import tempfile
 import threading
 import warnings
@@ -84,18 +86,16 @@ class TraceEstimate:
 
 # ---------------------------------------------------------------- token counting
 
-_encodings: dict[str, Any] = {}
+LOAD_WAIT_S = 3.0
+_encodings: dict[str, Any] = {}   # name -> Encoding, or None when it could not be loaded
+_loaders: dict[str, tuple[threading.Thread, bool]] = {}  # name -> (loader, file already on disk)
 _enc_lock = threading.Lock()
 _fallback_warned = False
 
 
 def encoding_for(model: str) -> str:
     name = model.strip().lower()
-    if name.startswith(_CL100K_FAMILIES) and not name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5")):
-        return "cl100k_base"
-    if name in ("gpt-4", "gpt-3.5-turbo"):
-        return "cl100k_base"
-    return "o200k_base"
+    return "cl100k_base" if name == "gpt-4" or name.startswith(_CL100K_FAMILIES) else "o200k_base"
 
 
 def _cached_file_ok(encoding: str) -> bool:
@@ -113,18 +113,33 @@ def _cached_file_ok(encoding: str) -> bool:
         return False
 
 
-def _encoding(name: str) -> Any | None:
-    with _enc_lock:
-        if name not in _encodings:
-            _encodings[name] = None
-            if _cached_file_ok(name):
-                try:
-                    import tiktoken  # lazy: never at `import veralith`
+def _load(name: str) -> None:
+    try:
+        import tiktoken  # lazy: never at `import veralith`
 
-                    _encodings[name] = tiktoken.get_encoding(name)
-                except Exception:  # a broken install must not fail an evaluation; fall back below
-                    _encodings[name] = None
-        return _encodings[name]
+        encoding = tiktoken.get_encoding(name)
+    except Exception:  # offline, a proxy page, a broken install: the estimate falls back, never fails
+        encoding = None
+    with _enc_lock:
+        _encodings[name] = encoding
+
+
+def _encoding(name: str) -> Any | None:
+    """The tiktoken encoding, or None while (or because) it cannot be had without waiting on the network."""
+    with _enc_lock:
+        if name in _encodings:
+            return _encodings[name]
+        first = name not in _loaders
+        if first:
+            loader = threading.Thread(target=_load, args=(name,), daemon=True, name=f"veralith-tiktoken-{name}")
+            _loaders[name] = (loader, _cached_file_ok(name))
+            loader.start()
+        loader, from_disk = _loaders[name]
+    # A load from disk takes about a second, so every caller waits for it; a download may hang
+    # (tiktoken sets no timeout), so only its first caller waits, and only LOAD_WAIT_S.
+    loader.join(LOAD_WAIT_S if first or from_disk else 0)
+    with _enc_lock:
+        return _encodings.get(name)
 
 
 def _warn_fallback(name: str) -> None:
@@ -149,7 +164,7 @@ def count_tokens(text: str, model: str) -> tuple[int, str]:
 # ---------------------------------------------------------------- estimating a trace
 
 def _chunks(context: Sequence[Any]) -> list[Any]:
-    """Context in any accepted form as ChunkIn, with the pipeline's default ids (c0, c1, ...)."""
+    """Context in any accepted form (str, dict, ContextChunk) as ChunkIn, ids defaulting to c0, c1, ..."""
     from veralith.llm.tasks import ChunkIn
 
     chunks = []
@@ -162,7 +177,7 @@ def _chunks(context: Sequence[Any]) -> list[Any]:
         else:
             text = getattr(item, "text", getattr(item, "page_content", ""))
             cid, source = getattr(item, "id", None), getattr(item, "source", None)
-        chunks.append(ChunkIn(id=str(cid) if cid is not None else f"c{n}", text=str(text),
+        chunks.append(ChunkIn(id=f"c{n}" if cid is None else str(cid), text=str(text),
                               source=None if source is None else str(source)))
     return chunks
 
@@ -236,7 +251,7 @@ def _message_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any], 
 def _output_allowance(task: str, payload: Any, query_tokens: int, response_tokens: int) -> int:
     a = OUTPUT_ALLOWANCE
     if task == "decompose":
-        items = len(payload.sentences) + max(1, len(_sentences(payload.query)))
+        items = len(_claim_texts([s.text for s in payload.sentences])) + len(_sentences(payload.query))
         return a["decompose_base"] + query_tokens + response_tokens + a["decompose_per_item"] * items
     if task == "sufficiency":
         return a["call"] + a["sufficiency_per_item"] * len(payload.sub_questions)
