@@ -96,12 +96,15 @@ class Token(NamedTuple):
     start: int
 
 
+# Combining marks left by NFKD (accents, cedillas, dots): dropping them folds "Żelazowa" to "Zelazowa".
+_COMBINING = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+
+
 def fold(text: str) -> str:
     """Lowercase-independent accent folding so "Café" and "Cafe" match."""
     if text.isascii():
         return text
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).replace("’", "'")
+    return _COMBINING.sub("", unicodedata.normalize("NFKD", text)).replace("’", "'")
 
 
 @lru_cache(maxsize=65536)
