@@ -129,6 +129,14 @@ class LLMCache:
             self._remember(key, text)
         self.flush_hits()
 
+    def close(self) -> None:
+        """Write pending hit counters and close the connection; the next call reopens it."""
+        self.flush_hits()
+        with self._db_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
     def clear_memory(self) -> None:
         """Forget the LRU layer only (tests and benchmarks use it to measure the SQLite layer)."""
         with self._lock:
@@ -183,16 +191,17 @@ def _decode(text: Any) -> dict[str, Any] | None:
 
 
 _HITS_PER_WRITE = 64
+_MAX_OPEN = 8   # databases a process keeps a cache (and a connection) for; test suites switch often
 _caches: dict[tuple[str, int], LLMCache] = {}
 _caches_lock = threading.Lock()
 
 
 @atexit.register
-def _flush_all() -> None:
+def _close_all() -> None:
     with _caches_lock:
         caches = list(_caches.values())
     for cache in caches:
-        cache.flush_hits()
+        cache.close()
 
 
 def cache_for(db_path: str, size: int) -> LLMCache:
@@ -201,6 +210,8 @@ def cache_for(db_path: str, size: int) -> LLMCache:
     with _caches_lock:
         cache = _caches.get(key)
         if cache is None:
+            while len(_caches) >= _MAX_OPEN:  # the longest-held goes; it would reopen if used again
+                _caches.pop(next(iter(_caches))).close()
             cache = _caches[key] = LLMCache(key[0], key[1])
         return cache
 
