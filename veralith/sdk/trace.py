@@ -122,7 +122,7 @@ def _extract(value: Any) -> tuple[Any, Any]:
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
         return value[0], value[1]
     raise TraceExtractionError(f"expected (response, context) or TraceReturn(response=..., context=...), "
-                     f"got {type(value).__name__}; the value was passed through untouched")
+                               f"got {type(value).__name__}; the value was passed through untouched")
 
 
 def _query(signature: inspect.Signature, query_arg: str | None, args: tuple, kwargs: dict) -> Any:
@@ -131,10 +131,9 @@ def _query(signature: inspect.Signature, query_arg: str | None, args: tuple, kwa
         if query_arg not in bound.arguments:
             raise TypeError(f"query argument {query_arg!r} was not passed")
         return bound.arguments[query_arg]
-    names = [n for n in signature.parameters if n not in ("self", "cls")]
-    for name in names[:1]:
-        if name in bound.arguments:
-            return bound.arguments[name]
+    first = next((n for n in signature.parameters if n not in ("self", "cls")), None)
+    if first is not None and first in bound.arguments:
+        return bound.arguments[first]
     raise TypeError("no query: pass it as the first argument or name it with @trace(query_arg=...)")
 
 
