@@ -227,7 +227,7 @@ def test_concurrent_first_connections_migrate_once(tmp_path):
     path = tmp_path / "race.db"
     code = "import sys; from veralith.store.db import connect; connect(sys.argv[1])"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(path)]) for _ in range(6)]
-    assert [p.wait(timeout=60) for p in procs] == [0] * 6
+    assert [p.wait(timeout=180) for p in procs] == [0] * 6
     db = connect(path)
     assert db.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone()[0] == len(migrate.discover())
 
