@@ -1,6 +1,6 @@
 """Judge quality of the local backend on the labelled dev sets in ../shared/data.
 
-Every record goes through the public pipeline (`evaluate(..., persist=False)`) with the local
+Every record goes through the public `veralith.evaluate(..., persist=False)` with the local
 backend, and the trace-level decision is compared with the set's label:
 
 * faithfulness_*: the trace has an ungrounded claim  vs  labels.hallucinated
@@ -25,9 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from veralith.config import settings  # noqa: E402
-from veralith.llm.local import LocalClient  # noqa: E402
 from veralith.models import Verdict  # noqa: E402
-from veralith.pipeline.evaluate import evaluate  # noqa: E402
+import veralith  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 # Targets the shipped configuration must reach, and a plain token-overlap score at its *oracle*
@@ -51,9 +50,9 @@ def load(path: Path, limit: int | None = None) -> list[dict]:
     return rows
 
 
-def predict(name: str, row: dict, client: LocalClient) -> tuple[bool, bool]:
+def predict(name: str, row: dict) -> tuple[bool, bool]:
     """(predicted positive, labelled positive) for one record; positive = the failure the set labels."""
-    result = evaluate(row["query"], row["context"], row["response"], persist=False, client=client)
+    result = veralith.evaluate(row["query"], row["context"], row["response"], persist=False)
     if result.errors:
         raise RuntimeError(f"{name} {row['id']}: judge errors {result.errors}")
     ungrounded = any(j.verdict is Verdict.N for j in result.faithfulness)
@@ -73,7 +72,6 @@ def balanced_accuracy(pairs: list[tuple[bool, bool]]) -> float:
 
 
 def run(data: Path, limit: int | None = None) -> list[dict]:
-    client = LocalClient()
     rows_out = []
     with settings.override(backend="local"):
         for path in sorted(data.glob("*.dev.jsonl")):
@@ -82,7 +80,7 @@ def run(data: Path, limit: int | None = None) -> list[dict]:
                 continue
             rows = load(path, limit)
             started = time.perf_counter()
-            pairs = [predict(name, row, client) for row in rows]
+            pairs = [predict(name, row) for row in rows]
             elapsed = time.perf_counter() - started
             pos = [p for p, y in pairs if y]
             neg = [p for p, y in pairs if not y]
