@@ -105,7 +105,7 @@ def test_summary_shows_unknown_cost_and_interrupt():
     tally.interrupted, tally.left_pending, tally.unread, tally.last_line = True, 2, True, 9
     out = _text(render.summary_view(tally))
     assert "unknown" in out and "incomplete_ungrounded" in out and "2 pending" in out and "line 9" in out
-    assert "veralith resume" in out
+    assert "veralith resume" in out and "1 stored as trace 7;" in out
 
 
 def test_csv_export_is_flat_and_formula_safe():

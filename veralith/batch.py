@@ -136,6 +136,7 @@ class Tally:
     output_tokens: int = 0
     usd: float | None = 0.0
     stored: int = 0
+    ids: tuple[int, int] | None = None    # lowest and highest trace id stored, to point `inspect` at them
     interrupted: bool = False
     left_pending: int = 0
     left_running: int = 0
@@ -145,6 +146,9 @@ class Tally:
     def add(self, result: EvaluationResult, *, stored: bool) -> None:
         self.evaluated += 1
         self.stored += stored
+        if stored and result.trace_id is not None:
+            low, high = self.ids or (result.trace_id, result.trace_id)
+            self.ids = (min(low, result.trace_id), max(high, result.trace_id))
         self.cells[result.failure_cell.value if result.failure_cell else "unclassified"] += 1
         self.gates[result.status.quality_gate.value] += 1
         self.with_judge_errors += bool(result.errors)

@@ -209,7 +209,12 @@ def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
     table = Table(title=title, show_header=False, box=None, pad_edge=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("evaluated", str(tally.evaluated) + (f" ({tally.stored} stored)" if tally.stored else ""))
+    stored = ""
+    if tally.stored and tally.ids:
+        low, high = tally.ids
+        stored = f" ({tally.stored} stored as trace {low}" + (f" … {high}" if high != low else "") + \
+            "; see `veralith inspect ID`)"
+    table.add_row("evaluated", f"{tally.evaluated}{stored}")
     for cell, n in sorted(tally.cells.items()):
         table.add_row(f"  {cell}", str(n))
     table.add_row("gate", "  ".join(f"{gate} {n}" for gate, n in sorted(tally.gates.items())) or "—")
