@@ -176,3 +176,11 @@ def test_six_cells(trace):
 def test_six_cell_fixtures_cover_every_cell():
     assert sorted(t["cell"] for t in SIX_CELL_TRACES) == sorted(
         f"{row}_{col}" for row in ("complete", "incomplete", "extra") for col in ("grounded", "ungrounded"))
+
+
+def test_instruction_query_maps_the_answer_and_flags_only_islands():
+    # "Summarise the passage" shares no words with a good summary; its claims must not all be "extra".
+    out = run_all("Summarise the passage.", ["The Eiffel Tower was completed in 1889. It is 330 metres tall."],
+                  "The Eiffel Tower was completed in 1889. The tower is 330 metres tall. I love pizza.")
+    mapping = {i.claim_id: i.sub_question_ids for i in out["completeness"].items}
+    assert mapping == {"c1": ["q1"], "c2": ["q1"], "c3": []}

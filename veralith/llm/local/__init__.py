@@ -22,7 +22,7 @@ __all__ = ["LocalClient"]
 
 # Bump a task's version whenever its behaviour changes: it is stored with every judgment and
 # is part of the cache key, so stale cached verdicts are never reused.
-_VERSIONS = {"decompose": "1", "sufficiency": "1", "faithfulness": "1", "completeness": "1"}
+_VERSIONS = {"decompose": "1", "sufficiency": "1", "faithfulness": "1", "completeness": "2"}
 _RUNNERS = {"decompose": decompose, "sufficiency": sufficiency, "faithfulness": faithfulness,
             "completeness": completeness}
 

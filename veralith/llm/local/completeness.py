@@ -5,6 +5,7 @@ sub-question shares (the subject a split query repeats) count for little, so a c
 sub-question whose distinctive terms it uses. A claim that shares nothing with the query but
 elaborates on an on-topic claim follows that claim, so an ordinary answer's supporting sentences
 are not "extra"; only a claim with no content in common with the query or the answer is extra.
+The completeness judge never sees the context, so "on topic" is judged against the answer itself.
 """
 
 from __future__ import annotations
@@ -42,15 +43,25 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
             # A bare answer ("six", "Argentina") answers the one question it was given for.
             mapping[claim.id] = list(sq_terms)
             why[claim.id] = "a bare answer to the only sub-question"
-    # Elaboration: a claim sharing a name, number or two terms with an on-topic claim inherits its mapping.
-    for _ in range(2):
+    single = len(sq_terms) == 1
+    if single and not mapping and payload.claims:
+        # One instruction-like question ("Summarise the passage") shares no words with its answer:
+        # the answer's first claim is taken to address it, and the rest follow by elaboration.
+        first = payload.claims[0].id
+        mapping[first] = list(sq_terms)
+        why[first] = "the answer's lead claim for the only sub-question"
+    # Elaboration: a claim sharing content with an on-topic claim inherits its mapping. With a single
+    # sub-question any shared specific word will do (only an island is extra); with several, a
+    # name, a number or two terms are needed to tell which part it elaborates.
+    for _ in range(3):
         for claim in payload.claims:
             if claim.id in mapping:
                 continue
             mine = {t.norm: t for t in claim_terms[claim.id]}
             for other_id, sqs in list(mapping.items()):
                 shared = [mine[t.norm] for t in claim_terms[other_id] if t.norm in mine]
-                if len(shared) >= 2 or any(t.is_capital or t.is_number for t in shared):
+                specific = [t for t in shared if t.weight >= 1.0]
+                if (single and specific) or len(shared) >= 2 or any(t.is_capital or t.is_number for t in shared):
                     mapping[claim.id] = list(sqs)
                     why[claim.id] = f"elaborates on {other_id}"
                     break
