@@ -34,6 +34,7 @@ import json
 import math
 import random
 import sys
+import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,6 +78,13 @@ def _positive(name: str, row: dict) -> bool:
     return bool(row["labels"]["hallucinated"])
 
 
+def _group(row: dict) -> int:
+    """Records that share a question and context (HaluEval's right/hallucinated pair, RGB's two
+    answers) share a group, so a split never puts one half of a pair on each side."""
+    key = (row["query"] or row["response"]) + "\x00" + "".join(row["context"])[:500]
+    return zlib.crc32(key.encode("utf-8"))
+
+
 def faithfulness_rows(data: Path) -> list[dict]:
     """One dict per claim: set, trace index, features, label (None = unknown, not trained on)."""
     client = LocalClient()
@@ -94,7 +102,7 @@ def faithfulness_rows(data: Path) -> list[dict]:
                                                      context_note=parts.context_notes.get(claim.id)),
                                              row["query"], index)
                 claims.append(dict(set=name, trace=t, features=feats, trace_label=positive, label=None,
-                                   span=(claim.char_start, claim.char_end)))
+                                   span=(claim.char_start, claim.char_end), group=_group(row)))
             if name == "faithfulness_faithbench":
                 for c in claims:
                     start, end = c["span"]
@@ -110,7 +118,8 @@ def faithfulness_rows(data: Path) -> list[dict]:
                     if c["features"]["personal"]:
                         c["label"] = True
             if not claims:  # keeps the trace in the threshold search (it predicts "no failure")
-                claims.append(dict(set=name, trace=t, features=None, trace_label=positive, label=None, span=None))
+                claims.append(dict(set=name, trace=t, features=None, trace_label=positive, label=None, span=None,
+                                   group=_group(row)))
             out += claims
     return out
 
@@ -126,7 +135,7 @@ def sufficiency_rows(data: Path) -> list[dict]:
             for sq in parts.sub_questions:
                 feats = question_features(sq.text, index)[0]
                 out.append(dict(set=name, trace=t, features=feats, trace_label=_positive(name, row),
-                                label=_positive(name, row)))
+                                label=_positive(name, row), group=_group(row)))
     return out
 
 
@@ -280,6 +289,42 @@ def refine(rows: list[dict], spec: dict, targets: dict[str, float], rounds: int 
     return current
 
 
+def train(judge: str, rows: list[dict], features: list[str], targets: dict[str, float],
+          refine_on: bool = True, quiet: bool = False) -> tuple[dict, float, dict[str, float]]:
+    """Fit, then (optionally) refine; return (spec, threshold, per-set scores on `rows`)."""
+    best = None
+    for l2 in (L2s if refine_on else L2s[:1]):
+        for criterion in SEARCH[judge] if refine_on else (None,):
+            spec = fit(rows, features, l2=l2)
+            threshold, scores = choose_threshold(rows, spec, targets)
+            if criterion is not None:
+                # Fold the chosen threshold into the bias, then search on the benchmark's own rule.
+                spec["bias"] = round(spec["bias"] - math.log(threshold / (1 - threshold)), 5)
+                spec = refine(rows, spec, targets, criterion=criterion)
+                threshold, scores = 0.5, trace_scores(rows, spec, 0.5)
+            key = _objective(scores, targets)
+            if not quiet:
+                print(f"  [{judge}] L2={l2} {getattr(criterion, '__name__', 'fit')}: objective {key}")
+            if best is None or key > best[0]:
+                best = (key, spec, threshold, scores)
+    if refine_on:
+        # A few seeded restarts from jittered copies of the best solution: the objective is a
+        # step function, so coordinate search stalls on plateaus that a nudge gets past.
+        rng = random.Random(0)
+        for restart in range(RESTARTS):
+            start = dict(best[1], weights=[w + rng.gauss(0, 0.3) for w in best[1]["weights"]])
+            start["weights"] = _project(start["features"], start["weights"])
+            spec = refine(rows, start, targets)
+            scores = trace_scores(rows, spec, 0.5)
+            key = _objective(scores, targets)
+            if not quiet:
+                print(f"  [{judge}] restart {restart}: objective {key}")
+            if key > best[0]:
+                best = (key, spec, 0.5, scores)
+    _, spec, threshold, scores = best
+    return spec, threshold, scores
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="fit the local backend's logistic models")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -287,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="ship the plain logistic fit (threshold search only)")
     parser.add_argument("--judge", choices=["all", "faithfulness", "sufficiency"], default="all",
                         help="refit one model and keep the other as shipped")
+    parser.add_argument("--split-check", action="store_true",
+                        help="estimate overfitting: train on half the question groups of each dev set, score the "
+                        "other half (writes nothing)")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write coefficients.json")
     args = parser.parse_args(argv)
     models = json.loads(OUT.read_text(encoding="utf-8"))["models"] if OUT.exists() else {}
@@ -294,34 +342,18 @@ def main(argv: list[str] | None = None) -> int:
             "sufficiency": lambda: (sufficiency_rows(args.data), S_FEATURES, S_SETS)}
     for judge in (args.judge,) if args.judge != "all" else tuple(jobs):
         rows, features, targets = jobs[judge]()
-        best = None
-        for l2 in (L2s if args.refine else L2s[:1]):
-            for criterion in SEARCH[judge] if args.refine else (None,):
-                spec = fit(rows, features, l2=l2)
-                threshold, scores = choose_threshold(rows, spec, targets)
-                if criterion is not None:
-                    # Fold the chosen threshold into the bias, then search on the benchmark's own rule.
-                    spec["bias"] = round(spec["bias"] - math.log(threshold / (1 - threshold)), 5)
-                    spec = refine(rows, spec, targets, criterion=criterion)
-                    threshold, scores = 0.5, trace_scores(rows, spec, 0.5)
-                key = _objective(scores, targets)
-                print(f"  [{judge}] L2={l2} {getattr(criterion, '__name__', 'fit')}: objective {key}")
-                if best is None or key > best[0]:
-                    best = (key, spec, threshold, scores)
-        if args.refine:
-            # A few seeded restarts from jittered copies of the best solution: the objective is a
-            # step function, so coordinate search stalls on plateaus that a nudge gets past.
-            rng = random.Random(0)
-            for restart in range(RESTARTS):
-                start = dict(best[1], weights=[w + rng.gauss(0, 0.3) for w in best[1]["weights"]])
-                start["weights"] = _project(start["features"], start["weights"])
-                spec = refine(rows, start, targets)
-                scores = trace_scores(rows, spec, 0.5)
-                key = _objective(scores, targets)
-                print(f"  [{judge}] restart {restart}: objective {key}")
-                if key > best[0]:
-                    best = (key, spec, 0.5, scores)
-        _, spec, threshold, scores = best
+        if args.split_check:
+            # Split by group (question + context), not by record, so paired answers stay together.
+            fit_rows = [r for r in rows if r["group"] % 2 == 0]
+            check_rows = [r for r in rows if r["group"] % 2 == 1]
+            spec, threshold, fit_scores = train(judge, fit_rows, features, targets, args.refine, quiet=True)
+            check_scores = trace_scores(check_rows, spec, threshold)
+            print(f"{judge}: fitted on one half of the question groups, scored on the other half")
+            for name in targets:
+                print(f"  {name:34s} fit {fit_scores[name]:.3f}  check {check_scores[name]:.3f}  "
+                      f"(target {targets[name]:.2f})")
+            continue
+        spec, threshold, scores = train(judge, rows, features, targets, args.refine)
         spec.update(threshold=threshold, version=VERSION)
         models[judge] = spec
         print(f"{judge}: threshold {threshold:.2f}")
@@ -329,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:34s} {score:.3f}  (target {targets[name]:.2f})")
         for f, w in zip(spec["features"], spec["weights"]):
             print(f"    {f:14s} {w:+.3f}")
-    if not args.dry_run:
+    if not args.dry_run and not args.split_check:
         OUT.write_text(json.dumps({"trained_by": "benchmarks/train_local.py", "models": models}, indent=1) + "\n",
                        encoding="utf-8")
         print(f"wrote {OUT.relative_to(REPO)}")
