@@ -138,3 +138,13 @@ def test_empty_context_is_judged_not_rejected():
     assert all(j.verdict.value == "N" for j in result.sufficiency)
     assert all(j.verdict.value == "N" for j in result.faithfulness)
     assert result.failure_cell is FailureCell.incomplete_ungrounded
+
+
+def test_unknown_trace_id_fails_before_any_judge_call():
+    from fakes import FakeClient
+    from veralith.store.repository import TraceNotFound
+
+    client = FakeClient()
+    with pytest.raises(TraceNotFound):
+        evaluate(Q, CTX, R, trace_id=424242, client=client)
+    assert client.history == []

@@ -69,6 +69,9 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
     if persist:
         from veralith.store.db import open_db
         db = open_db()
+        if trace_id is not None:
+            from veralith.store.repository import load_trace_input
+            load_trace_input(db, trace_id)  # TraceNotFound now, before paying for any judge call
     threshold, source = _threshold(knowledge_base, db)
     result = run_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=source,
                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id)
