@@ -148,3 +148,16 @@ def test_unknown_trace_id_fails_before_any_judge_call():
     with pytest.raises(TraceNotFound):
         evaluate(Q, CTX, R, trace_id=424242, client=client)
     assert client.history == []
+
+
+def test_tokens_of_a_failed_judge_are_counted_in_usage(openai_server):
+    def responder(body):
+        if task_of(body) == "completeness":
+            return '{"reasoning": "cut'  # malformed twice: a recorded error that still cost tokens
+        return _scripted_quickstart(body)
+    openai_server.responder = responder
+    with _openai(openai_server, pricing={"gpt-4o": {"input": 1.0, "output": 1.0}}):
+        result = evaluate(Q, CTX, R, persist=False)
+    assert [e.kind for e in result.errors] == ["malformed_reply"]
+    assert result.usage.calls == openai_server.count == 5  # the re-ask included
+    assert result.usage.usd is not None and result.usage.usd > 0

@@ -67,3 +67,12 @@ def test_dependencies_point_one_way():
                             module.startswith(a) and imported.startswith(b) for a, b in ALLOWED):
                         violations.append(f"{module} imports {imported}")
     assert not violations, violations
+
+
+def test_the_offline_backend_never_loads_the_openai_sdk():
+    code = ("import sys, veralith; from veralith.config import settings\n"
+            "with settings.override(backend='local'):\n"
+            "    veralith.evaluate('What is X?', ['X is a letter.'], 'X is a letter.', persist=False)\n"
+            "print('openai' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

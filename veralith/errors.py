@@ -32,6 +32,9 @@ class JudgeCallError(VeralithError):
         self.kind = kind
         self.message = message
         self.attempts = attempts
+        # Tokens a failed call still consumed (an llm.base.CallUsage, set by the client); they are
+        # billed, so the result's usage counts them too.
+        self.usage: object | None = None
 
 
 class StoreError(VeralithError):

@@ -11,8 +11,8 @@ __all__ = ["get_client"]
 
 
 def get_client(backend: str | None = None) -> JudgeClient:
-    """The judge client for `backend` (default: settings.backend); see veralith.llm.client.get_client."""
+    """The judge client for `backend` (default: settings.backend); see veralith.llm.backends.get_client."""
     # Imported on first use so `import veralith` does not load the openai SDK.
-    from veralith.llm.client import get_client as resolve
+    from veralith.llm.backends import get_client as resolve
 
     return resolve(backend)

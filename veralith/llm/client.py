@@ -230,7 +230,7 @@ class OpenAIClient:
         # Tokens spent on a failed call still cost money; the cost tracker reads them from here.
         usage.usd = self._usd(usage)
         record_call(usage)
-        err.usage = usage  # type: ignore[attr-defined]
+        err.usage = usage
         return err
 
 
@@ -327,50 +327,3 @@ def _describe(exc: openai.APIError, attempts: int) -> str:
     detail = exc.message if len(exc.message) <= _MAX_DETAIL else exc.message[:_MAX_DETAIL] + "..."
     hint = " Check OPENAI_API_KEY / VERALITH_API_KEY." if _kind(exc) == "auth" else ""
     return f"the judge server answered HTTP {status} ({tries}): {detail}{hint}"
-
-
-# ---------------------------------------------------------------- backend selection
-
-_clients: dict[str, OpenAIClient] = {}
-_clients_lock = threading.Lock()
-_notice_given = False
-
-
-def get_client(backend: str | None = None) -> JudgeClient:
-    """The judge client for `backend` (default: settings.backend), configured from `settings`.
-
-    OpenAI clients are reused per configuration, so connection pools and the JSON-mode fallback
-    persist across evaluations.
-    """
-    global _notice_given
-    current = settings.current
-    choice = backend or current.backend
-    if choice not in ("auto", "openai", "local"):
-        raise ConfigError(f"unknown backend {choice!r}; use one of auto, openai, local (VERALITH_BACKEND)")
-    configured = current.api_key is not None or bool(current.base_url)
-    if choice == "auto":
-        choice = "openai" if configured else "local"
-        if choice == "local" and not _notice_given:
-            _notice_given = True
-            # logging's last-resort handler prints this one line to stderr even when logging is unconfigured.
-            log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
-                        "heuristic judges (set VERALITH_BACKEND=local to silence this)")
-    if choice == "local":
-        from veralith.llm.local import LocalClient   # lazy: the openai path never loads the heuristics
-        return LocalClient()
-    if not configured:
-        raise ConfigError("backend 'openai' needs an API key or a server: set OPENAI_API_KEY (or "
-                          "VERALITH_API_KEY), or VERALITH_BASE_URL for a local OpenAI-compatible server; "
-                          "`--backend local` (VERALITH_BACKEND=local) works offline without either")
-    secret = current.api_key.get_secret_value() if current.api_key else ""
-    ident = json.dumps([current.judge_model, current.base_url, hashlib.sha256(secret.encode()).hexdigest(),
-                        current.timeout_s, current.max_retries, current.temperature])
-    with _clients_lock:
-        if ident not in _clients:
-            if len(_clients) >= 16:   # settings overrides in long test runs: keep the map small
-                _clients.clear()
-            from veralith.llm.cache import get_cache
-            from veralith.observability.pricing import price_usd
-
-            _clients[ident] = OpenAIClient(cache=get_cache(), price=price_usd)
-        return _clients[ident]

@@ -58,12 +58,13 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
     metadata = check_metadata(metadata)
     if trace_id is not None and (isinstance(trace_id, bool) or not isinstance(trace_id, int)):
         raise TypeError(f"trace_id must be an int or None, got {type(trace_id).__name__}")
-    if settings.per_trace_budget_usd is not None:
-        from veralith.observability.cost import enforce_budget
-        enforce_budget(query, chunks, response)  # raises BudgetExceeded before any write or call
     if client is None:
         from veralith.llm import get_client
         client = get_client()
+    if settings.per_trace_budget_usd is not None:
+        from veralith.observability.cost import enforce_budget
+        # Priced for the client that will run, before anything is written or called.
+        enforce_budget(query, chunks, response, client=client)
 
     db = None
     if persist:
@@ -107,6 +108,7 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
         usage.add(parts.usage)
     except Exception as exc:  # isolated: any failure becomes a recorded error, never a crash
         exc = _as_call_error(exc)
+        _add_failed_usage(usage, exc)
         errors.append(_error(Phase.decompose, exc))
         latency["decompose"] = _ms(t0)
         latency["total"] = _ms(started)
@@ -175,6 +177,7 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
                 try:
                     call, finished = future.result()
                 except Exception as exc:
+                    _add_failed_usage(usage, exc)
                     failure = failure or _as_call_error(exc)
                     continue
                 usage.add(call.usage)
@@ -248,6 +251,12 @@ def _as_call_error(exc: BaseException) -> JudgeCallError:
         return exc
     # A bug or an unexpected reply shape: still isolated to its judge, and named so it can be reported.
     return JudgeCallError("internal", f"{type(exc).__name__}: {exc}")
+
+
+def _add_failed_usage(usage: CallUsage, exc: BaseException) -> None:
+    spent = getattr(exc, "usage", None)
+    if isinstance(spent, CallUsage):
+        usage.add(spent)
 
 
 def _error(phase: Phase, exc: JudgeCallError) -> JudgeError:

@@ -1,0 +1,63 @@
+"""Backend selection: which judge client serves an evaluation (DESIGN §5).
+
+Kept apart from client.py so choosing the offline backend never imports the openai SDK.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+
+from veralith.config import ConfigError, settings
+from veralith.llm.base import JudgeClient
+
+__all__ = ["get_client"]
+
+log = logging.getLogger("veralith")
+
+_clients: dict[str, JudgeClient] = {}
+_clients_lock = threading.Lock()
+_notice_given = False
+
+
+def get_client(backend: str | None = None) -> JudgeClient:
+    """The judge client for `backend` (default: settings.backend), configured from `settings`.
+
+    OpenAI clients are reused per configuration, so connection pools and the JSON-mode fallback
+    persist across evaluations.
+    """
+    global _notice_given
+    current = settings.current
+    choice = backend or current.backend
+    if choice not in ("auto", "openai", "local"):
+        raise ConfigError(f"unknown backend {choice!r}; use one of auto, openai, local (VERALITH_BACKEND)")
+    configured = current.api_key is not None or bool(current.base_url)
+    if choice == "auto":
+        choice = "openai" if configured else "local"
+        if choice == "local" and not _notice_given:
+            _notice_given = True
+            # logging's last-resort handler prints this one line to stderr even when logging is unconfigured.
+            log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
+                        "heuristic judges (set VERALITH_BACKEND=local to silence this)")
+    if choice == "local":
+        from veralith.llm.local import LocalClient   # lazy: the openai path never loads the heuristics
+        return LocalClient()
+    if not configured:
+        raise ConfigError("backend 'openai' needs an API key or a server: set OPENAI_API_KEY (or "
+                          "VERALITH_API_KEY), or VERALITH_BASE_URL for a local OpenAI-compatible server; "
+                          "`--backend local` (VERALITH_BACKEND=local) works offline without either")
+    secret = current.api_key.get_secret_value() if current.api_key else ""
+    ident = json.dumps([current.judge_model, current.base_url, hashlib.sha256(secret.encode()).hexdigest(),
+                        current.timeout_s, current.max_retries, current.temperature])
+    with _clients_lock:
+        if ident not in _clients:
+            if len(_clients) >= 16:   # settings overrides in long test runs: keep the map small
+                _clients.clear()
+            from veralith.llm.cache import get_cache
+            from veralith.llm.client import OpenAIClient  # lazy: the local path never loads the openai SDK
+            from veralith.observability.pricing import price_usd
+
+            _clients[ident] = OpenAIClient(cache=get_cache(), price=price_usd)
+        return _clients[ident]
