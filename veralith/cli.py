@@ -114,7 +114,8 @@ def eval_command(
 
 @app.command("resume")
 def resume_command(
-    concurrency: Annotated[int | None, typer.Option("--concurrency", "-c", min=1, max=256)] = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-c", min=1, max=256, help="Traces evaluated in parallel (default: from settings)")] = None,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(help="Judge model name (default: from settings)")] = None,
 ) -> None:
@@ -262,12 +263,12 @@ def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this
 def export_command(
     fmt: Annotated[Format, typer.Option("--format", help="jsonl: full results; csv: one flat row each.")]
     = Format.jsonl,
-    since: Annotated[str | None, typer.Option(help="Only traces evaluated at or after this ISO date/time.")]
+    since: Annotated[str | None, typer.Option(help="Only traces created at or after this ISO date/time (UTC unless it names a zone).")]
     = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write [default: stdout].")]
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")]
     = None,
 ) -> None:
-    """Export evaluated traces."""
+    """Export stored results (traces with a result), oldest first."""
     from datetime import datetime, timezone
 
     from veralith.store.repository import iter_results
