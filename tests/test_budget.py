@@ -190,3 +190,18 @@ def test_encodings_by_model():
 class _FakeOpenAI:
     backend = "openai"
     model = "gpt-4o"
+
+
+def test_a_logged_or_batched_trace_is_estimated_once(monkeypatch, openai_server, tmp_path):
+    """log() and `veralith eval` check the budget before writing; evaluating the stored trace must
+    not render and count every prompt a second time."""
+    from veralith import log
+    from veralith.observability import budget as budget_mod
+
+    calls = []
+    real = budget_mod.estimate_trace
+    monkeypatch.setattr(budget_mod, "estimate_trace", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with settings.override(backend="openai", base_url=openai_server.base_url, api_key="test",
+                           per_trace_budget_usd=10.0):
+        log("What is a P/E ratio?", ["P/E is price over earnings."], "P/E is price over earnings.", sync=True)
+    assert len(calls) == 1

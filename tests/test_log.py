@@ -76,7 +76,7 @@ def test_over_budget_raises_before_anything_is_written():
 def test_background_errors_are_stored_and_logged_never_raised(monkeypatch, caplog):
     def boom(*args, **kwargs):
         raise RuntimeError("judge server on fire")
-    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate", boom)
+    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate_checked", boom)
     with caplog.at_level(logging.WARNING, logger="veralith.sdk"):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
         shutdown(wait=True)
@@ -86,7 +86,7 @@ def test_background_errors_are_stored_and_logged_never_raised(monkeypatch, caplo
 
 
 def test_sync_errors_are_stored_and_raised(monkeypatch):
-    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate_checked", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         log(QUERY, CONTEXT, RESPONSE, sync=True)
     assert list(statuses().values()) == ["error"]
@@ -95,13 +95,13 @@ def test_sync_errors_are_stored_and_raised(monkeypatch):
 def test_a_full_queue_returns_at_once_and_leaves_the_trace_pending(monkeypatch):
     from veralith.pipeline import evaluate as evaluate_mod
     release, started = threading.Event(), threading.Event()
-    real = evaluate_mod.evaluate
+    real = evaluate_mod.evaluate_checked
 
     def slow(*args, **kwargs):
         started.set()
         release.wait(30)
         return real(*args, **kwargs)
-    monkeypatch.setattr(evaluate_mod, "evaluate", slow)
+    monkeypatch.setattr(evaluate_mod, "evaluate_checked", slow)
     with settings.override(queue_size=1):
         first = log(QUERY, CONTEXT, RESPONSE)
         assert started.wait(10)                       # the worker is busy with the first
@@ -153,12 +153,12 @@ def test_shutdown_without_wait_leaves_queued_traces_pending_for_later(monkeypatc
 
 def test_shutdown_with_a_timeout_leaves_the_rest_pending(monkeypatch):
     from veralith.pipeline import evaluate as evaluate_mod
-    real = evaluate_mod.evaluate
+    real = evaluate_mod.evaluate_checked
 
     def slow(*args, **kwargs):
         time.sleep(0.3)
         return real(*args, **kwargs)
-    monkeypatch.setattr(evaluate_mod, "evaluate", slow)
+    monkeypatch.setattr(evaluate_mod, "evaluate_checked", slow)
     ids = [log(QUERY, CONTEXT, RESPONSE) for _ in range(10)]
     t0 = time.perf_counter()
     shutdown(wait=True, timeout=0.5)

@@ -220,17 +220,20 @@ def resume_jobs(db: Any, trace_ids: Iterable[int]) -> Iterator[Record]:
 
 def evaluate_record(record: Record, *, persist: bool, client: Any) -> EvaluationResult | None:
     """Evaluate one record in a worker thread; None when another process claimed the trace first."""
-    from veralith.pipeline.evaluate import evaluate
+    from veralith.pipeline.evaluate import evaluate_checked
 
-    if persist and record.trace_id is not None:
+    db = None
+    if persist:
         from veralith.store.db import open_db
         from veralith.store.repository import claim_trace
 
+        db = open_db()
         # Claim before evaluating, so a concurrent `veralith resume` never evaluates it twice.
-        if not claim_trace(open_db(), record.trace_id):
+        if record.trace_id is not None and not claim_trace(db, record.trace_id):
             return None
-    return evaluate(record.query, record.context, record.response, persist=persist, trace_id=record.trace_id,
-                    knowledge_base=record.knowledge_base, metadata=record.metadata, client=client)
+    # The record was validated when read and budget-checked in eval_jobs (or when it was logged).
+    return evaluate_checked(record.query, record.context, record.response, db=db, client=client,
+                            trace_id=record.trace_id, knowledge_base=record.knowledge_base, metadata=record.metadata)
 
 
 def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, error: BaseException | None, *,

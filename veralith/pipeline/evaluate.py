@@ -39,7 +39,7 @@ from veralith.pipeline.judges import completeness, faithfulness, sufficiency
 from veralith.pipeline.suggest import suggest
 from veralith.policy import quality_gate
 
-__all__ = ["evaluate", "run_pipeline"]
+__all__ = ["evaluate", "evaluate_checked", "run_pipeline"]
 
 
 def evaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
@@ -73,6 +73,19 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
         if trace_id is not None:
             from veralith.store.repository import load_trace_input
             load_trace_input(db, trace_id)  # TraceNotFound now, before paying for any judge call
+    return evaluate_checked(query, chunks, response, db=db, client=client, trace_id=trace_id,
+                            knowledge_base=knowledge_base, metadata=metadata)
+
+
+def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, db: Any, client: JudgeClient,
+                     trace_id: int | None = None, knowledge_base: str = "default",
+                     metadata: dict[str, Any] | None = None) -> EvaluationResult:
+    """Evaluate inputs that were already validated and budget-checked, storing into `db` if given.
+
+    For the SDK worker, `resume` and `veralith eval`, which validate and run the budget guard when
+    a trace is logged or read, and claim a stored trace before evaluating it: doing either again
+    here would render and count every prompt twice per trace.
+    """
     threshold, source = _threshold(knowledge_base, db)
     result = run_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=source,
                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id)

@@ -189,14 +189,16 @@ class _Worker:
 
 def _evaluate_claimed(db: Any, trace_id: int, *, raise_errors: bool, claim: bool = True) -> EvaluationResult | None:
     """Claim, evaluate and store one trace. Returns None when it was not ours to take or failed."""
-    from veralith.pipeline.evaluate import evaluate
+    from veralith.llm import get_client
+    from veralith.pipeline.evaluate import evaluate_checked
 
     try:
         if claim and not _store.repo.claim_trace(db, trace_id):
             return None
         query, chunks, response, knowledge_base, metadata = _store.repo.load_trace_input(db, trace_id)
-        return evaluate(query, chunks, response, persist=True, trace_id=trace_id, knowledge_base=knowledge_base,
-                        metadata=metadata)
+        # Validated and budget-checked when it was logged; stored into the db it was logged to.
+        return evaluate_checked(query, chunks, response, db=db, client=get_client(), trace_id=trace_id,
+                                knowledge_base=knowledge_base, metadata=metadata)
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}"
         if raise_errors:
