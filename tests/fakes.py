@@ -27,9 +27,10 @@ class FakeClient:
     def prompt_version(self, task: str) -> str:
         return f"fake-{task}-1"
 
-    def enqueue(self, task: str, reply: Any) -> "FakeClient":
-        """reply: an output model instance, a dict for it, or an exception to raise."""
-        self._queues[task].append(reply)
+    def enqueue(self, task: str, reply: Any, confidence: dict[str, float] | None = None) -> "FakeClient":
+        """reply: an output model instance, a dict for it, or an exception to raise; `confidence`
+        is what a backend that knows its certainty would report (item id -> probability)."""
+        self._queues[task].append((reply, confidence or {}))
         return self
 
     def respond(self, task: str, fn: Callable[[Any], Any]) -> "FakeClient":
@@ -43,7 +44,7 @@ class FakeClient:
     def run(self, task: Task, payload: BaseModel) -> CallResult:
         with self._lock:
             self.history.append((task.name, payload))
-            reply = self._queues[task.name].popleft() if self._queues[task.name] else None
+            reply, confidence = self._queues[task.name].popleft() if self._queues[task.name] else (None, {})
         if reply is None:
             if task.name not in self._responders:
                 raise AssertionError(f"no scripted reply for {task.name}")
@@ -54,7 +55,8 @@ class FakeClient:
         problems = task.check(payload, output)
         if problems:
             raise JudgeCallError("malformed_reply", "; ".join(problems))
-        return CallResult(output, CallUsage(model=self.model, calls=1, input_tokens=100, output_tokens=10, usd=0.001))
+        return CallResult(output, CallUsage(model=self.model, calls=1, input_tokens=100, output_tokens=10, usd=0.001),
+                          dict(confidence))
 
 
 def supported(claim_id: str, chunk: str = "c0") -> dict:
@@ -72,13 +74,27 @@ def suff(sq_id: str, yes: bool, chunk: str = "c0") -> dict:
             "reasoning": "r", "sufficient": "yes" if yes else "no", "supporting_chunk_ids": [chunk] if yes else []}
 
 
-def decomposition(sub_questions: list[str], claims: list[tuple[str, list[str]]], kind: str = "answer") -> dict:
-    return {"response_kind": kind,
-            "sub_questions": [{"id": f"q{i + 1}", "text": t, "ambiguity_note": None} for i, t in enumerate(sub_questions)],
-            "claims": [{"id": f"c{i + 1}", "source_sentence_ids": s, "claim": t, "context_note": None,
-                        "modality": "asserted"} for i, (t, s) in enumerate(claims)]}
+def decomposition(client: FakeClient, sub_questions: list[str], claims: list[tuple[str, list[str]]],
+                  gaps: list[tuple[str, list[str]]] = (), asks: bool = False) -> FakeClient:
+    """Script both decomposition calls: sub-questions q1.., claims c1.. and gaps g1.. with their sentences."""
+    client.enqueue("questions", {"sub_questions": [{"id": f"q{i + 1}", "text": t} for i, t in enumerate(sub_questions)]})
+    client.enqueue("claims", {
+        "claims": [{"id": f"c{i + 1}", "source_sentence_ids": s, "text": t, "note": ""} for i, (t, s) in enumerate(claims)],
+        "gaps": [{"id": f"g{i + 1}", "source_sentence_ids": s, "text": t} for i, (t, s) in enumerate(gaps)],
+        "asks_clarification": asks})
+    return client
 
 
-def mapping(pairs: dict[str, list[str]]) -> dict:
-    return {"reasoning": "aligned", "items": [{"claim_id": c, "reasoning": "r", "sub_question_ids": q}
-                                             for c, q in pairs.items()]}
+def mapping(pairs: dict[str, list[str]], sqs: list[str] | None = None, roles: dict[str, str] | None = None,
+            statuses: dict[str, str] | None = None, gaps: dict[str, list[str]] | None = None) -> dict:
+    """A completeness reply: claim -> sub-questions it answers (role `answers`, or `roles[claim]`;
+    none: extra); statuses default to answered when an answering claim exists, else unanswered."""
+    roles = roles or {}
+    sqs = sqs if sqs is not None else sorted({q for qs in pairs.values() for q in qs})
+    role_of = {c: roles.get(c, "answers" if q else "extra") for c, q in pairs.items()}
+    answered = {q for c, qs in pairs.items() if role_of[c] == "answers" for q in qs}
+    statuses = {q: (statuses or {}).get(q, "answered" if q in answered else "unanswered") for q in sqs}
+    return {"claims": [{"claim_id": c, "reasoning": "r", "role": role_of[c], "sub_question_ids": q}
+                       for c, q in pairs.items()],
+            "gaps": [{"gap_id": g, "sub_question_ids": q} for g, q in (gaps or {}).items()],
+            "sub_questions": [{"sub_question_id": q, "reasoning": "r", "status": st} for q, st in statuses.items()]}

@@ -22,8 +22,9 @@ SIX_CELL_TRACES: list[dict] = [
         "cell": "complete_ungrounded",
         "query": "When was the Eiffel Tower completed?",
         "context": [_TOWER],
+        # The answer is grounded; a detail backing it up (the crew) is invented.
         "response": ("The Eiffel Tower was completed in March 1889. "
-                     "The Eiffel Tower was originally painted bright gold by Antoni Gaudí."),
+                     "The work finished in March 1889 with a crew of 900 riveters from Lyon."),
     },
     {
         "cell": "incomplete_grounded",

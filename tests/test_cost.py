@@ -233,7 +233,7 @@ def test_two_traces_evaluated_concurrently_each_get_only_their_own_cost(openai_s
     # Trace A's requests are reported as 1000 prompt tokens, trace B's as 7000.
     def responder(body):
         text = json.dumps(body["messages"])
-        return Reply.of(auto_reply(body), usage={"prompt_tokens": 7000 if "Berlin" in text else 1000,
+        return Reply.of(auto_reply(body), usage={"prompt_tokens": 7000 if "Germany" in text else 1000,
                                                  "completion_tokens": 50, "cached_tokens": 0})
 
     openai_server.responder = responder

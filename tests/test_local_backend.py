@@ -9,15 +9,18 @@ from six_cell_traces import SIX_CELL_TRACES
 from veralith.llm.base import JudgeClient
 from veralith.llm.local import LocalClient
 from veralith.llm.tasks import (
+    CLAIMS,
     COMPLETENESS,
-    DECOMPOSE,
     FAITHFULNESS,
+    QUESTIONS,
     SUFFICIENCY,
     ChunkIn,
     ClaimIn,
+    ClaimsInput,
     CompletenessInput,
-    DecomposeInput,
     FaithfulnessInput,
+    GapIn,
+    QuestionsInput,
     Sentence,
     SubQuestionIn,
     SufficiencyInput,
@@ -35,23 +38,38 @@ def _sentences(response: str) -> list[Sentence]:
     return [Sentence(id=f"S{i + 1}", text=response[a:b]) for i, (a, b) in enumerate(sentence_spans(response))]
 
 
+class Decomposed:
+    """The two decomposition outputs together, as the tests read them."""
+
+    def __init__(self, questions, claims) -> None:
+        self.sub_questions, self.claims, self.gaps = questions.sub_questions, claims.claims, claims.gaps
+        self.asks_clarification = claims.asks_clarification
+
+    def model_dump(self) -> dict:
+        return {"q": [q.model_dump() for q in self.sub_questions], "c": [c.model_dump() for c in self.claims],
+                "g": [g.model_dump() for g in self.gaps]}
+
+
 def run_all(query: str, context: list[str], response: str) -> dict:
-    """Run the four tasks directly, asserting each output passes its task's check."""
+    """Run the five tasks directly, asserting each output passes its task's check."""
     out = {}
-    payload = DecomposeInput(query=query, response=response, sentences=_sentences(response))
-    dec = CLIENT.run(DECOMPOSE, payload)
-    assert DECOMPOSE.check(payload, dec.output) == []
-    out["decompose"] = dec.output
+    q_in, c_in = QuestionsInput(query=query), ClaimsInput(query=query, response=response, sentences=_sentences(response))
+    q_out, c_out = CLIENT.run(QUESTIONS, q_in).output, CLIENT.run(CLAIMS, c_in).output
+    assert QUESTIONS.check(q_in, q_out) == [] and CLAIMS.check(c_in, c_out) == []
+    out["decompose"] = dec = Decomposed(q_out, c_out)
     chunks = [ChunkIn(id=f"c{i}", text=t) for i, t in enumerate(context)]
-    sqs = [SubQuestionIn(id=q.id, text=q.text) for q in dec.output.sub_questions]
-    claims = [ClaimIn(id=c.id, text=c.claim, context_note=c.context_note) for c in dec.output.claims]
+    sqs = [SubQuestionIn(id=q.id, text=q.text) for q in dec.sub_questions]
+    claims = [ClaimIn(id=c.id, text=c.text, context_note=c.note or None) for c in dec.claims]
+    gaps = [GapIn(id=g.id, text=g.text) for g in dec.gaps]
     for name, task, payload in (
             ("sufficiency", SUFFICIENCY, SufficiencyInput(query=query, sub_questions=sqs, chunks=chunks)),
             ("faithfulness", FAITHFULNESS, FaithfulnessInput(query=query, claims=claims, chunks=chunks)),
-            ("completeness", COMPLETENESS, CompletenessInput(query=query, sub_questions=sqs, claims=claims))):
+            ("completeness", COMPLETENESS, CompletenessInput(query=query, sub_questions=sqs, claims=claims,
+                                                             gaps=gaps))):
         result = CLIENT.run(task, payload)
         assert task.check(payload, result.output) == []
         assert result.usage.calls == 0 and result.usage.usd == 0.0 and result.usage.model == "local-heuristics"
+        assert all(0.0 <= p <= 1.0 for p in result.confidence.values())
         out[name] = result.output
     return out
 
@@ -59,7 +77,7 @@ def run_all(query: str, context: list[str], response: str) -> dict:
 def test_client_shape():
     assert isinstance(CLIENT, JudgeClient)
     assert (CLIENT.backend, CLIENT.model, CLIENT.concurrent) == ("local", "local-heuristics", False)
-    for task in ("decompose", "sufficiency", "faithfulness", "completeness"):
+    for task in ("questions", "claims", "sufficiency", "faithfulness", "completeness"):
         assert CLIENT.prompt_version(task).startswith(f"local-{task}-")
 
 
@@ -105,8 +123,8 @@ def test_quickstart():
     faith = {i.claim_id: i for i in out["faithfulness"].items}
     assert faith["c1"].relation == "supported" and faith["c1"].grounding_chunk_ids == ["c0"]
     assert faith["c2"].relation != "supported"
-    mapping = {i.claim_id: i.sub_question_ids for i in out["completeness"].items}
-    assert mapping == {"c1": ["q1"], "c2": ["q2"]}
+    mapping = {i.claim_id: (i.role, i.sub_question_ids) for i in out["completeness"].claims}
+    assert mapping == {"c1": ("answers", ["q1"]), "c2": ("answers", ["q2"])}
 
 
 def test_quickstart_through_pipeline():
@@ -119,20 +137,23 @@ def test_quickstart_through_pipeline():
                                       "The context does not mention who won the 2031 final."])
 def test_refusal_is_full_refusal_without_claims(response):
     dec = run_all("Who won the 2031 final?", ["The 2030 final was postponed."], response)["decompose"]
-    assert dec.response_kind == "full_refusal" and dec.claims == []
+    assert dec.claims == [] and len(dec.gaps) == 1
 
 
 def test_partial_refusal_keeps_facts():
-    dec = run_all("Who wrote Hamlet and when?", ["Hamlet is a tragedy by William Shakespeare."],
-                  "Hamlet was written by William Shakespeare. The context does not say when.")["decompose"]
-    assert dec.response_kind == "partial_refusal"
-    assert [c.claim for c in dec.claims] == ["Hamlet was written by William Shakespeare."]
+    out = run_all("Who wrote Hamlet and when?", ["Hamlet is a tragedy by William Shakespeare."],
+                  "Hamlet was written by William Shakespeare. The context does not say when.")
+    dec = out["decompose"]
+    assert [c.text for c in dec.claims] == ["Hamlet was written by William Shakespeare."]
+    assert [g.text for g in dec.gaps] == ["The context does not say when."]
+    links = {g.gap_id: g.sub_question_ids for g in out["completeness"].gaps}
+    assert links == {"g1": ["q2"]}   # names nothing: declines what no claim answers
 
 
 def test_boilerplate_is_trimmed_not_claimed():
     response = "Sure! Based on the context, Hamlet was written by William Shakespeare. I hope this helps!"
     dec = run_all("Who wrote Hamlet?", ["Hamlet is a tragedy by William Shakespeare."], response)["decompose"]
-    assert [c.claim for c in dec.claims] == ["Hamlet was written by William Shakespeare."]
+    assert [c.text for c in dec.claims] == ["Hamlet was written by William Shakespeare."]
 
 
 def test_single_purpose_query_stays_one_sub_question():
@@ -182,5 +203,32 @@ def test_instruction_query_maps_the_answer_and_flags_only_islands():
     # "Summarise the passage" shares no words with a good summary; its claims must not all be "extra".
     out = run_all("Summarise the passage.", ["The Eiffel Tower was completed in 1889. It is 330 metres tall."],
                   "The Eiffel Tower was completed in 1889. The tower is 330 metres tall. I love pizza.")
-    mapping = {i.claim_id: i.sub_question_ids for i in out["completeness"].items}
-    assert mapping == {"c1": ["q1"], "c2": ["q1"], "c3": []}
+    mapping = {i.claim_id: (i.role, i.sub_question_ids) for i in out["completeness"].claims}
+    assert mapping == {"c1": ("answers", ["q1"]), "c2": ("answers", ["q1"]), "c3": ("extra", [])}
+
+
+def test_one_sentence_answers_both_parts_of_a_who_and_when_question():
+    out = run_all("Who founded Acme and when?", ["Acme was founded by Ruth Calder in 1947."],
+                  "Acme was founded by Ruth Calder in 1947.")
+    assert [q.text for q in out["decompose"].sub_questions] == ["Who founded Acme?", "When — founded Acme?"]
+    roles = {i.claim_id: (i.role, i.sub_question_ids) for i in out["completeness"].claims}
+    assert roles == {"c1": ("answers", ["q1", "q2"])}
+
+
+def test_a_related_but_unasked_fact_is_extra_and_an_elaboration_supports():
+    out = run_all("How do I reset the filter light?", ["Hold the Reset button for five seconds."],
+                  "Hold the Reset button for five seconds until the filter light blinks. "
+                  "The Reset button is on the top panel. The filter should be replaced every six months.")
+    roles = {i.claim_id: i.role for i in out["completeness"].claims}
+    assert roles == {"c1": "answers", "c2": "supports", "c3": "extra"}
+
+
+def test_a_gap_statement_is_refusal_text_not_a_claim():
+    for response in ("The documents I have do not say whether a young-driver fee applies.",
+                     "I couldn't find anything about a young-driver fee.",
+                     "There is no information about a young-driver fee in the provided documents."):
+        dec = run_all("Is there a young-driver fee?", ["Cars can be rented from age 21."], response)["decompose"]
+        assert dec.claims == [] and len(dec.gaps) == 1, response
+    # A real claim that a thing does not exist is kept as a claim.
+    dec = run_all("Is there an entry fee?", ["Entry is free."], "Per the guide, there is no entry fee.")["decompose"]
+    assert len(dec.claims) == 1 and dec.gaps == []

@@ -19,10 +19,10 @@ R = "A P/E ratio divides share price by earnings per share. Apple's P/E in 2023 
 
 def quickstart_client(**kw) -> FakeClient:
     client = FakeClient(**kw)
-    client.enqueue("decompose", decomposition(
-        ["What is a P/E ratio?", "What was Apple's P/E ratio in 2023?"],
-        [("A P/E ratio divides share price by earnings per share.", ["S1"]),
-         ("Apple's P/E in 2023 was 42.7.", ["S2"])]))
+    decomposition(client,
+                  ["What is a P/E ratio?", "What was Apple's P/E ratio in 2023?"],
+                  [("A P/E ratio divides share price by earnings per share.", ["S1"]),
+                   ("Apple's P/E in 2023 was 42.7.", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True), suff("q2", False)]})
     client.enqueue("faithfulness", {"items": [supported("c1"), unsupported("c2")]})
     client.enqueue("completeness", mapping({"c1": ["q1"], "c2": ["q2"]}))
@@ -48,7 +48,7 @@ def test_quickstart_lands_in_worst_case(concurrent):
     assert [c.text for c in result.claims][1] == "Apple's P/E in 2023 was 42.7."
     c2 = result.claims[1]
     assert R[c2.char_start:c2.char_end].startswith("Apple's P/E in 2023 was 42.7")
-    assert result.usage.calls == 4
+    assert result.usage.calls == 5
     assert set(result.latency_ms) >= {"decompose", "sufficiency", "faithfulness", "completeness", "classify", "total"}
     assert result.prompt_versions["faithfulness"] == "fake-faithfulness-1"
     _no_nan(result.model_dump(mode="json"))
@@ -93,7 +93,8 @@ def test_sufficiency_failure_keeps_the_cell_and_reports_low():
 
 
 def test_decomposition_failure_judges_nothing():
-    client = FakeClient().enqueue("decompose", JudgeCallError("timeout", "timed out"))
+    client = FakeClient().enqueue("questions", JudgeCallError("timeout", "timed out"))
+    client.enqueue("claims", {"claims": [], "gaps": [], "asks_clarification": False})
     result = evaluate(Q, CTX, R, persist=False, client=client)
     assert result.status.execution is Execution.timeout
     assert result.status.availability is Availability.not_evaluated
@@ -111,7 +112,7 @@ def test_unexpected_exception_in_a_judge_is_recorded_not_raised():
 
 def _refusal_client(sufficient: bool) -> FakeClient:
     client = FakeClient()
-    client.enqueue("decompose", decomposition(["What was Apple's P/E ratio in 2023?"], [], kind="full_refusal"))
+    decomposition(client, ["What was Apple's P/E ratio in 2023?"], [], gaps=[("can't answer", ["S1"])])
     client.enqueue("sufficiency", {"items": [suff("q1", sufficient)]})
     return client
 
@@ -130,7 +131,7 @@ def test_unnecessary_refusal_fails_and_unknown_sufficiency_is_indeterminate():
                       client=_refusal_client(True))
     assert result.status.quality_gate is Gate.fail
     client = FakeClient()
-    client.enqueue("decompose", decomposition(["q"], [], kind="full_refusal"))
+    decomposition(client, ["q"], [], gaps=[("can't answer", ["S1"])])
     client.enqueue("sufficiency", JudgeCallError("server_error", "500"))
     result = evaluate("What is a P/E ratio?", CTX, "I can't answer that.", persist=False, client=client)
     assert result.status.quality_gate is Gate.indeterminate
@@ -138,7 +139,7 @@ def test_unnecessary_refusal_fails_and_unknown_sufficiency_is_indeterminate():
 
 def test_empty_response_has_no_assessable_claims_and_fails():
     client = FakeClient()
-    client.enqueue("decompose", decomposition(["What is a P/E ratio?"], []))
+    decomposition(client, ["What is a P/E ratio?"], [])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
     result = evaluate("What is a P/E ratio?", CTX, "", persist=False, client=client)
     assert result.status.availability is Availability.no_assessable_claims
@@ -153,7 +154,7 @@ def test_claims_are_batched():
     claims = [(f"Fact number {i} is true.", [f"S{i + 1}"]) for i in range(12)]
     response = " ".join(t for t, _ in claims)
     client = FakeClient()
-    client.enqueue("decompose", decomposition(["What facts are true?"], claims))
+    decomposition(client, ["What facts are true?"], claims)
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
     client.respond("faithfulness", lambda p: {"items": [supported(c.id) for c in p.claims]})
     client.enqueue("completeness", mapping({f"c{i + 1}": ["q1"] for i in range(12)}))
@@ -167,8 +168,8 @@ def test_claims_are_batched():
 
 def test_extra_claim_and_conflict_action():
     client = FakeClient()
-    client.enqueue("decompose", decomposition(["What is a P/E ratio?"], [
-        ("A P/E ratio divides share price by earnings per share.", ["S1"]), ("Apple sells phones.", ["S2"])]))
+    decomposition(client, ["What is a P/E ratio?"], [
+        ("A P/E ratio divides share price by earnings per share.", ["S1"]), ("Apple sells phones.", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
     client.enqueue("faithfulness", {"items": [supported("c1"), {
         "claim_id": "c2", "evidence": [], "reasoning": "c0 says yes, c1 says no", "relation": "conflicting",
@@ -222,7 +223,7 @@ def test_instructions_in_text_are_data():
 
 def test_no_nan_anywhere_even_with_everything_failing():
     client = FakeClient()
-    client.enqueue("decompose", decomposition(["q?"], [("x is y.", ["S1"])]))
+    decomposition(client, ["q?"], [("x is y.", ["S1"])])
     for task in ("sufficiency", "faithfulness", "completeness"):
         client.enqueue(task, JudgeCallError("server_error", "500"))
     result = evaluate("q?", CTX, "x is y.", persist=False, client=client)

@@ -10,9 +10,32 @@ import pytest
 
 from veralith.errors import StoreError
 from veralith.models import (
-    Availability, Claim, CompletenessJudgment, ContextChunk, Diagnosis, EvaluationResult, Execution, FailureCell,
-    FaithfulnessJudgment, Gate, JudgeError, Phase, Relation, Status, SubQuestion, SufficiencyJudgment,
-    SufficiencyLevel, Suggestion, ThresholdSource, Usage, Verdict,
+    Availability,
+    Claim,
+    CompletenessJudgment,
+    CompletenessStatus,
+    ContextChunk,
+    Coverage,
+    Diagnosis,
+    EvaluationResult,
+    Execution,
+    FailureCell,
+    FaithfulnessJudgment,
+    Gap,
+    Gate,
+    JudgeError,
+    Phase,
+    Quote,
+    Relation,
+    ResponseKind,
+    Status,
+    SubQuestion,
+    SufficiencyJudgment,
+    SufficiencyLevel,
+    Suggestion,
+    ThresholdSource,
+    Usage,
+    Verdict,
 )
 from veralith.store import TraceNotEvaluated, TraceNotFound, load_result
 from veralith.store import migrate
@@ -36,7 +59,9 @@ def make_result(cell: FailureCell | None = FailureCell.complete_grounded, *, suf
                                  Claim(id="k2", text="Apple's P/E was 42.7.", char_start=None, char_end=None)]
     faith = [] if refusal else [
         FaithfulnessJudgment(claim_id="k1", verdict=Verdict.Y, relation=Relation.supported, reasoning="said",
-                             grounding_chunk_ids=["c0", "doc-7"], contradicting_chunk_ids=[]),
+                             grounding_chunk_ids=["c0", "doc-7"], contradicting_chunk_ids=[], confidence=0.8125,
+                             evidence=[Quote(chunk_id="c0", quote="price over earnings"),
+                                       Quote(chunk_id="doc-7", quote="ratio")]),
         FaithfulnessJudgment(claim_id="k2", verdict=Verdict.Y if grounded else Verdict.N,
                              relation=Relation.supported if grounded else Relation.conflicting, reasoning="mixed",
                              grounding_chunk_ids=["doc-7"], contradicting_chunk_ids=[] if grounded else ["c0"])]
@@ -45,21 +70,28 @@ def make_result(cell: FailureCell | None = FailureCell.complete_grounded, *, suf
         SufficiencyLevel.low, sufficiency_fraction=sufficiency_fraction, faithfulness_fraction=None if refusal else 0.5,
         threshold=0.7, threshold_source=ThresholdSource.calibrated, n_sub_questions=2, n_claims=len(claims),
         n_uncovered_sub_questions=1 if cell is None or "incomplete" in cell.value else 0,
-        n_extra_claims=None if cell is None else 0)
+        n_extra_claims=None if cell is None else 0, n_partial_sub_questions=None if cell is None else 1,
+        coverage={} if cell is None else {"q1": Coverage.answered, "q2": Coverage.partial},
+        needs_review=cell is not None, review_ids=["k1"] if cell is not None else [])
     gate = Gate.pass_ if cell is FailureCell.complete_grounded else Gate.indeterminate if cell is None else Gate.fail
     return EvaluationResult(
         trace_id=trace_id, knowledge_base=knowledge_base, metadata={"user": "u1", "nested": {"n": [1, 2.5, None]}},
         query="What is P/E, and what was Apple's P/E?", context=CHUNKS,
         response="I can't answer that." if refusal else "P/E is price over earnings. Apple's P/E was 42.7.",
         sub_questions=[SubQuestion(id="q1", text="What is P/E?"), SubQuestion(id="q2", text="Apple's P/E?")],
-        claims=claims, refusal=refusal,
-        sufficiency=[SufficiencyJudgment(sub_question_id="q1", verdict=Verdict.Y, reasoning="r1", chunk_ids=["c0"]),
+        claims=claims, refusal=refusal, as_of="2026-11-30",
+        gaps=[Gap(id="g1", text="whether Apple's P/E is given", char_start=0, char_end=20)] if refusal else [],
+        response_kind=ResponseKind.full_refusal if refusal else ResponseKind.answer,
+        sufficiency=[SufficiencyJudgment(sub_question_id="q1", verdict=Verdict.Y, reasoning="r1", chunk_ids=["c0"],
+                                         confidence=0.75),
                      SufficiencyJudgment(sub_question_id="q2", verdict=Verdict.N, reasoning="r2", chunk_ids=[])],
         faithfulness=faith,
         completeness=None if cell is None else CompletenessJudgment(
             mappings={"q1": [] if refusal else ["k1"], "q2": [] if refusal else ["k2", "k1"]},
             uncovered_sub_question_ids=["q2"] if refusal else [], extra_claim_ids=["k2"] if "extra" in cell.value
-            else [], reasoning="mapped"),
+            else [], reasoning="mapped", supports={"q1": [], "q2": []},
+            statuses={"q1": CompletenessStatus.answered, "q2": CompletenessStatus.partial},
+            gaps={"g1": ["q2"]} if refusal else {}, confidence={"q1": 0.5, "q2": None}),
         diagnosis=diagnosis,
         suggestion=None if cell is None else Suggestion(title="T", summary="S", actions=["a1", "a2"]),
         status=Status(execution=Execution.partial if errors else Execution.success,
@@ -359,3 +391,38 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes():
     for key, row in direct.items():
         for column, value in row.items():
             assert rolled[key][column] == pytest.approx(value, abs=1e-9), (key, column)
+
+
+def test_a_result_stored_under_schema_1_0_reads_back_after_the_1_1_migration(tmp_path):
+    """Rows written before migration 0003 (no confidence, gaps, statuses...) load with the defaults."""
+    import shutil
+
+    old = tmp_path / "old_migrations"
+    old.mkdir()
+    for name in ("0001_initial_schema.sql", "0002_stats_rollup.sql"):
+        shutil.copy(migrate.MIGRATIONS_DIR / name, old / name)
+    path = tmp_path / "v10.db"
+    db = connect(path, migrate=False)
+    migrate.apply_migrations(db, old)
+    with db.conn:
+        db.execute("INSERT INTO traces (id, created_at, updated_at, status, schema_version, failure_cell, quality_gate,"
+                   " execution, availability, status_reason, status_summary, refusal, has_diagnosis,"
+                   " sufficiency_level, sufficiency_fraction, faithfulness_fraction, threshold, threshold_source,"
+                   " n_sub_questions, n_claims, n_uncovered_sub_questions, n_extra_claims, calls, cache_hits,"
+                   " input_tokens, cached_input_tokens, output_tokens, usd, backend, judge_model, latency_ms,"
+                   " prompt_versions, query, response) VALUES (1, 't', 't', 'done', '1.0', 'complete_grounded', 'pass',"
+                   " 'success', 'assessed', 'complete_grounded', 'ok', 0, 1, 'high', 1.0, 1.0, 1.0, 'fallback', 1, 1,"
+                   " 0, 0, 4, 0, 10, 0, 5, 0.0, 'openai', 'gpt-4o', '{}', '{\"decompose\": \"decompose-v1\"}',"
+                   " 'Who?', 'Ann.')")
+        db.execute("INSERT INTO sub_questions VALUES (1, 0, 'q1', 'Who?')")
+        db.execute("INSERT INTO claims VALUES (1, 0, 'c1', 'Ann.', 0, 4)")
+        db.execute("INSERT INTO sufficiency_judgments VALUES (1, 0, 'q1', 'Y', 'r', '[\"c0\"]', 'sufficiency-v1')")
+        db.execute("INSERT INTO faithfulness_judgments VALUES (1, 0, 'c1', 'Y', 'supported', 'r', 'faithfulness-v1')")
+        db.execute("INSERT INTO completeness VALUES (1, 'mapped', '[]', 'completeness-v1')")
+        db.execute("INSERT INTO completeness_mappings VALUES (1, 0, 0, 'q1', 'c1')")
+    db.conn.close()
+    result = load_result(1, connect(path))
+    assert result.schema_version == "1.0" and result.failure_cell is FailureCell.complete_grounded
+    assert result.faithfulness[0].confidence is None and result.faithfulness[0].evidence == []
+    assert result.gaps == [] and result.response_kind is None and not result.needs_review
+    assert result.completeness.mappings == {"q1": ["c1"]} and result.completeness.statuses == {}

@@ -11,7 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
+# Results written under these versions still read back (new fields take their defaults).
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1")
 
 
 class _Model(BaseModel):
@@ -61,6 +63,35 @@ class Execution(str, Enum):
     cancelled = "cancelled"  # interrupted before it finished
 
 
+class ResponseKind(str, Enum):
+    """What the response does, derived in code from its claims and gap statements."""
+
+    answer = "answer"                                # states facts, admits no gap in what was asked
+    partial_refusal = "partial_refusal"              # states facts and says part of what was asked is missing
+    full_refusal = "full_refusal"                    # says the information is missing and states no facts
+    clarification_request = "clarification_request"  # only asks the user something back
+    no_factual_content = "no_factual_content"        # empty, greeting or opinion: nothing to check
+
+
+class Coverage(str, Enum):
+    """How a sub-question fared, from the completeness statuses and the faithfulness verdicts.
+
+    Only `answered` covers it; every other value leaves the trace `incomplete`.
+    """
+
+    answered = "answered"                    # a grounded claim answers it in full
+    partial = "partial"                      # answered only in part: never complete
+    ungrounded_answer = "ungrounded_answer"  # the only claims that answer it are not grounded
+    declined = "declined"                    # no claim answers it and the response says the documents lack it
+    unanswered = "unanswered"                # nothing in the response answers or declines it
+
+
+class CompletenessStatus(str, Enum):
+    answered = "answered"
+    partial = "partial"
+    unanswered = "unanswered"
+
+
 class Availability(str, Enum):
     assessed = "assessed"
     no_assessable_claims = "no_assessable_claims"  # empty or content-free response, not a refusal
@@ -99,11 +130,27 @@ class Claim(_Model):
     char_end: int | None = Field(None, description="End (exclusive) of the span, when locatable.")
 
 
+class Gap(_Model):
+    """A sentence of the response that says the documents lack something: refusal text, not a claim."""
+
+    id: str
+    text: str
+    char_start: int | None = None
+    char_end: int | None = None
+
+
+class Quote(_Model):
+    chunk_id: str
+    quote: str = Field(description="Verbatim text of the chunk (whitespace may differ).")
+
+
 class SufficiencyJudgment(_Model):
     sub_question_id: str
     verdict: Verdict
     reasoning: str
     chunk_ids: list[str] = Field(default_factory=list, description="Chunks that hold the needed facts.")
+    confidence: float | None = Field(None, ge=0.0, le=1.0,
+                                     description="Probability that the verdict is right; None when unknown.")
 
 
 class FaithfulnessJudgment(_Model):
@@ -113,6 +160,9 @@ class FaithfulnessJudgment(_Model):
     reasoning: str
     grounding_chunk_ids: list[str] = Field(default_factory=list)
     contradicting_chunk_ids: list[str] = Field(default_factory=list)
+    evidence: list[Quote] = Field(default_factory=list)
+    confidence: float | None = Field(None, ge=0.0, le=1.0,
+                                     description="Probability that the verdict is right; None when unknown.")
 
     @model_validator(mode="after")
     def _verdict_follows_relation(self) -> FaithfulnessJudgment:
@@ -122,16 +172,25 @@ class FaithfulnessJudgment(_Model):
 
 
 class CompletenessJudgment(_Model):
-    """What the Completeness judge saw: which claims address which sub-question.
+    """What the Completeness judge saw, before truth is taken into account.
 
-    `uncovered_sub_question_ids` are those no claim addresses at all. The classifier applies the
-    stricter coverage rule (a sub-question is covered only by a *grounded* claim) on top.
+    `mappings` lists the claims that *answer* each sub-question; `supports` the claims that only
+    back or qualify an answer (background, a caveat), which neither cover a sub-question nor count
+    as extra. `statuses` is the judge's own per-sub-question call; `uncovered_sub_question_ids` are
+    those it did not call answered. `gaps` links each gap statement to the sub-questions it
+    declines. The classifier applies the coverage rule (only a *grounded* answering claim covers)
+    on top.
     """
 
     mappings: dict[str, list[str]] = Field(default_factory=dict)
+    supports: dict[str, list[str]] = Field(default_factory=dict)
+    statuses: dict[str, CompletenessStatus] = Field(default_factory=dict)
+    gaps: dict[str, list[str]] = Field(default_factory=dict)
     uncovered_sub_question_ids: list[str] = Field(default_factory=list)
     extra_claim_ids: list[str] = Field(default_factory=list)
     reasoning: str = ""
+    confidence: dict[str, float | None] = Field(
+        default_factory=dict, description="Per sub-question: probability that its status is right.")
 
 
 class Diagnosis(_Model):
@@ -145,6 +204,11 @@ class Diagnosis(_Model):
     n_claims: int
     n_uncovered_sub_questions: int | None = None
     n_extra_claims: int | None = None
+    n_partial_sub_questions: int | None = None
+    coverage: dict[str, Coverage] = Field(default_factory=dict, description="Per sub-question; empty when unknown.")
+    needs_review: bool = Field(False, description="A low-confidence verdict decides the cell or the gate.")
+    review_ids: list[str] = Field(default_factory=list,
+                                  description="The low-confidence verdicts whose flip would change cell or gate.")
 
 
 class Suggestion(_Model):
@@ -156,7 +220,7 @@ class Suggestion(_Model):
 class JudgeError(_Model):
     phase: Phase
     kind: str = Field(description="timeout | rate_limited | server_error | connection | malformed_reply | "
-                      "auth | bad_request | internal")
+                      "auth | bad_request | context_truncated | internal")
     message: str
     attempts: int = 1
 
@@ -188,7 +252,10 @@ class EvaluationResult(_Model):
     response: str
     sub_questions: list[SubQuestion] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
+    gaps: list[Gap] = Field(default_factory=list)
+    response_kind: ResponseKind | None = Field(None, description="None when the response was not decomposed.")
     refusal: bool = False
+    as_of: str | None = Field(None, description="The date the judges took as 'today' (YYYY-MM-DD).")
     sufficiency: list[SufficiencyJudgment] = Field(default_factory=list)
     faithfulness: list[FaithfulnessJudgment] = Field(default_factory=list)
     completeness: CompletenessJudgment | None = None
@@ -205,6 +272,10 @@ class EvaluationResult(_Model):
     @property
     def failure_cell(self) -> FailureCell | None:
         return self.diagnosis.failure_cell if self.diagnosis else None
+
+    @property
+    def needs_review(self) -> bool:
+        return bool(self.diagnosis and self.diagnosis.needs_review)
 
     @property
     def passed(self) -> bool:

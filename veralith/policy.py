@@ -1,39 +1,76 @@
-"""The quality gate and the status layers, as pure functions of what was judged.
+"""The status layers and the quality gate, as pure functions of what was judged.
 
-The gate never says `pass` when nothing was assessed: no cell means `indeterminate`.
+`status()` is the one place that turns a judged trace into `Status`: execution (did the phases
+run), availability (was there anything to assess), and the gate. The gate never says `pass` when
+nothing was assessed: no cell means `indeterminate`, and a response without claims that is not a
+refusal fails.
+
+A refusal (full or partial) is judged by what it declines: it passes only when every claim it
+does make is grounded, it makes no claim nobody asked for, and every sub-question it leaves
+uncovered is one the context cannot answer (per-sub-question sufficiency, not the trace's level).
 """
 
 from __future__ import annotations
 
-from veralith.models import Availability, FailureCell, Gate, SufficiencyLevel
+from collections.abc import Iterable, Mapping
 
-__all__ = ["quality_gate"]
+from veralith.models import (
+    Availability,
+    Coverage,
+    Execution,
+    FailureCell,
+    Gate,
+    JudgeError,
+    Phase,
+    ResponseKind,
+    Status,
+)
+
+__all__ = ["REFUSAL_KINDS", "quality_gate", "status"]
+
+REFUSAL_KINDS = frozenset({ResponseKind.full_refusal, ResponseKind.partial_refusal})
 
 
-def quality_gate(
-    *,
-    failure_cell: FailureCell | None,
-    availability: Availability,
-    refusal: bool,
-    sufficiency_level: SufficiencyLevel,
-    sufficiency_failed: bool,
-) -> tuple[Gate, str, str]:
-    """Return (gate, reason code, one-sentence summary)."""
+def quality_gate(*, failure_cell: FailureCell | None, availability: Availability,
+                 response_kind: ResponseKind | None = None, coverage: Mapping[str, Coverage] | None = None,
+                 sufficient: Mapping[str, bool] | None = None, n_extra_claims: int = 0) -> tuple[Gate, str, str]:
+    """Return (gate, reason code, one-sentence summary).
+
+    `coverage` is per sub-question (veralith.models.Coverage); `sufficient` says per sub-question
+    whether the context can answer it, None when the Sufficiency judge failed.
+    """
     if availability is Availability.not_evaluated or failure_cell is None:
         return (Gate.indeterminate, "not_classified",
                 "No failure cell could be determined because a judge failed; nothing is claimed about quality.")
-    if failure_cell is FailureCell.complete_grounded:
-        return Gate.pass_, "complete_grounded", "Every part of the query is answered by claims grounded in the context."
-    if refusal:
-        if sufficiency_failed:
-            return (Gate.indeterminate, "refusal_sufficiency_unknown",
-                    "The response refused, and whether the context could have answered is unknown.")
-        if sufficiency_level is SufficiencyLevel.low:
-            return Gate.pass_, "correct_refusal", "The response refused, and the context indeed could not answer."
-        return Gate.fail, "unnecessary_refusal", "The response refused although the context held the answer."
     if availability is Availability.no_assessable_claims:
         return Gate.fail, "no_assessable_claims", "The response makes no claim that answers the query."
+    if failure_cell is FailureCell.complete_grounded:
+        return Gate.pass_, "complete_grounded", "Every part of the query is answered by claims grounded in the context."
+    if response_kind in REFUSAL_KINDS:
+        return _refusal_gate(failure_cell, response_kind, coverage or {}, sufficient, n_extra_claims)
     return Gate.fail, failure_cell.value, _FAIL_SUMMARY[failure_cell]
+
+
+def _refusal_gate(cell: FailureCell, kind: ResponseKind, coverage: Mapping[str, Coverage],
+                  sufficient: Mapping[str, bool] | None, n_extra: int) -> tuple[Gate, str, str]:
+    what = "declines part of the query" if kind is ResponseKind.partial_refusal else "declines to answer"
+    if cell.value.endswith("_ungrounded"):
+        return Gate.fail, cell.value, f"The response {what}, and claims it does make are not grounded in the context."
+    uncovered = [q for q, c in coverage.items() if c is not Coverage.answered]
+    if sufficient is None:
+        return (Gate.indeterminate, "refusal_sufficiency_unknown",
+                f"The response {what}, and whether the context could have answered is unknown.")
+    answerable = [q for q in uncovered if sufficient.get(q, False)]
+    if answerable:
+        return (Gate.fail, "unnecessary_refusal",
+                f"The response {what} although the context answers {', '.join(answerable)}.")
+    if n_extra:
+        return (Gate.fail, "refusal_with_extra_claims",
+                f"The response rightly {what}, but adds claims the query did not ask for.")
+    if kind is ResponseKind.partial_refusal:
+        return (Gate.pass_, "correct_partial_refusal",
+                "The response answers what the context supports and rightly declines the rest.")
+    return Gate.pass_, "correct_refusal", "The response declines, and the context indeed cannot answer."
 
 
 _FAIL_SUMMARY = {
@@ -43,3 +80,37 @@ _FAIL_SUMMARY = {
     FailureCell.extra_grounded: "The answer is grounded but adds claims the query did not ask for.",
     FailureCell.extra_ungrounded: "The answer adds claims the query did not ask for, and some are not grounded.",
 }
+
+_JUDGES = frozenset({Phase.sufficiency, Phase.faithfulness, Phase.completeness})
+
+
+def status(*, errors: Iterable[JudgeError], failure_cell: FailureCell | None, response_kind: ResponseKind | None,
+           n_claims: int, coverage: Mapping[str, Coverage] | None = None,
+           sufficient: Mapping[str, bool] | None = None, n_extra_claims: int = 0) -> Status:
+    """Every status layer of a judged trace. `response_kind` is None when decomposition failed."""
+    errors = list(errors)
+    phases = {e.phase for e in errors}
+    failed = errors if response_kind is None else [e for e in errors if e.phase in _JUDGES]
+    if not errors:
+        execution = Execution.success
+    elif response_kind is None or phases >= _JUDGES:
+        # Nothing could be judged: say whether the server's slowness is why.
+        execution = Execution.timeout if all(e.kind == "timeout" for e in failed) else Execution.error
+    else:
+        execution = Execution.partial
+    if response_kind is None:
+        kind = errors[0].kind if errors else "unknown"
+        return Status(execution=execution, availability=Availability.not_evaluated, quality_gate=Gate.indeterminate,
+                      reason="decomposition_failed", summary=f"Decomposition failed ({kind}); nothing was judged.")
+    if failure_cell is None:
+        availability = Availability.not_evaluated
+    elif n_claims == 0 and response_kind not in REFUSAL_KINDS:
+        availability = Availability.no_assessable_claims
+    else:
+        availability = Availability.assessed
+    gate, reason, summary = quality_gate(failure_cell=failure_cell, availability=availability,
+                                         response_kind=response_kind, coverage=coverage, sufficient=sufficient,
+                                         n_extra_claims=n_extra_claims)
+    if errors:
+        summary = f"{summary} (Failed: {', '.join(sorted(p.value for p in phases))}.)"
+    return Status(execution=execution, availability=availability, quality_gate=gate, reason=reason, summary=summary)

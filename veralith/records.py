@@ -50,7 +50,7 @@ def _reject_constant(name: str) -> float:
 
 def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
     """Validate one line; every problem becomes a BadLine whose message says what is wrong."""
-    from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
+    from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 
     try:
         text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
@@ -83,7 +83,7 @@ def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
         kb = obj.get("knowledge_base")
         return Record(
             line=lineno,
-            query=check_text("query", obj["query"]),
+            query=check_query(obj["query"]),
             context=normalize_context(obj["context"]),
             response=check_text("response", obj["response"]),
             knowledge_base=default_kb if kb is None else check_knowledge_base(kb),

@@ -41,6 +41,10 @@ class CallUsage:
 class CallResult:
     output: BaseModel
     usage: CallUsage = field(default_factory=CallUsage)
+    # Item id (claim, sub-question) -> probability that the label given for it is right, when the
+    # backend can tell (the local models; token log-probabilities on the OpenAI backend). An id
+    # that is absent has no known confidence: it is None downstream, never invented.
+    confidence: dict[str, float] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -1,10 +1,17 @@
-"""The four judge tasks as typed contracts: what goes in, what must come back, and how to check it.
+"""The five judge tasks as typed contracts: what goes in, what must come back, and how to check it.
 
 Both backends speak these types. The OpenAI backend renders an input into delimited prompt
 messages and parses the reply into the output model (strict JSON Schema); the local backend
 computes the same output model with heuristics. `check` returns the problems a reply has beyond
-its schema (ids not echoed, ids invented, contradictory fields); a non-empty list is a malformed
-reply and the OpenAI backend re-asks once with those problems spelled out.
+its schema (ids not echoed or invented, a label that contradicts its own fields, a quote that is
+not in the chunk it cites); a non-empty list is a malformed reply, and the OpenAI backend re-asks
+once with those problems spelled out.
+
+Decomposition is two tasks that run at once: `questions` reads only the query (so the response
+can neither narrow nor multiply what was asked, and the reply is cacheable per query), `claims`
+reads the response. Gap statements ("the documents don't say...") are their own items, never
+claims; which sub-questions they decline is decided by `completeness`, and the response kind is
+derived in code from claims and linked gaps (veralith/pipeline/classify.py).
 
 Output models put evidence and reasoning before the label: structured outputs generate keys in
 schema order, and reasoning written before the verdict makes judges more accurate (PROMPTS.md §0).
@@ -20,11 +27,11 @@ from typing import Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 __all__ = [
-    "COMPLETENESS", "DECOMPOSE", "FAITHFULNESS", "SUFFICIENCY", "TASKS",
-    "ChunkIn", "ClaimIn", "CompletenessInput", "CompletenessItem", "CompletenessOutput",
-    "DecomposeInput", "DecomposeOutput", "DecomposedClaim", "DecomposedSubQuestion", "Evidence",
-    "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "Sentence", "SubQuestionIn",
-    "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "Task",
+    "CLAIMS", "COMPLETENESS", "FAITHFULNESS", "QUESTIONS", "SUFFICIENCY", "TASKS",
+    "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
+    "Evidence", "ExtractedClaim", "ExtractedGap", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput",
+    "GapIn", "GapLink", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence", "SubQuestionIn",
+    "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "Task", "quote_in",
 ]
 
 
@@ -58,7 +65,12 @@ class SubQuestionIn(_In):
 class ClaimIn(_In):
     id: str
     text: str
-    context_note: str | None = None
+    context_note: str | None = None   # words from the query or response that interpret the claim; not evidence
+
+
+class GapIn(_In):
+    id: str
+    text: str
 
 
 class Evidence(_Out):
@@ -66,33 +78,46 @@ class Evidence(_Out):
     quote: str
 
 
-# ---------------------------------------------------------------- decompose
+# ---------------------------------------------------------------- questions (never sees the response)
 
-class DecomposeInput(_In):
+class QuestionsInput(_In):
     query: str
+
+
+class QuestionItem(_Out):
+    id: str                      # "q1", "q2", ...
+    text: str
+
+
+class QuestionsOutput(_Out):
+    sub_questions: list[QuestionItem]
+
+
+# ---------------------------------------------------------------- claims (the response)
+
+class ClaimsInput(_In):
+    query: str                   # for resolving references only
     response: str
     sentences: list[Sentence]
 
 
-class DecomposedSubQuestion(_Out):
-    id: str                      # "q1", "q2", ...
-    text: str
-    ambiguity_note: str | None
-
-
-class DecomposedClaim(_Out):
+class ExtractedClaim(_Out):
     id: str                      # "c1", "c2", ...
     source_sentence_ids: list[str]
-    claim: str
-    context_note: str | None
-    modality: Literal["asserted", "hedged", "conditional", "attributed_to_source"]
+    text: str
+    note: str                    # "" or words needed to interpret it, incl. a source the response names
 
 
-class DecomposeOutput(_Out):
-    response_kind: Literal["answer", "partial_refusal", "full_refusal", "clarification_request",
-                           "no_factual_content"]
-    sub_questions: list[DecomposedSubQuestion]
-    claims: list[DecomposedClaim]
+class ExtractedGap(_Out):
+    id: str                      # "g1", "g2", ...
+    source_sentence_ids: list[str]
+    text: str                    # what the response says the documents do not give
+
+
+class ClaimsOutput(_Out):
+    claims: list[ExtractedClaim]
+    gaps: list[ExtractedGap]
+    asks_clarification: bool     # the response asks the user something back
 
 
 # ---------------------------------------------------------------- sufficiency (never sees the response)
@@ -101,6 +126,7 @@ class SufficiencyInput(_In):
     query: str
     sub_questions: list[SubQuestionIn]
     chunks: list[ChunkIn]
+    as_of: str | None = None     # the date "current", "latest", "this year" refer to (YYYY-MM-DD)
 
 
 class SufficiencyItem(_Out):
@@ -123,6 +149,7 @@ class FaithfulnessInput(_In):
     query: str
     claims: list[ClaimIn]
     chunks: list[ChunkIn]
+    as_of: str | None = None
 
 
 class FaithfulnessItem(_Out):
@@ -144,22 +171,60 @@ class CompletenessInput(_In):
     query: str
     sub_questions: list[SubQuestionIn]
     claims: list[ClaimIn]
+    gaps: list[GapIn] = []
 
 
-class CompletenessItem(_Out):
+class ClaimRole(_Out):
     claim_id: str
     reasoning: str
-    sub_question_ids: list[str]   # empty: the claim answers nothing that was asked (an "extra" claim)
+    role: Literal["answers", "supports", "extra"]
+    sub_question_ids: list[str]   # empty exactly when the role is "extra"
+
+
+class GapLink(_Out):
+    gap_id: str
+    sub_question_ids: list[str]   # the sub-questions the gap declines; empty: it concerns nothing asked
+
+
+class SubQuestionStatus(_Out):
+    sub_question_id: str
+    reasoning: str
+    status: Literal["answered", "partial", "unanswered"]
 
 
 class CompletenessOutput(_Out):
-    reasoning: str
-    items: list[CompletenessItem]
+    # Claims first, statuses after them: a status is read off the roles just written.
+    claims: list[ClaimRole]
+    gaps: list[GapLink]
+    sub_questions: list[SubQuestionStatus]
 
 
 # ---------------------------------------------------------------- checks
 
 _ALPHA = re.compile(r"[^\W\d_]", re.UNICODE)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SPACE = re.compile(r"\s+")
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
+_TYPOGRAPHY = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "\u00a0": " "})
+
+
+def _normal(text: str) -> str:
+    return _SPACE.sub(" ", text.translate(_TYPOGRAPHY)).strip()
+
+
+def quote_in(quote: str, text: str) -> bool:
+    """True when `quote` is verbatim in `text`, up to whitespace and typographic quotes and dashes.
+
+    An ellipsis marks an elision: each piece must occur, in order.
+    """
+    haystack = _normal(text)
+    position = 0
+    for piece in (p for p in _ELLIPSIS.split(quote.strip()) if p.strip()):
+        found = haystack.find(_normal(piece), position)
+        if found < 0:
+            return False
+        position = found + len(_normal(piece))
+    return True
 
 
 def _ids_problems(label: str, expected: list[str], got: list[str]) -> list[str]:
@@ -181,56 +246,113 @@ def _subset(label: str, got: list[str], allowed: set[str]) -> list[str]:
     return [f"{label} {unknown} do not exist; use only the ids given"] if unknown else []
 
 
-def _check_decompose(inp: DecomposeInput, out: DecomposeOutput) -> list[str]:
+def _quotes(owner: str, evidence: list[Evidence], chunks: dict[str, str]) -> list[str]:
+    problems = _subset(f"evidence chunk ids of {owner}", [e.chunk_id for e in evidence], set(chunks))
+    for e in evidence:
+        if e.chunk_id in chunks and not quote_in(e.quote, chunks[e.chunk_id]):
+            problems.append(f"the evidence quote of {owner} is not in chunk {e.chunk_id}; copy it verbatim")
+    return problems
+
+
+def _check_questions(inp: QuestionsInput, out: QuestionsOutput) -> list[str]:
     problems: list[str] = []
-    sentence_ids = {s.id for s in inp.sentences}
-    sq_ids = [q.id for q in out.sub_questions]
-    if len(set(sq_ids)) != len(sq_ids):
+    ids = [q.id for q in out.sub_questions]
+    if len(set(ids)) != len(ids):
         problems.append("sub-question ids must be unique")
     if inp.query.strip() and not out.sub_questions:
         problems.append("the query is not empty, so list at least one sub-question")
-    claim_ids = [c.id for c in out.claims]
-    if len(set(claim_ids)) != len(claim_ids):
-        problems.append("claim ids must be unique")
+    if any(not _ALPHA.search(q.text) for q in out.sub_questions):
+        problems.append("every sub-question needs words; drop empty ones")
+    return problems
+
+
+def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[str]:
+    problems: list[str] = []
+    sentences = {s.id: s.text for s in inp.sentences}
+    for label, items in (("claim", out.claims), ("gap", out.gaps)):
+        ids = [i.id for i in items]
+        if len(set(ids)) != len(ids):
+            problems.append(f"{label} ids must be unique")
+        for item in items:
+            problems += _subset(f"{label} {item.id} source_sentence_ids", item.source_sentence_ids, set(sentences))
+            if sentences and not item.source_sentence_ids:
+                problems.append(f"{label} {item.id} cites no sentence; give its source_sentence_ids")
+            if not _ALPHA.search(item.text):
+                problems.append(f"{label} {item.id} has no content; drop it")
     for claim in out.claims:
-        problems += _subset(f"claim {claim.id} source_sentence_ids", claim.source_sentence_ids, sentence_ids)
-        if not _ALPHA.search(claim.claim):
-            problems.append(f"claim {claim.id} has no content; drop it")
-    if out.response_kind == "full_refusal" and out.claims:
-        problems.append("a full_refusal has no claims; use partial_refusal when the response also states facts")
+        # Extraction must not invent details (FActScore's guard): a number in a claim comes from
+        # the sentences it cites or from the question that resolves its references.
+        source = " ".join(sentences.get(i, "") for i in claim.source_sentence_ids) + " " + inp.query
+        digits = {n.replace(",", "") for n in _NUMBER.findall(source)}
+        invented = sorted({n for n in _NUMBER.findall(claim.text) if n.replace(",", "") not in digits})
+        if claim.source_sentence_ids and invented:
+            problems.append(f"claim {claim.id} has numbers {invented} that its sentences do not contain; "
+                            "copy numbers exactly")
+    if not inp.sentences and (out.claims or out.gaps):
+        problems.append("the response is empty, so there are no claims or gaps")
     return problems
 
 
 def _check_sufficiency(inp: SufficiencyInput, out: SufficiencyOutput) -> list[str]:
-    chunk_ids = {c.id for c in inp.chunks}
+    chunks = {c.id: c.text for c in inp.chunks}
     problems = _ids_problems("sub_question", [q.id for q in inp.sub_questions], [i.sub_question_id for i in out.items])
     for item in out.items:
-        problems += _subset(f"supporting_chunk_ids of {item.sub_question_id}", item.supporting_chunk_ids, chunk_ids)
-        problems += _subset(f"evidence chunk ids of {item.sub_question_id}", [e.chunk_id for e in item.evidence], chunk_ids)
+        sq = item.sub_question_id
+        problems += _subset(f"supporting_chunk_ids of {sq}", item.supporting_chunk_ids, set(chunks))
+        problems += _quotes(sq, item.evidence, chunks)
         if item.sufficient == "yes" and not item.supporting_chunk_ids:
-            problems.append(f"{item.sub_question_id} is 'yes' but cites no supporting chunk")
+            problems.append(f"{sq} is 'yes' but cites no supporting chunk")
+        if item.sufficient == "yes" and item.missing_facts:
+            problems.append(f"{sq} is 'yes' but lists missing facts; it is 'no' when any required fact is missing")
+        if item.sufficient == "no" and item.supporting_chunk_ids:
+            problems.append(f"{sq} is 'no' but lists supporting chunks; supporting_chunk_ids is empty for 'no'")
     return problems
 
 
 def _check_faithfulness(inp: FaithfulnessInput, out: FaithfulnessOutput) -> list[str]:
-    chunk_ids = {c.id for c in inp.chunks}
+    chunks = {c.id: c.text for c in inp.chunks}
     problems = _ids_problems("claim", [c.id for c in inp.claims], [i.claim_id for i in out.items])
     for item in out.items:
-        problems += _subset(f"grounding_chunk_ids of {item.claim_id}", item.grounding_chunk_ids, chunk_ids)
-        problems += _subset(f"contradicting_chunk_ids of {item.claim_id}", item.contradicting_chunk_ids, chunk_ids)
-        problems += _subset(f"evidence chunk ids of {item.claim_id}", [e.chunk_id for e in item.evidence], chunk_ids)
-        if item.relation in ("supported", "conflicting") and not item.grounding_chunk_ids:
-            problems.append(f"{item.claim_id} is '{item.relation}' but cites no grounding chunk")
-        if item.relation in ("contradicted", "conflicting") and not item.contradicting_chunk_ids:
-            problems.append(f"{item.claim_id} is '{item.relation}' but cites no contradicting chunk")
+        cid, rel = item.claim_id, item.relation
+        problems += _subset(f"grounding_chunk_ids of {cid}", item.grounding_chunk_ids, set(chunks))
+        problems += _subset(f"contradicting_chunk_ids of {cid}", item.contradicting_chunk_ids, set(chunks))
+        problems += _quotes(cid, item.evidence, chunks)
+        if rel in ("supported", "conflicting") and not item.grounding_chunk_ids:
+            problems.append(f"{cid} is '{rel}' but cites no grounding chunk")
+        if rel in ("contradicted", "conflicting") and not item.contradicting_chunk_ids:
+            problems.append(f"{cid} is '{rel}' but cites no contradicting chunk")
+        if rel in ("unsupported", "contradicted") and item.grounding_chunk_ids:
+            problems.append(f"{cid} is '{rel}' but lists grounding chunks; use 'conflicting' when chunks "
+                            "both support and contradict it, else leave grounding_chunk_ids empty")
+        if rel in ("unsupported", "supported") and item.contradicting_chunk_ids:
+            problems.append(f"{cid} is '{rel}' but lists contradicting chunks; use 'contradicted' or "
+                            "'conflicting', else leave contradicting_chunk_ids empty")
     return problems
 
 
 def _check_completeness(inp: CompletenessInput, out: CompletenessOutput) -> list[str]:
-    sq_ids = {q.id for q in inp.sub_questions}
-    problems = _ids_problems("claim", [c.id for c in inp.claims], [i.claim_id for i in out.items])
-    for item in out.items:
-        problems += _subset(f"sub_question_ids of {item.claim_id}", item.sub_question_ids, sq_ids)
+    sq_ids = [q.id for q in inp.sub_questions]
+    problems = _ids_problems("claim", [c.id for c in inp.claims], [i.claim_id for i in out.claims])
+    problems += _ids_problems("gap", [g.id for g in inp.gaps], [g.gap_id for g in out.gaps])
+    problems += _ids_problems("sub_question", sq_ids, [s.sub_question_id for s in out.sub_questions])
+    answered_by: dict[str, list[str]] = {q: [] for q in sq_ids}
+    for item in out.claims:
+        problems += _subset(f"sub_question_ids of {item.claim_id}", item.sub_question_ids, set(sq_ids))
+        if item.role == "extra" and item.sub_question_ids:
+            problems.append(f"{item.claim_id} is 'extra' but lists sub-questions; an extra claim lists none")
+        if item.role != "extra" and not item.sub_question_ids:
+            problems.append(f"{item.claim_id} is '{item.role}' but names no sub-question; name it, or use 'extra'")
+        if item.role == "answers":
+            for q in item.sub_question_ids:
+                answered_by.setdefault(q, []).append(item.claim_id)
+    for gap in out.gaps:
+        problems += _subset(f"sub_question_ids of gap {gap.gap_id}", gap.sub_question_ids, set(sq_ids))
+    for status in out.sub_questions:
+        sq = status.sub_question_id
+        if status.status in ("answered", "partial") and not answered_by.get(sq):
+            problems.append(f"{sq} is '{status.status}' but no claim has role 'answers' for it")
+        if status.status == "unanswered" and answered_by.get(sq):
+            problems.append(f"{sq} is 'unanswered' but {answered_by[sq]} answer it; use 'answered' or 'partial'")
     return problems
 
 
@@ -248,8 +370,9 @@ class Task(Generic[I, O]):
     check: Callable[[I, O], list[str]]
 
 
-DECOMPOSE = Task("decompose", DecomposeInput, DecomposeOutput, _check_decompose)
+QUESTIONS = Task("questions", QuestionsInput, QuestionsOutput, _check_questions)
+CLAIMS = Task("claims", ClaimsInput, ClaimsOutput, _check_claims)
 SUFFICIENCY = Task("sufficiency", SufficiencyInput, SufficiencyOutput, _check_sufficiency)
 FAITHFULNESS = Task("faithfulness", FaithfulnessInput, FaithfulnessOutput, _check_faithfulness)
 COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, _check_completeness)
-TASKS = {t.name: t for t in (DECOMPOSE, SUFFICIENCY, FAITHFULNESS, COMPLETENESS)}
+TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS)}

@@ -1,57 +1,84 @@
-"""Decomposition: the query into sub-questions, the response into claims with their spans.
+"""Decomposition: the query into sub-questions, the response into claims and gap statements.
 
-The response is pre-split into numbered sentences by code, so every claim cites the sentences it
-came from and its span in the response can be located even when the claim was reworded.
+Two calls that run at once. The question is decomposed without the response (so an answer can
+neither narrow nor multiply what was asked); the response is pre-split into numbered sentences
+by code, so every claim and gap cites the sentences it came from and its span in the response
+can be located even when it was reworded.
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from veralith.llm.base import CallUsage, JudgeClient
-from veralith.llm.tasks import DECOMPOSE, DecomposeInput, DecomposeOutput, Sentence
+from veralith.llm.tasks import CLAIMS, QUESTIONS, ClaimsInput, ClaimsOutput, QuestionsInput, QuestionsOutput, Sentence
 from veralith.llm.text import sentence_spans
-from veralith.models import Claim, SubQuestion
+from veralith.models import Claim, Gap, SubQuestion
 
-__all__ = ["REFUSAL_KINDS", "Decomposition", "decompose"]
-
-# A refusal, full or partial, is a deliberate answer about the context, not a missing answer.
-REFUSAL_KINDS = frozenset({"full_refusal", "partial_refusal"})
+__all__ = ["Decomposition", "claims_input", "decompose"]
 
 
 @dataclass
 class Decomposition:
     sub_questions: list[SubQuestion]
     claims: list[Claim]
-    context_notes: dict[str, str | None]   # claim id -> disambiguating note, used by the judges only
-    response_kind: str
-    usage: CallUsage
+    gaps: list[Gap]
+    context_notes: dict[str, str | None]   # claim id -> interpreting note, used by the judges only
+    asks_clarification: bool
+    usage: CallUsage = field(default_factory=CallUsage)
 
-    @property
-    def refusal(self) -> bool:
-        return self.response_kind in REFUSAL_KINDS
+
+def claims_input(query: str, response: str) -> ClaimsInput:
+    """The claims task's input: the response split into numbered sentences S1, S2, ..."""
+    spans = sentence_spans(response)
+    return ClaimsInput(query=query, response=response,
+                       sentences=[Sentence(id=f"S{i + 1}", text=response[a:b]) for i, (a, b) in enumerate(spans)])
 
 
 def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
-    spans = sentence_spans(response)
-    sentences = [Sentence(id=f"S{i + 1}", text=response[a:b]) for i, (a, b) in enumerate(spans)]
-    call = client.run(DECOMPOSE, DecomposeInput(query=query, response=response, sentences=sentences))
-    out: DecomposeOutput = call.output  # type: ignore[assignment]
-    by_id = {s.id: span for s, span in zip(sentences, spans)}
-    claims = [Claim(id=c.id, text=c.claim, **_locate(response, c.claim, [by_id[i] for i in c.source_sentence_ids]))
-              for c in out.claims]
+    """Both decomposition calls (concurrently on an I/O-bound client); raises what a call raises."""
+    claims_in = claims_input(query, response)
+    if client.concurrent:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
+            asked = pool.submit(contextvars.copy_context().run, client.run, QUESTIONS, QuestionsInput(query=query))
+            said = pool.submit(contextvars.copy_context().run, client.run, CLAIMS, claims_in)
+            # Wait for both before raising, so a failure never leaves the other call running unseen.
+            errors = [f.exception() for f in (asked, said)]
+            for error in errors:
+                if error is not None:
+                    raise error
+            q_call, c_call = asked.result(), said.result()
+    else:
+        q_call = client.run(QUESTIONS, QuestionsInput(query=query))
+        c_call = client.run(CLAIMS, claims_in)
+    questions: QuestionsOutput = q_call.output  # type: ignore[assignment]
+    out: ClaimsOutput = c_call.output  # type: ignore[assignment]
+    usage = CallUsage()
+    usage.add(q_call.usage)
+    usage.add(c_call.usage)
+    by_id = {s.id: (s, span) for s, span in zip(claims_in.sentences, sentence_spans(response))}
+
+    def spans_of(ids: list[str]) -> list[tuple[int, int]]:
+        return [by_id[i][1] for i in ids if i in by_id]
+
     return Decomposition(
-        sub_questions=[SubQuestion(id=q.id, text=q.text) for q in out.sub_questions],
-        claims=claims,
-        context_notes={c.id: c.context_note for c in out.claims},
-        response_kind=out.response_kind,
-        usage=call.usage,
+        sub_questions=[SubQuestion(id=q.id, text=q.text) for q in questions.sub_questions],
+        claims=[Claim(id=c.id, text=c.text, **_locate(response, c.text, spans_of(c.source_sentence_ids)))
+                for c in out.claims],
+        gaps=[Gap(id=g.id, text=g.text, **_locate(response, g.text, spans_of(g.source_sentence_ids)))
+              for g in out.gaps],
+        context_notes={c.id: c.note or None for c in out.claims},
+        asks_clarification=out.asks_clarification,
+        usage=usage,
     )
 
 
 def _locate(response: str, text: str, sentence_spans_: list[tuple[int, int]]) -> dict[str, int | None]:
-    """The claim's span in the response: verbatim if it is there, else the sentences it came from."""
+    """The item's span in the response: verbatim if it is there, else the sentences it came from."""
     stripped = text.strip().rstrip(".")
     if stripped:
         match = re.search(re.escape(stripped), response, flags=re.IGNORECASE)

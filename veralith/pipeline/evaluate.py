@@ -1,4 +1,4 @@
-"""The orchestrator: validate → decompose → three judges (concurrently) → classify → suggest → store.
+"""The orchestrator: validate → decompose → three judges (concurrently) → classify → review → suggest → store.
 
 Each judge is isolated: its own calls, its own error slot, its own timing. One failing never
 stops the others; a judge that failed leaves None behind, and everything that depends on it
@@ -20,24 +20,23 @@ from veralith.errors import JudgeCallError
 from veralith.llm.base import CallUsage, JudgeClient
 from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
 from veralith.models import (
-    Availability,
     ContextChunk,
     Diagnosis,
     EvaluationResult,
-    Execution,
     JudgeError,
     Phase,
-    Status,
-    SufficiencyLevel,
     ThresholdSource,
     Usage,
+    Verdict,
 )
 from veralith.pipeline import classify as classify_mod
 from veralith.pipeline.decompose import Decomposition, decompose
-from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
+from veralith.pipeline.inputs import as_of as as_of_date
+from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 from veralith.pipeline.judges import completeness, faithfulness, sufficiency
+from veralith.pipeline.review import review
 from veralith.pipeline.suggest import suggest
-from veralith.policy import quality_gate
+from veralith.policy import REFUSAL_KINDS, status
 
 __all__ = ["evaluate", "evaluate_checked", "run_pipeline"]
 
@@ -51,7 +50,7 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
     `trace_id` re-evaluates that stored trace in place.
     """
     del sync
-    query = check_text("query", query)
+    query = check_query(query)
     response = check_text("response", response)
     chunks = normalize_context(context)
     knowledge_base = check_knowledge_base(knowledge_base)
@@ -87,8 +86,13 @@ def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, d
     here would render and count every prompt twice per trace.
     """
     threshold, source = _threshold(knowledge_base, db)
+    created = None
+    if db is not None and trace_id is not None:
+        from veralith.store.repository import trace_created_at
+        created = trace_created_at(db, trace_id)   # a stored trace is judged as of the day it was logged
     result = run_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=source,
-                          knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id)
+                          knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
+                          as_of=as_of_date(metadata or {}, created))
     if db is not None:
         from veralith.store.repository import save_result
         result.trace_id = save_result(db, result)
@@ -104,7 +108,8 @@ def _threshold(knowledge_base: str, db: Any) -> tuple[float, ThresholdSource]:
 
 def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
                  threshold: float, threshold_source: ThresholdSource, knowledge_base: str = "default",
-                 metadata: dict[str, Any] | None = None, trace_id: int | None = None) -> EvaluationResult:
+                 metadata: dict[str, Any] | None = None, trace_id: int | None = None,
+                 as_of: str | None = None) -> EvaluationResult:
     """Run every stage on validated inputs. Never raises for a judge failure; records it instead."""
     started = time.perf_counter()
     latency: dict[str, float] = {}
@@ -112,10 +117,11 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     errors: list[JudgeError] = []
     versions: dict[str, str] = {}
     base = dict(trace_id=trace_id, knowledge_base=knowledge_base, metadata=metadata or {}, query=query,
-                context=chunks, response=response, backend=client.backend, judge_model=client.model)
+                context=chunks, response=response, backend=client.backend, judge_model=client.model, as_of=as_of)
 
     t0 = time.perf_counter()
-    versions["decompose"] = client.prompt_version("decompose")
+    versions["questions"] = client.prompt_version("questions")
+    versions["claims"] = client.prompt_version("claims")
     try:
         parts = decompose(client, query, response)
         usage.add(parts.usage)
@@ -125,67 +131,71 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
         errors.append(_error(Phase.decompose, exc))
         latency["decompose"] = _ms(t0)
         latency["total"] = _ms(started)
-        gate, reason, summary = quality_gate(failure_cell=None, availability=Availability.not_evaluated,
-                                             refusal=False, sufficiency_level=SufficiencyLevel.low,
-                                             sufficiency_failed=True)
-        execution = Execution.timeout if exc.kind == "timeout" else Execution.error
-        return EvaluationResult(
-            **base, status=Status(execution=execution, availability=Availability.not_evaluated,
-                                  quality_gate=gate, reason="decomposition_failed",
-                                  summary=f"Decomposition failed ({exc.kind}); nothing was judged."),
-            errors=errors, latency_ms=latency, usage=_usage(usage), prompt_versions=versions)
+        return EvaluationResult(**base, status=status(errors=errors, failure_cell=None, response_kind=None, n_claims=0),
+                                errors=errors, latency_ms=latency, usage=_usage(usage), prompt_versions=versions)
     latency["decompose"] = _ms(t0)
 
-    judged = _run_judges(client, query, chunks, parts, latency, usage, errors, versions)
+    judged = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, as_of)
     suff, faith, comp = judged[Phase.sufficiency], judged[Phase.faithfulness], judged[Phase.completeness]
 
     t0 = time.perf_counter()
     cls = classify_mod.classify(parts.sub_questions, parts.claims, faith, comp)
+    kind = classify_mod.response_kind(parts.claims, parts.gaps, comp, parts.asks_clarification)
     level, suff_fraction = classify_mod.sufficiency_level(suff, len(parts.sub_questions), threshold)
+    flagged = review(parts.sub_questions, parts.claims, parts.gaps, parts.asks_clarification, suff, faith, comp)
     diagnosis = Diagnosis(
         failure_cell=cls.failure_cell, sufficiency_level=level, sufficiency_fraction=suff_fraction,
         faithfulness_fraction=cls.faithfulness_fraction, threshold=threshold, threshold_source=threshold_source,
         n_sub_questions=len(parts.sub_questions), n_claims=len(parts.claims),
-        n_uncovered_sub_questions=cls.n_uncovered_sub_questions, n_extra_claims=cls.n_extra_claims)
-    suggestion = (suggest(cls.failure_cell, level, refusal=parts.refusal, faithfulness=faith or [])
+        n_uncovered_sub_questions=cls.n_uncovered_sub_questions, n_extra_claims=cls.n_extra_claims,
+        n_partial_sub_questions=cls.n_partial_sub_questions, coverage=cls.coverage,
+        needs_review=bool(flagged), review_ids=flagged)
+    refusal = kind in REFUSAL_KINDS
+    suggestion = (suggest(cls.failure_cell, level, refusal=refusal, faithfulness=faith or [])
                   if cls.failure_cell is not None else None)
-    status = _status(parts, cls.failure_cell, level, errors, suff is None)
+    sufficient = None if suff is None else {j.sub_question_id: j.verdict is Verdict.Y for j in suff}
+    st = status(errors=errors, failure_cell=cls.failure_cell, response_kind=kind, n_claims=len(parts.claims),
+                coverage=cls.coverage, sufficient=sufficient, n_extra_claims=cls.n_extra_claims or 0)
     latency["classify"] = _ms(t0)
     latency["total"] = _ms(started)
     return EvaluationResult(
-        **base, sub_questions=parts.sub_questions, claims=parts.claims, refusal=parts.refusal,
-        sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
-        suggestion=suggestion, status=status, errors=errors, latency_ms=latency, usage=_usage(usage),
+        **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, response_kind=kind,
+        refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
+        suggestion=suggestion, status=st, errors=errors, latency_ms=latency, usage=_usage(usage),
         prompt_versions=versions)
 
 
 def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
                 latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
-                versions: dict[str, str]) -> dict[Phase, Any]:
+                versions: dict[str, str], as_of: str | None) -> dict[Phase, Any]:
     """Submit every judge's batches at once (judges and batches all run concurrently on an I/O-bound
-    backend), then assemble each judge from its own batches only."""
+    backend), then assemble each judge from its own batches only. A judge with nothing to ask a
+    model (no context, no claims) is decided in code and makes no call."""
     size = settings.batch_size
-    plans: dict[Phase, tuple[Task, list[BaseModel], Callable[[list[Any]], Any]]] = {
-        Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, parts.sub_questions, chunks, size),
-                            lambda outs: sufficiency.assemble(outs, parts.sub_questions)),
-        Phase.faithfulness: (FAITHFULNESS, faithfulness.plan(query, parts.claims, parts.context_notes, chunks, size),
-                             lambda outs: faithfulness.assemble(outs, parts.claims)),
-        Phase.completeness: (COMPLETENESS, completeness.plan(query, parts.sub_questions, parts.claims),
-                             lambda outs: completeness.assemble(outs, parts.sub_questions, parts.claims)
-                             if outs else completeness.without_call(parts.sub_questions, parts.claims)),
+    sqs, claims, gaps = parts.sub_questions, parts.claims, parts.gaps
+    plans: dict[Phase, tuple[Task, list[BaseModel], Callable[[list[Any]], Any], Callable[[], Any]]] = {
+        Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, sqs, chunks, size, as_of),
+                            lambda calls: sufficiency.assemble(calls, sqs),
+                            lambda: sufficiency.without_call(sqs)),
+        Phase.faithfulness: (FAITHFULNESS, faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of),
+                             lambda calls: faithfulness.assemble(calls, claims),
+                             lambda: faithfulness.without_call(claims)),
+        Phase.completeness: (COMPLETENESS, completeness.plan(query, sqs, claims, gaps),
+                             lambda calls: completeness.assemble(calls, sqs, claims, gaps),
+                             lambda: completeness.without_call(sqs, claims, gaps)),
     }
-    n_calls = sum(len(payloads) for _, payloads, _ in plans.values())
+    n_calls = sum(len(payloads) for _, payloads, _, _ in plans.values())
     pool = ThreadPoolExecutor(max_workers=min(16, n_calls)) if client.concurrent and n_calls > 1 else None
     started = time.perf_counter()
     pending: dict[Phase, list[Future | _Done]] = {}
-    for phase, (task, payloads, _) in plans.items():
+    for phase, (task, payloads, _, _) in plans.items():
         if payloads:
             versions[phase.value] = client.prompt_version(task.name)
         pending[phase] = [_submit(pool, client, task, p) for p in payloads]
     results: dict[Phase, Any] = {}
     try:
-        for phase, (task, _, assemble) in plans.items():
-            outputs, failure = [], None
+        for phase, (task, payloads, assemble, decided) in plans.items():
+            calls, failure = [], None
             for future in pending[phase]:
                 try:
                     call, finished = future.result()
@@ -194,12 +204,12 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
                     failure = failure or _as_call_error(exc)
                     continue
                 usage.add(call.usage)
-                outputs.append(call.output)
+                calls.append(call)
                 latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
             latency.setdefault(phase.value, 0.0)
             if failure is None:
                 try:
-                    results[phase] = assemble(outputs)
+                    results[phase] = assemble(calls) if payloads else decided()
                 except Exception as exc:
                     failure = _as_call_error(exc)
             if failure is not None:
@@ -234,29 +244,6 @@ def _submit(pool: ThreadPoolExecutor | None, client: JudgeClient, task: Task, pa
         return _Done(call)
     # Copy the caller's context so per-trace cost scopes see the calls made in worker threads.
     return pool.submit(contextvars.copy_context().run, call)
-
-
-def _status(parts: Decomposition, cell: Any, level: Any, errors: list[JudgeError], suff_failed: bool) -> Status:
-    judge_phases = {e.phase for e in errors}
-    if not errors:
-        execution = Execution.success
-    elif judge_phases >= {Phase.sufficiency, Phase.faithfulness, Phase.completeness}:
-        execution = Execution.timeout if all(e.kind == "timeout" for e in errors) else Execution.error
-    else:
-        execution = Execution.partial
-    if cell is None:
-        availability = Availability.not_evaluated
-    elif not parts.claims and not parts.refusal:
-        availability = Availability.no_assessable_claims
-    else:
-        availability = Availability.assessed
-    gate, reason, summary = quality_gate(failure_cell=cell, availability=availability, refusal=parts.refusal,
-                                         sufficiency_level=level, sufficiency_failed=suff_failed)
-    if errors:
-        failed = ", ".join(sorted(p.value for p in judge_phases))
-        summary = f"{summary} (Failed: {failed}.)"
-    return Status(execution=execution, availability=availability, quality_gate=gate, reason=reason,
-                  summary=summary)
 
 
 def _as_call_error(exc: BaseException) -> JudgeCallError:

@@ -3,14 +3,16 @@ or any model is called."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from veralith.errors import InputError
 from veralith.models import ContextChunk
 
-__all__ = ["MAX_CHUNKS", "MAX_TEXT_CHARS", "check_knowledge_base", "check_metadata", "check_text",
-           "normalize_context"]
+__all__ = ["MAX_CHUNKS", "MAX_TEXT_CHARS", "as_of", "check_knowledge_base", "check_metadata", "check_query",
+           "check_text", "normalize_context"]
 
 # Far beyond any judge's context window; past this the caller almost certainly passed the wrong
 # thing (a whole corpus, a file's bytes), and failing fast beats a huge bill or a hung call.
@@ -27,6 +29,35 @@ def check_text(name: str, value: Any) -> str:
     return value
 
 
+def check_query(value: Any) -> str:
+    """A query with no words asks nothing: judging an answer to it would assess nothing."""
+    value = check_text("query", value)
+    if not value.strip():
+        raise InputError("query must not be empty or whitespace: there is no question to judge the response against")
+    return value
+
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def as_of(metadata: Mapping[str, Any], default: str | None = None) -> str:
+    """The date the judges take as today: metadata["as_of"] (an ISO date or datetime) if given,
+    else `default` (the trace's creation date), else today in UTC."""
+    given = metadata.get("as_of")
+    if given is not None:
+        text = given.isoformat() if isinstance(given, (dt.date, dt.datetime)) else given
+        if not isinstance(text, str) or not _DATE.match(text):
+            raise InputError(f"metadata['as_of'] must be an ISO date such as 2026-03-31, got {given!r}")
+        try:
+            dt.date.fromisoformat(text[:10])
+        except ValueError:
+            raise InputError(f"metadata['as_of'] is not a real date: {given!r}") from None
+        return text[:10]
+    if default:
+        return default[:10]
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
 def check_knowledge_base(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"knowledge_base must be a str, got {type(value).__name__}")
@@ -40,6 +71,8 @@ def check_metadata(value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise TypeError(f"metadata must be a dict or None, got {type(value).__name__}")
+    if "as_of" in value:
+        as_of(value)   # a bad date fails now, before the trace is written
     return dict(value)
 
 

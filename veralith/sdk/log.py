@@ -24,7 +24,7 @@ from typing import Any
 from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
-from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_text, normalize_context
+from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 
 __all__ = ["log", "resume", "shutdown"]
 
@@ -54,7 +54,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     arguments raise TypeError/ValueError and an over-budget trace raises BudgetExceeded, both
     before anything is written.
     """
-    query, response = check_text("query", query), check_text("response", response)
+    query, response = check_query(query), check_text("response", response)
     chunks = normalize_context(context)
     knowledge_base, metadata = check_knowledge_base(knowledge_base), check_metadata(metadata)
     if sync is not None and not isinstance(sync, bool):

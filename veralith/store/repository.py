@@ -25,19 +25,22 @@ from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_co
 
 __all__ = ["TraceNotEvaluated", "TraceNotFound", "claim_trace", "create_trace", "iter_results", "list_traces",
            "load_result", "load_trace_input", "mark_error", "release_trace", "resumable_trace_ids", "save_result",
+           "trace_created_at",
            "stats"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
     "sub_questions": ("trace_id", "position", "sub_question_id", "text"),
     "claims": ("trace_id", "position", "claim_id", "text", "char_start", "char_end"),
+    "gaps": ("trace_id", "position", "gap_id", "text", "char_start", "char_end"),
     "sufficiency_judgments": ("trace_id", "position", "sub_question_id", "verdict", "reasoning", "chunk_ids",
-                              "prompt_version"),
+                              "prompt_version", "confidence"),
     "faithfulness_judgments": ("trace_id", "position", "claim_id", "verdict", "relation", "reasoning",
-                               "prompt_version"),
+                               "prompt_version", "confidence", "evidence"),
     "grounding": ("trace_id", "judgment_position", "kind", "position", "claim_id", "chunk_id"),
     "judge_errors": ("trace_id", "position", "phase", "kind", "message", "attempts"),
-    "completeness": ("trace_id", "reasoning", "uncovered_sub_question_ids", "prompt_version"),
+    "completeness": ("trace_id", "reasoning", "uncovered_sub_question_ids", "prompt_version", "supports", "statuses",
+                     "gap_links", "confidence"),
     "completeness_mappings": ("trace_id", "sq_position", "position", "sub_question_id", "claim_id"),
     "completeness_extras": ("trace_id", "position", "claim_id"),
 }
@@ -177,6 +180,12 @@ def load_trace_input(db: Database, trace_id: int) -> tuple[str, list[ContextChun
                                metadata=json.loads(c["metadata"]))
                   for c in db.query("SELECT * FROM context_chunks WHERE trace_id = ? ORDER BY position", [trace_id])]
     return trace["query"], chunks, trace["response"], trace["knowledge_base"], json.loads(trace["metadata"])
+
+
+def trace_created_at(db: Database, trace_id: int) -> str | None:
+    """When the trace was first written (ISO-8601 UTC), or None for an unknown id."""
+    row = db.execute("SELECT created_at FROM traces WHERE id = ?", [trace_id]).fetchone()
+    return None if row is None else str(row[0])
 
 
 def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None) -> list[int]:

@@ -40,7 +40,8 @@ RESULT_COLUMNS = (
     "sufficiency_fraction", "faithfulness_fraction", "threshold", "threshold_source", "n_sub_questions",
     "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "suggestion_title", "suggestion_summary",
     "suggestion_actions", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
-    "usd", "backend", "judge_model", "latency_ms", "prompt_versions",
+    "usd", "backend", "judge_model", "latency_ms", "prompt_versions", "response_kind", "as_of", "needs_review",
+    "review_ids", "coverage", "n_partial_sub_questions",
 )
 
 
@@ -77,6 +78,12 @@ def result_columns(result: EvaluationResult) -> dict[str, Any]:
         "judge_model": result.judge_model,
         "latency_ms": dumps(result.latency_ms, what="latency_ms"),
         "prompt_versions": dumps(result.prompt_versions, what="prompt_versions"),
+        "response_kind": result.response_kind.value if result.response_kind else None,
+        "as_of": result.as_of,
+        "needs_review": int(d.needs_review) if d else None,
+        "review_ids": dumps(d.review_ids, what="review_ids") if d else None,
+        "coverage": dumps({q: c.value for q, c in d.coverage.items()}, what="coverage") if d else None,
+        "n_partial_sub_questions": d.n_partial_sub_questions if d else None,
     }
 
 
@@ -92,12 +99,14 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
         "context_chunks": chunk_rows(trace_id, result.context),
         "sub_questions": [(trace_id, i, q.id, q.text) for i, q in enumerate(result.sub_questions)],
         "claims": [(trace_id, i, c.id, c.text, c.char_start, c.char_end) for i, c in enumerate(result.claims)],
+        "gaps": [(trace_id, i, g.id, g.text, g.char_start, g.char_end) for i, g in enumerate(result.gaps)],
         "sufficiency_judgments": [
             (trace_id, i, j.sub_question_id, j.verdict.value, j.reasoning,
-             dumps(j.chunk_ids, what="chunk_ids"), pv.get("sufficiency"))
+             dumps(j.chunk_ids, what="chunk_ids"), pv.get("sufficiency"), j.confidence)
             for i, j in enumerate(result.sufficiency)],
         "faithfulness_judgments": [
-            (trace_id, i, j.claim_id, j.verdict.value, j.relation.value, j.reasoning, pv.get("faithfulness"))
+            (trace_id, i, j.claim_id, j.verdict.value, j.relation.value, j.reasoning, pv.get("faithfulness"),
+             j.confidence, dumps([e.model_dump() for e in j.evidence], what="evidence"))
             for i, j in enumerate(result.faithfulness)],
         "grounding": [
             (trace_id, i, kind, k, j.claim_id, chunk)
@@ -111,7 +120,9 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
     comp = result.completeness
     if comp is not None:
         rows["completeness"] = [(trace_id, comp.reasoning, dumps(comp.uncovered_sub_question_ids, what="uncovered"),
-                                 pv.get("completeness"))]
+                                 pv.get("completeness"), dumps(comp.supports, what="supports"),
+                                 dumps({q: s.value for q, s in comp.statuses.items()}, what="statuses"),
+                                 dumps(comp.gaps, what="gap_links"), dumps(comp.confidence, what="confidence"))]
         for sq_pos, (sq_id, claim_ids) in enumerate(comp.mappings.items()):
             if not claim_ids:
                 rows["completeness_mappings"].append((trace_id, sq_pos, 0, sq_id, None))
@@ -137,12 +148,17 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
                 claims.append(m["claim_id"])
         completeness = {"mappings": mappings, "reasoning": comp["reasoning"],
                         "uncovered_sub_question_ids": json.loads(comp["uncovered_sub_question_ids"]),
-                        "extra_claim_ids": [e["claim_id"] for e in children["completeness_extras"]]}
+                        "extra_claim_ids": [e["claim_id"] for e in children["completeness_extras"]],
+                        "supports": json.loads(comp["supports"]), "statuses": json.loads(comp["statuses"]),
+                        "gaps": json.loads(comp["gap_links"]), "confidence": json.loads(comp["confidence"])}
     diagnosis = None
     if trace["has_diagnosis"]:
         diagnosis = {k: trace[k] for k in (
             "failure_cell", "sufficiency_level", "sufficiency_fraction", "faithfulness_fraction", "threshold",
-            "threshold_source", "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims")}
+            "threshold_source", "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims",
+            "n_partial_sub_questions")}
+        diagnosis.update(needs_review=bool(trace["needs_review"]), review_ids=json.loads(trace["review_ids"] or "[]"),
+                         coverage=json.loads(trace["coverage"] or "{}"))
     suggestion = None
     if trace["suggestion_title"] is not None:
         suggestion = {"title": trace["suggestion_title"], "summary": trace["suggestion_summary"],
@@ -160,11 +176,17 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
         "sub_questions": [{"id": q["sub_question_id"], "text": q["text"]} for q in children["sub_questions"]],
         "claims": [{"id": c["claim_id"], "text": c["text"], "char_start": c["char_start"],
                     "char_end": c["char_end"]} for c in children["claims"]],
+        "gaps": [{"id": g["gap_id"], "text": g["text"], "char_start": g["char_start"], "char_end": g["char_end"]}
+                 for g in children["gaps"]],
+        "response_kind": trace["response_kind"],
         "refusal": bool(trace["refusal"]),
+        "as_of": trace["as_of"],
         "sufficiency": [{"sub_question_id": j["sub_question_id"], "verdict": j["verdict"], "reasoning": j["reasoning"],
-                         "chunk_ids": json.loads(j["chunk_ids"])} for j in children["sufficiency_judgments"]],
+                         "chunk_ids": json.loads(j["chunk_ids"]), "confidence": j["confidence"]}
+                        for j in children["sufficiency_judgments"]],
         "faithfulness": [{"claim_id": j["claim_id"], "verdict": j["verdict"], "relation": j["relation"],
-                          "reasoning": j["reasoning"],
+                          "reasoning": j["reasoning"], "confidence": j["confidence"],
+                          "evidence": json.loads(j["evidence"]),
                           "grounding_chunk_ids": grounding.get(j["position"], empty)["supports"],
                           "contradicting_chunk_ids": grounding.get(j["position"], empty)["contradicts"]}
                          for j in children["faithfulness_judgments"]],

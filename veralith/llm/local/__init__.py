@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult, CallUsage
 from veralith.llm.local.completeness import completeness
-from veralith.llm.local.decompose import decompose
+from veralith.llm.local.decompose import claims, questions
 from veralith.llm.local.grounding import faithfulness
 from veralith.llm.local.model import load
 from veralith.llm.local.sufficiency import sufficiency
@@ -22,8 +22,8 @@ __all__ = ["LocalClient"]
 
 # Bump a task's version whenever its behaviour changes: it is stored with every judgment and
 # is part of the cache key, so stale cached verdicts are never reused.
-_VERSIONS = {"decompose": "1", "sufficiency": "1", "faithfulness": "1", "completeness": "2"}
-_RUNNERS = {"decompose": decompose, "sufficiency": sufficiency, "faithfulness": faithfulness,
+_VERSIONS = {"questions": "2", "claims": "2", "sufficiency": "2", "faithfulness": "2", "completeness": "3"}
+_RUNNERS = {"questions": questions, "claims": claims, "sufficiency": sufficiency, "faithfulness": faithfulness,
             "completeness": completeness}
 
 
@@ -49,9 +49,11 @@ class LocalClient:
         if not isinstance(payload, task.input_model):
             raise JudgeCallError("bad_request", f"task {task.name!r} takes {task.input_model.__name__}, "
                                  f"got {type(payload).__name__}")
-        output = runner(payload)
+        produced = runner(payload)
+        # The judges with a fitted model also say how sure they are: (output, {item id: probability}).
+        output, confidence = produced if isinstance(produced, tuple) else (produced, {})
         problems = task.check(payload, output)
         if problems:
             # A heuristic bug must surface as a recorded judge error, never as a silently wrong verdict.
             raise JudgeCallError("internal", f"local {task.name} produced an invalid output: {'; '.join(problems)}")
-        return CallResult(output, CallUsage(model=self.model, calls=0, usd=0.0))
+        return CallResult(output, CallUsage(model=self.model, calls=0, usd=0.0), dict(confidence))

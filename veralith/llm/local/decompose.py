@@ -10,10 +10,19 @@ from __future__ import annotations
 import re
 
 from veralith.llm.local.lexicon import STOPWORDS, content_terms, tokens
-from veralith.llm.tasks import DecomposedClaim, DecomposedSubQuestion, DecomposeInput, DecomposeOutput, Sentence
+from veralith.llm.tasks import (
+    ClaimsInput,
+    ClaimsOutput,
+    ExtractedClaim,
+    ExtractedGap,
+    QuestionItem,
+    QuestionsInput,
+    QuestionsOutput,
+    Sentence,
+)
 from veralith.llm.text import sentence_spans
 
-__all__ = ["decompose", "split_query"]
+__all__ = ["claims", "gap_topic", "questions", "split_query"]
 
 _AUX = ("is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|may|might|must|shall|"
         "what|which|who|whom|whose|when|where|why|how")
@@ -39,26 +48,25 @@ _CHITCHAT = re.compile(
     r"true|right|amazing|correct|funny|crazy|neat|wild|sad|impressive)\b"
     r"[^.!?]{0,20}[.!]?$|same here|me too|sounds (?:good|great|fun|like)|i agree\b|(?:lol|haha|wow|cool|"
     r"interesting|awesome|nice|great|indeed|exactly|really|oh really|right|true)\b[\s!.]*$)", re.I)
+_DOCS = (r"(?:context|passages?|documents?|docs|text|information|sources?|articles?|excerpts?|snippets?|"
+         r"search results?|materials?|records?|manual|guide|policy|report|data)")
+# A sentence that says the documents lack something: refusal text, never a claim.
 _REFUSAL = re.compile(
-    r"\b(?:i (?:can ?not|can't|cannot|am unable to|'m unable to|am not able to|'m not able to|do not|don't) "
-    r"(?:answer|find|determine|tell|say|know|provide|help)|i don't know|i do not know|i'm not sure|"
-    r"i am not sure|unable to (?:answer|determine|find)|"
-    r"(?:context|passage|documents?|text|information|sources?|article|excerpt|snippets?)s? (?:provided |given )?"
-    r"(?:does not|doesn't|do not|don't|did not|didn't|fails? to) (?:mention|contain|provide|say|include|specify|"
-    r"state|cover|discuss|address|give|have)|"
-    r"(?:there is|there's|there are) no (?:information|mention|details?|data|evidence)|"
-    r"no (?:information|mention|details?) (?:is |are )?(?:given|provided|available)|"
-    r"not (?:mentioned|provided|specified|stated|available|given|covered) in the (?:context|passage|documents?|"
-    r"text|sources?|article|provided)|"
-    r"(?:insufficient|not enough) (?:information|context))", re.I)
+    r"\b(?:i (?:can ?not|can't|cannot|could not|couldn't|am unable to|'m unable to|was unable to|am not able to|"
+    r"'m not able to|do not|don't|did not|didn't) (?:answer|find|locate|see|determine|tell|say|know|provide|help|"
+    r"confirm)|i don't know|i do not know|i'm not sure|i am not sure|unable to (?:answer|determine|find|confirm)|"
+    rf"{_DOCS}(?:\s+[\w']+){{0,3}}?\s+(?:does not|doesn't|do not|don't|did not|didn't|fails? to|never) "
+    r"(?:mention|contain|provide|say|include|specify|state|cover|discuss|address|give|have|indicate|list|"
+    r"explain|tell)|"
+    r"(?:there is|there's|there are|i have|i found) no (?:information|mention|details?|data|evidence|record)|"
+    r"no (?:information|mention|details?) (?:is |are |was )?(?:given|provided|available|found|about|on|of)|"
+    r"nothing in the " + _DOCS + r"|"
+    r"not (?:mentioned|provided|specified|stated|available|given|covered|included|listed) in the "
+    + _DOCS + r"|(?:insufficient|not enough) (?:information|context)|" + _DOCS + r" (?:is|are) silent)", re.I)
 _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 _PERSONAL_CLAIM = re.compile(r"^\W*(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b\s*\w", re.I)
 # Assistant service phrases are boilerplate even though they start with "I".
 _SERVICE = re.compile(r"^\W*i (?:hope|can help|am happy to|'m happy to|would be happy|'d be happy|can assist)\b", re.I)
-_CONDITIONAL = re.compile(r"\s*(?:if|unless|when|whenever|in case)\b", re.I)
-_HEDGE = re.compile(r"\b(?:may|might|could|possibly|perhaps|likely|probably|maybe|appears? to|seems? to|"
-                    r"suggests?)\b", re.I)
-_ATTRIBUTED = re.compile(r"\b(?:according to|said|says|stated|reported|claims?)\b", re.I)
 _VERBISH = re.compile(r"\b(?:is|are|was|were|be|been|has|have|had|do|does|did|will|would|can|could|"
                       r"\w+ed|\w+s)\b", re.I)
 # A second clause with its own subject after ", and"/"; " reads as a second fact.
@@ -81,8 +89,17 @@ def split_query(query: str) -> list[str]:
     return _resolve(pieces) if len(pieces) > 1 else pieces
 
 
+_BARE_WH = re.compile(r"^(?:what|which|who|whom|whose|when|where|why|how(?: \w+)?)$", re.I)
+_WH_HEAD = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how(?: much| many| long| often| old)?)\s+",
+                      re.I)
+
+
 def _resolve(pieces: list[str]) -> list[str]:
-    """Make each piece a standalone question: end punctuation, capital, pronouns replaced by the first subject."""
+    """Make each piece a standalone question: end punctuation, capital, pronouns replaced by the first subject,
+    and a bare question word ("..., and when?") given the rest of the first question ("When — founded Acme?")."""
+    head = _WH_HEAD.sub("", pieces[0].rstrip("?")).strip()
+    pieces = [f"{p.rstrip('?').strip()} — {head}" if i and head and _BARE_WH.match(p.rstrip("?").strip()) else p
+              for i, p in enumerate(pieces)]
     lead = _LEAD_WH.match(pieces[0].rstrip("?"))
     subject = lead.group(1).strip() if lead else None
     if subject and subject.split()[0].lower() in ("a", "an"):
@@ -124,16 +141,6 @@ def _exclamation(text: str) -> bool:
             and not any(t.is_number or t.is_capital for t in toks))
 
 
-def _modality(text: str) -> str:
-    if _CONDITIONAL.match(text):
-        return "conditional"
-    if _HEDGE.search(text):
-        return "hedged"
-    if _ATTRIBUTED.search(text):
-        return "attributed_to_source"
-    return "asserted"
-
-
 def _split_compound(text: str) -> list[str]:
     parts = [p.strip() for p in _CLAUSE_SPLIT.split(text) if p and p.strip()]
     if len(parts) < 2 or any(len(content_terms(p)) < 3 or not _VERBISH.search(p) for p in parts):
@@ -141,26 +148,54 @@ def _split_compound(text: str) -> list[str]:
     return parts
 
 
-def decompose(payload: DecomposeInput) -> DecomposeOutput:
-    sub_questions = [DecomposedSubQuestion(id=f"q{i}", text=t, ambiguity_note=None)
-                     for i, t in enumerate(split_query(payload.query), 1)]
+_GAP_CLAUSE = re.compile(r"(?:;\s+|,?\s+(?:but|although|though|however,?|while)\s+)", re.I)
+# Words that only talk about the documents; what is left of a gap names what is missing.
+_META = re.compile(r"\b(?:context|passages?|documents?|docs|text|information|info|sources?|articles?|excerpts?|"
+                   r"snippets?|provided|given|mention(?:ed|s)?|say|says|said|state[sd]?|specif(?:y|ies|ied)|"
+                   r"contain(?:s|ed)?|find|found|answer|determine|know|sure|details?|data|evidence|available|"
+                   r"unable|cannot|can't|couldn't|could|not|don't|doesn't|didn't|there|is|are|no|any|i|"
+                   r"i'm|the|a|an|to|from|in|about|whether|if|that|this|me|have|has|do|does)\b", re.I)
+
+
+def questions(payload: QuestionsInput) -> QuestionsOutput:
+    return QuestionsOutput(sub_questions=[QuestionItem(id=f"q{i}", text=t)
+                                          for i, t in enumerate(split_query(payload.query), 1)])
+
+
+def gap_topic(text: str) -> str:
+    """What a gap statement says is missing, without the words about the documents."""
+    return " ".join(_META.sub(" ", text).split())
+
+
+def claims(payload: ClaimsInput) -> ClaimsOutput:
     sentences = list(payload.sentences)
     cite = True
     if not sentences and payload.response.strip():
         # No segmentation was passed in: segment here, but cite no ids that were never given.
         sentences = [Sentence(id="", text=payload.response[s:e]) for s, e in sentence_spans(payload.response)]
         cite = False
-    claims: list[DecomposedClaim] = []
-    refused = asked = False
+    found: list[ExtractedClaim] = []
+    gaps: list[ExtractedGap] = []
+    asked = False
     bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= 6
     for sentence in sentences:
         body, _ = _strip_prefix(sentence.text.strip())
         body = body.strip()
         if not body:
             continue
+        ids = [sentence.id] if cite else []
         if _REFUSAL.search(body):
-            refused = True
-            continue
+            # "X is Y, but the documents don't say Z": the gap is refusal text, the rest stays a claim.
+            clauses = [c.strip(" ,;") for c in _GAP_CLAUSE.split(body) if c.strip(" ,;")]
+            kept = []
+            for clause in clauses:
+                if _REFUSAL.search(clause):
+                    gaps.append(ExtractedGap(id=f"g{len(gaps) + 1}", source_sentence_ids=ids, text=clause))
+                else:
+                    kept.append(clause)
+            body = ", ".join(kept) if len(clauses) > 1 else ""
+            if not body or not _informative(body):
+                continue
         if body.endswith("?"):
             asked = True
             continue
@@ -170,15 +205,7 @@ def decompose(payload: DecomposeInput) -> DecomposeOutput:
         if not (yes_no or personal) and (_CHITCHAT.match(body) or _exclamation(body) or not _informative(body)):
             # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
             continue
-        note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else None
+        note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else ""
         for part in _split_compound(body):
-            claims.append(DecomposedClaim(
-                id=f"c{len(claims) + 1}", source_sentence_ids=[sentence.id] if cite else [], claim=part,
-                context_note=note, modality=_modality(part)))
-    if refused:
-        kind = "partial_refusal" if claims else "full_refusal"
-    elif claims:
-        kind = "answer"
-    else:
-        kind = "clarification_request" if asked else "no_factual_content"
-    return DecomposeOutput(response_kind=kind, sub_questions=sub_questions, claims=claims)
+            found.append(ExtractedClaim(id=f"c{len(found) + 1}", source_sentence_ids=ids, text=part, note=note))
+    return ClaimsOutput(claims=found, gaps=gaps, asks_clarification=asked and not found and not gaps)

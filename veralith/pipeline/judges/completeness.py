@@ -1,43 +1,64 @@
-"""Completeness: which claims answer which sub-question, which sub-questions nothing addresses, and
-which claims answer nothing that was asked ("extra")."""
+"""Completeness: which claims answer which sub-question (and which only support an answer), which
+sub-questions the response declines, how fully each sub-question is answered, and which claims
+answer nothing that was asked ("extra")."""
 
 from __future__ import annotations
 
-from veralith.llm.tasks import ClaimIn, CompletenessInput, CompletenessOutput, SubQuestionIn
-from veralith.models import Claim, CompletenessJudgment, SubQuestion
+from veralith.llm.base import CallResult
+from veralith.llm.tasks import ClaimIn, CompletenessInput, CompletenessOutput, GapIn, SubQuestionIn
+from veralith.models import Claim, CompletenessJudgment, CompletenessStatus, Gap, SubQuestion
 
 __all__ = ["assemble", "plan", "without_call"]
 
 
-def plan(query: str, sub_questions: list[SubQuestion], claims: list[Claim]) -> list[CompletenessInput]:
+def plan(query: str, sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap]) -> list[CompletenessInput]:
     if not claims or not sub_questions:
         return []  # decided without a model: see without_call
     return [CompletenessInput(
         query=query,
         sub_questions=[SubQuestionIn(id=q.id, text=q.text) for q in sub_questions],
         claims=[ClaimIn(id=c.id, text=c.text) for c in claims],
+        gaps=[GapIn(id=g.id, text=g.text) for g in gaps],
     )]
 
 
-def without_call(sub_questions: list[SubQuestion], claims: list[Claim]) -> CompletenessJudgment:
-    """The cases with nothing to align: no claims (every part unanswered) or an empty query."""
+def without_call(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap]) -> CompletenessJudgment:
+    """The cases with nothing to align: no claims (nothing is answered; a gap declines the question
+    as a whole) or no sub-questions (nothing could be left unanswered or gone beyond)."""
     if not claims:
+        ids = [q.id for q in sub_questions]
         return CompletenessJudgment(
-            mappings={q.id: [] for q in sub_questions},
-            uncovered_sub_question_ids=[q.id for q in sub_questions],
-            reasoning="The response makes no claims, so no part of the query is answered.")
+            mappings={q: [] for q in ids}, supports={q: [] for q in ids},
+            statuses={q: CompletenessStatus.unanswered for q in ids},
+            gaps={g.id: list(ids) for g in gaps}, uncovered_sub_question_ids=ids,
+            confidence={q: 1.0 for q in ids},
+            reasoning=("The response makes no claims, so no part of the query is answered"
+                       + (" and it says the documents lack the answer." if gaps else ".")))
     return CompletenessJudgment(
-        reasoning="The query is empty, so there is nothing the claims could leave unanswered or go beyond.")
+        gaps={g.id: [] for g in gaps},
+        reasoning="There are no sub-questions, so the claims can neither leave one unanswered nor go beyond them.")
 
 
-def assemble(outputs: list[CompletenessOutput], sub_questions: list[SubQuestion],
-             claims: list[Claim]) -> CompletenessJudgment:
-    out = outputs[0]
-    targets = {item.claim_id: item.sub_question_ids for item in out.items}
-    mappings = {q.id: [c.id for c in claims if q.id in targets[c.id]] for q in sub_questions}
+def assemble(calls: list[CallResult], sub_questions: list[SubQuestion], claims: list[Claim],
+             gaps: list[Gap]) -> CompletenessJudgment:
+    call = calls[0]
+    out: CompletenessOutput = call.output  # type: ignore[assignment]
+    roles = {item.claim_id: item for item in out.claims}
+    statuses = {s.sub_question_id: s for s in out.sub_questions}
+
+    def claims_with(role: str, q: str) -> list[str]:
+        return [c.id for c in claims if roles[c.id].role == role and q in roles[c.id].sub_question_ids]
+
+    ids = [q.id for q in sub_questions]
+    status = {q: CompletenessStatus(statuses[q].status) for q in ids}
+    reasons = [f"{q}: {statuses[q].status} ({statuses[q].reasoning.strip()})" for q in ids]
     return CompletenessJudgment(
-        mappings=mappings,
-        uncovered_sub_question_ids=[q for q, mapped in mappings.items() if not mapped],
-        extra_claim_ids=[c.id for c in claims if not targets[c.id]],
-        reasoning=out.reasoning,
+        mappings={q: claims_with("answers", q) for q in ids},
+        supports={q: claims_with("supports", q) for q in ids},
+        statuses=status,
+        gaps={g.gap_id: list(g.sub_question_ids) for g in out.gaps},
+        uncovered_sub_question_ids=[q for q in ids if status[q] is not CompletenessStatus.answered],
+        extra_claim_ids=[c.id for c in claims if roles[c.id].role == "extra"],
+        reasoning=" ".join(reasons),
+        confidence={q: call.confidence.get(q) for q in ids},
     )

@@ -1,30 +1,42 @@
 """Faithfulness: is each claim grounded in the context, and in which chunks?
 
-Claims go to the judge in batches of `batch_size` (5-8 per call measured best, PROMPTS.md §5.1);
-every batch sees all chunks, so support that spans two chunks can be found.
+Claims go to the judge in batches of `batch_size` (5-8 per call measured best, PROMPTS.md §5.1;
+1 for small local models); every batch sees all chunks, so support that spans two chunks can be
+found. With no context there is nothing to ground a claim in, so no call is made.
 """
 
 from __future__ import annotations
 
-from veralith.llm.tasks import ChunkIn, ClaimIn, FaithfulnessInput, FaithfulnessOutput
-from veralith.models import Claim, ContextChunk, FaithfulnessJudgment, Relation, Verdict
+from veralith.llm.base import CallResult
+from veralith.llm.tasks import ChunkIn, ClaimIn, FaithfulnessInput
+from veralith.models import Claim, ContextChunk, FaithfulnessJudgment, Quote, Relation, Verdict
 
-__all__ = ["assemble", "plan"]
+__all__ = ["assemble", "plan", "without_call"]
 
 
 def plan(query: str, claims: list[Claim], notes: dict[str, str | None], chunks: list[ContextChunk],
-         batch_size: int) -> list[FaithfulnessInput]:
+         batch_size: int, as_of: str | None = None) -> list[FaithfulnessInput]:
+    if not chunks:
+        return []  # decided without a model: see without_call
     chunk_in = [ChunkIn(id=c.id, text=c.text, source=c.source) for c in chunks]
     items = [ClaimIn(id=c.id, text=c.text, context_note=notes.get(c.id)) for c in claims]
-    return [FaithfulnessInput(query=query, claims=items[i:i + batch_size], chunks=chunk_in)
+    return [FaithfulnessInput(query=query, claims=items[i:i + batch_size], chunks=chunk_in, as_of=as_of)
             for i in range(0, len(items), batch_size)]
 
 
-def assemble(outputs: list[FaithfulnessOutput], claims: list[Claim]) -> list[FaithfulnessJudgment]:
-    by_id = {item.claim_id: item for out in outputs for item in out.items}
+def without_call(claims: list[Claim]) -> list[FaithfulnessJudgment]:
+    """An empty context grounds nothing: every claim is unsupported, with certainty."""
+    return [FaithfulnessJudgment(claim_id=c.id, verdict=Verdict.N, relation=Relation.unsupported, confidence=1.0,
+                                 reasoning="The context is empty, so nothing can ground this claim.")
+            for c in claims]
+
+
+def assemble(calls: list[CallResult], claims: list[Claim]) -> list[FaithfulnessJudgment]:
+    items = {item.claim_id: (item, call.confidence.get(item.claim_id))
+             for call in calls for item in call.output.items}  # type: ignore[attr-defined]
     judgments = []
     for claim in claims:
-        item = by_id[claim.id]
+        item, confidence = items[claim.id]
         relation = Relation(item.relation)
         judgments.append(FaithfulnessJudgment(
             claim_id=claim.id,
@@ -33,5 +45,9 @@ def assemble(outputs: list[FaithfulnessOutput], claims: list[Claim]) -> list[Fai
             reasoning=item.reasoning,
             grounding_chunk_ids=list(item.grounding_chunk_ids),
             contradicting_chunk_ids=list(item.contradicting_chunk_ids),
+            evidence=[Quote(chunk_id=e.chunk_id, quote=e.quote) for e in item.evidence],
+            confidence=confidence,
         ))
     return judgments
+
+

@@ -1,36 +1,49 @@
 """Sufficiency: for each sub-question, could a careful reader answer it from the context alone?
 
 Judged from the query and the context only, never the response, so it runs for empty responses and
-refusals too (the gate needs it to tell a correct refusal from an unnecessary one).
+refusals too (the gate needs it to tell a correct refusal from an unnecessary one). With no
+context nothing is sufficient, so no call is made.
 """
 
 from __future__ import annotations
 
-from veralith.llm.tasks import ChunkIn, SubQuestionIn, SufficiencyInput, SufficiencyOutput
+from veralith.llm.base import CallResult
+from veralith.llm.tasks import ChunkIn, SubQuestionIn, SufficiencyInput, SufficiencyItem
 from veralith.models import ContextChunk, SubQuestion, SufficiencyJudgment, Verdict
 
-__all__ = ["assemble", "plan"]
+__all__ = ["assemble", "plan", "without_call"]
 
 
 def plan(query: str, sub_questions: list[SubQuestion], chunks: list[ContextChunk],
-         batch_size: int) -> list[SufficiencyInput]:
+         batch_size: int, as_of: str | None = None) -> list[SufficiencyInput]:
+    if not chunks:
+        return []  # decided without a model: see without_call
     chunk_in = [ChunkIn(id=c.id, text=c.text, source=c.source) for c in chunks]
     items = [SubQuestionIn(id=q.id, text=q.text) for q in sub_questions]
-    return [SufficiencyInput(query=query, sub_questions=items[i:i + batch_size], chunks=chunk_in)
+    return [SufficiencyInput(query=query, sub_questions=items[i:i + batch_size], chunks=chunk_in, as_of=as_of)
             for i in range(0, len(items), batch_size)]
 
 
-def assemble(outputs: list[SufficiencyOutput], sub_questions: list[SubQuestion]) -> list[SufficiencyJudgment]:
-    by_id = {item.sub_question_id: item for out in outputs for item in out.items}
-    return [SufficiencyJudgment(
-        sub_question_id=q.id,
-        verdict=Verdict.Y if by_id[q.id].sufficient == "yes" else Verdict.N,
-        reasoning=_reasoning(by_id[q.id]),
-        chunk_ids=list(by_id[q.id].supporting_chunk_ids),
-    ) for q in sub_questions]
+def without_call(sub_questions: list[SubQuestion]) -> list[SufficiencyJudgment]:
+    """An empty context answers nothing, with certainty."""
+    return [SufficiencyJudgment(sub_question_id=q.id, verdict=Verdict.N, confidence=1.0,
+                                reasoning="The context is empty, so nothing can answer this.")
+            for q in sub_questions]
 
 
-def _reasoning(item) -> str:
+def assemble(calls: list[CallResult], sub_questions: list[SubQuestion]) -> list[SufficiencyJudgment]:
+    by_id = {item.sub_question_id: (item, call.confidence.get(item.sub_question_id))
+             for call in calls for item in call.output.items}  # type: ignore[attr-defined]
+    judgments = []
+    for q in sub_questions:
+        item, confidence = by_id[q.id]
+        judgments.append(SufficiencyJudgment(
+            sub_question_id=q.id, verdict=Verdict.Y if item.sufficient == "yes" else Verdict.N,
+            reasoning=_reasoning(item), chunk_ids=list(item.supporting_chunk_ids), confidence=confidence))
+    return judgments
+
+
+def _reasoning(item: SufficiencyItem) -> str:
     if item.missing_facts and item.sufficient == "no":
         return f"{item.reasoning} Missing: {'; '.join(item.missing_facts)}".strip()
     return item.reasoning
