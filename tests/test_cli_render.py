@@ -195,3 +195,19 @@ def test_progress_reporter_on_a_terminal_and_in_a_log(terminal):
     out = console.file.getvalue()
     assert "in.jsonl:2: not valid JSON [red]x[/red]" in out
     assert ("1/4" in out) and (("veralith: 1/4 done" in out) != terminal)
+
+
+def test_inspect_shows_confidence_evidence_gaps_and_review():
+    from veralith.models import Coverage, Gap, Quote, ResponseKind
+
+    base = _result()
+    faith = [j.model_copy(update={"confidence": 0.62}) for j in base.faithfulness]
+    faith[0] = faith[0].model_copy(update={"evidence": [Quote(chunk_id="c0", quote="X is 1.")]})
+    diag = base.diagnosis.model_copy(update={
+        "coverage": {"q1": Coverage.answered, "q2": Coverage.declined}, "needs_review": True, "review_ids": ["c1"]})
+    out = _text(render.result_view(base.model_copy(update={
+        "faithfulness": faith, "diagnosis": diag, "response_kind": ResponseKind.partial_refusal,
+        "gaps": [Gap(id="g1", text="what Y is")]})))
+    assert "(62% sure)" in out and "c0: “X is 1.”" in out
+    assert "g1 gap: what Y is" in out and "partial refusal" in out
+    assert "needs review" in out and "declined" in next(line for line in out.splitlines() if "What is Y?" in line)

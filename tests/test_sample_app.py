@@ -79,6 +79,15 @@ def test_the_demo_runs_offline_and_lands_in_several_cells(tmp_path, offline_env)
     assert len(rows) == len(QUESTIONS)
     assert {status for status, _ in rows} == {"done"}
     assert len({cell for _, cell in rows}) >= 3, rows
+    # The answerer retells another product's facts under the name it was asked about: the diagnosis
+    # must call every such fabrication ungrounded, never healthy.
+    with sqlite3.connect(tmp_path / "demo.db") as db:
+        fabricated = db.execute("SELECT query, response, failure_cell FROM traces WHERE knowledge_base = 'orbitra'"
+                                " AND query IN ('What is the price of the Orbitra 4?',"
+                                " 'How heavy is the Orbitra Pro mast?')").fetchall()
+    assert len(fabricated) == 2
+    for query, response, cell in fabricated:
+        assert cell.endswith("_ungrounded"), (query, response, cell)
 
     # A fresh process reopens the index without being told the embedding function, and nothing
     # is downloaded: chromadb rebuilds the registered one from the collection's stored config.

@@ -17,7 +17,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from veralith.models import EvaluationResult, Relation, Verdict
+from veralith.models import Coverage, EvaluationResult, Relation, Verdict
 
 __all__ = ["RELATION_LABEL", "fmt_fraction", "fmt_usd", "literal", "result_view", "stats_view", "summary_view",
            "traces_table"]
@@ -100,14 +100,15 @@ def _header(result: EvaluationResult) -> RenderableType:
                                    f"({fmt_fraction(diag.sufficiency_fraction)} vs threshold "
                                    f"{diag.threshold:.2f}, {diag.threshold_source.value})"
                                    f"  faithfulness {fmt_fraction(diag.faithfulness_fraction)}"))
-    if result.refusal:
-        lines.append(Text("the response is a refusal", style="italic"))
+    if result.response_kind is not None and result.response_kind.value != "answer":
+        lines.append(Text(f"the response is a {result.response_kind.value.replace('_', ' ')}", style="italic"))
+    if diag is not None and diag.needs_review:
+        lines.append(Text.assemble(("needs review", "bold yellow"), ": low-confidence verdicts decide the outcome (",
+                                   _ids(diag.review_ids), ")"))
     return Group(*lines)
 
 
 def _sub_questions(result: EvaluationResult) -> RenderableType:
-    from veralith.pipeline.classify import classify
-
     if not result.sub_questions:
         return Text("(no sub-questions)", style="dim")
     verdicts = {j.sub_question_id: j for j in result.sufficiency}
@@ -117,23 +118,37 @@ def _sub_questions(result: EvaluationResult) -> RenderableType:
         suff = (Text("not judged", "dim") if judged is None else
                 Text.assemble(("yes" if judged.verdict is Verdict.Y else "no",
                                "green" if judged.verdict is Verdict.Y else "yellow"), " ",
-                              _ids(judged.chunk_ids) if judged.chunk_ids else ""))
-        table.add_row(literal(q.id, "cyan"), literal(q.text), suff, _coverage(result, q, classify))
+                              _ids(judged.chunk_ids) if judged.chunk_ids else "", _sure(judged.confidence)))
+        table.add_row(literal(q.id, "cyan"), literal(q.text), suff, _coverage(result, q.id))
     return table
 
 
-def _coverage(result: EvaluationResult, question: Any, classify: Any) -> Text:
-    if result.completeness is None or (result.claims and not result.faithfulness):
+def _coverage(result: EvaluationResult, question_id: str) -> Text:
+    """Whether the sub-question is covered and why not, from the diagnosis (so it agrees with the cell)."""
+    comp = result.completeness
+    coverage = result.diagnosis.coverage.get(question_id) if result.diagnosis else None
+    if coverage is None and comp is not None and (result.faithfulness or not result.claims):
+        # A result stored before coverage was recorded: apply the library's own rule to it.
+        from veralith.pipeline.classify import coverage as coverage_of
+
+        grounded = {j.claim_id for j in result.faithfulness if j.verdict is Verdict.Y}
+        coverage = coverage_of([q for q in result.sub_questions if q.id == question_id], grounded, comp).get(question_id)
+    if coverage is None or comp is None:
         return Text("unknown", style="dim")
-    # The library's own rule decides coverage (a sub-question is covered only by a grounded claim);
-    # classifying this one sub-question alone asks it without restating the rule here.
-    verdict = classify([question], result.claims, result.faithfulness, result.completeness)
-    mapped = result.completeness.mappings.get(question.id, [])
-    if verdict.n_uncovered_sub_questions == 0:
-        return Text.assemble(("yes", "green"), " ", _ids(mapped))
-    if mapped:
-        return Text.assemble(("no", "red"), " ", _ids(mapped), " not grounded")
-    return Text.assemble(("no", "red"), (" unanswered", "dim"))
+    answering = comp.mappings.get(question_id, [])
+    if coverage is Coverage.answered:
+        return Text.assemble(("yes", "green"), " ", _ids(answering))
+    why = {
+        Coverage.partial: Text.assemble(" answered only in part by ", _ids(answering)),
+        Coverage.ungrounded_answer: Text.assemble(" answered only by ", _ids(answering), ", not grounded"),
+        Coverage.declined: Text(" declined: the response says the documents lack it", style="dim"),
+        Coverage.unanswered: Text(" no claim answers it", style="dim"),
+    }[coverage]
+    return Text.assemble(("no", "red"), why)
+
+
+def _sure(confidence: float | None) -> Text:
+    return Text("" if confidence is None else f" ({confidence:.0%} sure)", style="dim")
 
 
 def _judgments(result: EvaluationResult) -> dict[str, Any]:
@@ -153,23 +168,32 @@ def _response(result: EvaluationResult) -> Text:
 
 
 def _claims(result: EvaluationResult) -> RenderableType:
+    parts: list[RenderableType] = []
     if not result.claims:
-        return Text("(no claims)" + (" — refusal" if result.refusal else ""), style="dim")
-    judgments = _judgments(result)
-    table = Table("id", "verdict", "claim", "grounding chunks", box=None, pad_edge=False)
-    for claim in result.claims:
-        judged = judgments.get(claim.id)
-        if judged is None:
-            verdict = Text("? not judged", style="dim")
-            chunks = Text("—", style="dim")
-        else:
+        parts.append(Text("(no claims)" + (" — refusal" if result.refusal else ""), style="dim"))
+    else:
+        judgments = _judgments(result)
+        table = Table("id", "verdict", "claim", "evidence", box=None, pad_edge=False)
+        for claim in result.claims:
+            judged = judgments.get(claim.id)
+            if judged is None:
+                table.add_row(literal(claim.id, "cyan"), Text("? not judged", style="dim"), literal(claim.text),
+                              Text("—", style="dim"))
+                continue
             style = _RELATION_STYLE[judged.relation]
-            verdict = Text(f"{_RELATION_MARK[judged.relation]} {RELATION_LABEL[judged.relation]}", style=style)
-            chunks = _ids(judged.grounding_chunk_ids)
+            verdict = Text.assemble((f"{_RELATION_MARK[judged.relation]} {RELATION_LABEL[judged.relation]}", style),
+                                    _sure(judged.confidence))
+            evidence = Text.assemble(_ids(judged.grounding_chunk_ids))
             if judged.contradicting_chunk_ids:
-                chunks = Text.assemble(chunks, " contradicted by ", _ids(judged.contradicting_chunk_ids))
-        table.add_row(literal(claim.id, "cyan"), verdict, literal(claim.text), chunks)
-    return table
+                evidence = Text.assemble(evidence, " contradicted by ", _ids(judged.contradicting_chunk_ids))
+            for quote in judged.evidence[:2]:
+                evidence = Text.assemble(evidence, "\n", literal(quote.chunk_id, "cyan"), ": “",
+                                         literal(_one_line(quote.quote, 100), "italic"), "”")
+            table.add_row(literal(claim.id, "cyan"), verdict, literal(claim.text), evidence)
+        parts.append(table)
+    for gap in result.gaps:
+        parts.append(Text.assemble(literal(gap.id, "cyan"), " gap: ", literal(gap.text, "italic")))
+    return Group(*parts)
 
 
 def _completeness(result: EvaluationResult) -> RenderableType:
@@ -178,8 +202,15 @@ def _completeness(result: EvaluationResult) -> RenderableType:
         return Text("not judged", style="dim")
     lines: list[RenderableType] = []
     for q in result.sub_questions:
-        lines.append(Text.assemble(literal(q.id, "cyan"), " ← ", _ids(comp.mappings.get(q.id, []))))
-    lines.append(Text.assemble("unaddressed sub-questions: ", _ids(comp.uncovered_sub_question_ids)))
+        status = comp.statuses.get(q.id)
+        line = Text.assemble(literal(q.id, "cyan"), " answered by ", _ids(comp.mappings.get(q.id, [])))
+        if comp.supports.get(q.id):
+            line.append_text(Text.assemble("  supported by ", _ids(comp.supports[q.id])))
+        if status is not None:
+            line.append_text(Text(f"  judged {status.value}", style="dim"))
+        lines.append(line)
+    for gap_id, linked in comp.gaps.items():
+        lines.append(Text.assemble(literal(gap_id, "cyan"), " declines ", _ids(linked)))
     lines.append(Text.assemble("extra claims: ", _ids(comp.extra_claim_ids)))
     if comp.reasoning:
         lines.append(literal(comp.reasoning, "dim"))
