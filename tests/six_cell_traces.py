@@ -24,7 +24,7 @@ SIX_CELL_TRACES: list[dict] = [
         "context": [_TOWER],
         # The answer is grounded; a detail backing it up (the crew) is invented.
         "response": ("The Eiffel Tower was completed in March 1889. "
-                     "The work finished in March 1889 with a crew of 900 riveters from Lyon."),
+                     "That was the deadline set by its 1886 contract with the city of Lyon."),
     },
     {
         "cell": "incomplete_grounded",

@@ -227,6 +227,11 @@ def quote_in(quote: str, text: str) -> bool:
     return True
 
 
+def _number(text: str) -> str:
+    """A number as written, minus separators and leading zeros ("07:15" and "7:15" are one time)."""
+    return re.sub(r"(?<!\d)0+(?=\d)", "", text.replace(",", ""))
+
+
 def _ids_problems(label: str, expected: list[str], got: list[str]) -> list[str]:
     problems = []
     dupes = sorted({i for i in got if got.count(i) > 1})
@@ -283,8 +288,8 @@ def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[str]:
         # Extraction must not invent details (FActScore's guard): a number in a claim comes from
         # the sentences it cites or from the question that resolves its references.
         source = " ".join(sentences.get(i, "") for i in claim.source_sentence_ids) + " " + inp.query
-        digits = {n.replace(",", "") for n in _NUMBER.findall(source)}
-        invented = sorted({n for n in _NUMBER.findall(claim.text) if n.replace(",", "") not in digits})
+        digits = {_number(n) for n in _NUMBER.findall(source)}
+        invented = sorted({n for n in _NUMBER.findall(claim.text) if _number(n) not in digits})
         if claim.source_sentence_ids and invented:
             problems.append(f"claim {claim.id} has numbers {invented} that its sentences do not contain; "
                             "copy numbers exactly")

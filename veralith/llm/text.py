@@ -23,7 +23,9 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if match.group(1):
             end = match.end(1)
             word = re.search(r"(\S+)$", text[start:match.start(1)])
-            if word and word.group(1).lower().rstrip(".") in _ABBREV:
+            abbrev = word.group(1).lower().rstrip(".") if word else ""
+            # "No. 5" is an abbreviation; "No. The museum is closed." is an answer and a sentence.
+            if abbrev in _ABBREV and not (abbrev == "no" and not text[match.end():match.end() + 1].isdigit()):
                 continue
             if word and len(word.group(1)) == 1 and word.group(1).isupper():  # an initial: "J. Smith"
                 continue

@@ -180,7 +180,7 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
         Phase.faithfulness: (FAITHFULNESS, faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of),
                              lambda calls: faithfulness.assemble(calls, claims),
                              lambda: faithfulness.without_call(claims)),
-        Phase.completeness: (COMPLETENESS, completeness.plan(query, sqs, claims, gaps),
+        Phase.completeness: (COMPLETENESS, completeness.plan(query, sqs, claims, gaps, parts.context_notes),
                              lambda calls: completeness.assemble(calls, sqs, claims, gaps),
                              lambda: completeness.without_call(sqs, claims, gaps)),
     }

@@ -1,77 +1,57 @@
 """Local completeness: which claims answer which sub-question, which only support an answer, which
 sub-questions a gap statement declines, and how fully each sub-question is answered.
 
-A claim *answers* a sub-question when it carries the sub-question's specific content and, for a
-typed question (who, when, where, how many...), a value of that type the question itself does not
-hold. Terms every sub-question shares (the subject a split query repeats) count for little, so a
-claim lands on the sub-questions whose distinctive terms it uses; one claim may answer several. A
-claim that shares the *new* content of an answering claim (words neither in the question nor
-generic) *supports* that answer; anything else is extra, even when it mentions the question's
-topic ("the filter should be replaced every six months" does not answer "how do I reset the
-filter light?"). An instruction-like request ("summarise the passage", "tell me about X") is
-answered by every on-topic claim. The completeness judge never sees the context.
+A claim *answers* a sub-question when it gives what the question asks for:
+- a question that names its answer's type (who, when, where, how many, what price...) is answered by
+  a claim holding a value of that type (veralith/llm/local/answer_types.py) that is not one of the
+  question's own words, about the question's content ("how many vacation days" is answered by
+  "25 vacation days", not by "until 30 June");
+- a yes/no question by a claim that opened with "yes"/"no", or that carries most of its content;
+- "how do I..." by an instruction;
+- any other question by a claim that carries most of its distinctive content.
+Terms every sub-question shares (the subject a split query repeats) count for little, so a claim
+lands on the sub-questions whose distinctive terms it uses; one claim may answer several. A claim
+about what a sub-question turns on, or sharing the *new* content of an answering claim (words
+neither in the question nor generic), *supports* that answer; anything else is extra, even when
+it mentions the question's topic ("the filter should be replaced every six months" does not answer
+"how do I reset the filter light?"). An open request ("summarise the passage") is answered by
+every on-topic claim. The completeness judge never sees the context.
 """
 
 from __future__ import annotations
 
 import re
 
+from veralith.llm.local.answer_types import asked_for, has_answer, subject_norms
 from veralith.llm.local.decompose import gap_topic
 from veralith.llm.local.evidence import Term, terms_of
-from veralith.llm.local.lexicon import MONTHS, tokens
-from veralith.llm.tasks import ClaimRole, CompletenessInput, CompletenessOutput, GapLink, SubQuestionStatus
+from veralith.llm.local.lexicon import GENERIC, STOPWORDS, tokens
+from veralith.llm.tasks import ClaimIn, ClaimRole, CompletenessInput, CompletenessOutput, GapLink, SubQuestionStatus
 
 __all__ = ["completeness"]
 
-_TYPED = [
-    ("number", re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|often|high|heavy)\b|"
-                          r"\bwhat (?:percentage|number|amount|price|size|age|dose|dosage)\b|\bcost\b", re.I)),
-    ("date", re.compile(r"\bwhen\b|\bwhat (?:date|day|month|year|time)\b|\bin which year\b|\bwhat year\b", re.I)),
-    ("name", re.compile(r"\bwho(?:m|se)?\b", re.I)),
-    ("place", re.compile(r"\bwhere\b|\bwhich (?:city|country|state|place|town|region)\b", re.I)),
-]
 _OPEN = re.compile(r"^\s*(?:summari[sz]e|describe|explain|tell me|give (?:me )?an? (?:overview|summary)|list|"
                    r"outline|what (?:do you know|can you tell me)|overview)\b", re.I)
-_DEPENDS = re.compile(r"\b(?:it depends|depends on|depending on|varies|may vary|can vary)\b", re.I)
-_ANSWERS = 0.5      # share of a sub-question's weighted distinctive terms an untyped answer must carry
-_TYPED_ANSWERS = 0.34   # a typed answer also carries the value asked for, so it may say less of the question
-
-
-def _kind(question: str) -> str | None:
-    for name, pattern in _TYPED:
-        if pattern.search(question):
-            return name
-    return None
-
-
-def _has_value(kind: str, text: str, question_norms: set[str]) -> bool:
-    for tok in tokens(text):
-        if tok.norm in question_norms:
-            continue
-        if kind == "number" and tok.is_number:
-            return True
-        if kind == "date" and ((tok.is_number and len(tok.norm) == 4) or tok.norm in MONTHS):
-            return True
-        if kind in ("name", "place") and tok.is_capital:
-            return True
-    return False
-
-
-_WHAT = re.compile(r"^\W*(?:what|which)\s+(.*)$", re.I)
+_YES_NO_Q = re.compile(r"^\W*(?:is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|may|must)\b",
+                       re.I)
 _HOW_TO = re.compile(r"^\W*how\s+(?:do|does|can|could|should|would|to)\s+(?:(?:i|you|we|one|they|people)\s+)?(.*)$",
                      re.I)
-
-
-def _focus(question: str) -> set[str]:
-    """The word a question turns on: the thing asked for ("what *warranty*..."), the action asked
-    about ("how do I *reset*..."), else its first plain content word ("when was the tower *completed*")."""
-    for pattern in (_WHAT, _HOW_TO):
-        match = pattern.match(question)
-        if match:
-            terms = [t for t in terms_of(match.group(1)) if not t.is_number]
-            return {terms[0].norm} if terms else set()
-    plain = [t for t in terms_of(question) if not (t.is_capital or t.is_number)]
-    return {plain[0].norm} if plain else set()
+_WHAT = re.compile(r"^\W*(?:what|which)\s+(.*)$", re.I)
+_COUNTED = re.compile(r"\bhow (?:many|much)\s+(.*)$", re.I)
+_DEPENDS = re.compile(r"\b(?:it depends|depends on|depending on|varies|may vary|can vary)\b", re.I)
+# Verbs an instruction opens with ("Press and hold...", "Go to Settings...").
+_INSTRUCTION = frozenset("""
+press hold click tap open close go select choose turn set enter type run use remove insert connect unplug plug
+restart reset switch push pull slide wait download install update call contact email visit fill submit send
+bring take ask check make add clean rinse let keep store place put sign log follow navigate scroll find pick
+drop apply pay book register tell write print show attach upload save delete clear start stop leave return
+""".split())
+# "This is because...", "That applies only to...": a sentence about the previous statement. ("It sails
+# on the MS Solenne" is a new fact about the entity, not about the answer.)
+_BACK_REFERENCES = frozenset("this that these those".split())
+_AUX = frozenset("is are was were do does did can could will would should shall has have had may might must".split())
+_ANSWERS = 0.5        # share of a sub-question's weighted distinctive terms an untyped answer must carry
+_TYPED_ANSWERS = 0.34  # a typed answer also carries the value asked for, so it may say less of the question
 
 
 def _share(claim: list[Term], terms: list[Term], distinct: dict[str, float]) -> float:
@@ -80,6 +60,82 @@ def _share(claim: list[Term], terms: list[Term], distinct: dict[str, float]) -> 
         return 0.0
     norms = {t.norm for t in claim}
     return sum(t.weight * distinct.get(t.norm, 1.0) for t in terms if t.norm in norms) / total
+
+
+def _counted(question: str) -> set[str]:
+    """The noun a "how many/much X" question counts: a number answers it only next to X."""
+    match = _COUNTED.search(question)
+    if not match:
+        return set()
+    out = set()
+    for word in match.group(1).split():
+        if word.lower().strip("?,.") in _AUX:
+            break
+        out |= {t.norm for t in terms_of(word)}
+    return out
+
+
+def _counts(text: str, nouns: set[str]) -> bool:
+    toks = tokens(text)
+    return any(t.is_number and any(u.norm in nouns for u in toks[i + 1:i + 4]) for i, t in enumerate(toks))
+
+
+def _focus(question: str, naming: frozenset[str]) -> set[str]:
+    """The word a question turns on: the thing asked for ("what *warranty*..."), the action asked
+    about ("how do I *reset*..."), else its first plain content word ("when was the tower *completed*")."""
+    for pattern in (_WHAT, _HOW_TO):
+        match = pattern.match(question)
+        if match:
+            terms = [t for t in terms_of(match.group(1))
+                     if not (t.is_number or t.is_capital or t.norm in naming or t.text.lower() in GENERIC)]
+            if terms:
+                return {terms[0].norm}
+    # Otherwise the predicate, which English puts last ("when was the tower *completed*", "how long
+    # does the battery *last*").
+    plain = [t for t in terms_of(question)
+             if not (t.is_capital or t.is_number or t.norm in naming or t.text.lower() in GENERIC)]
+    return {plain[-1].norm} if plain else set()
+
+
+def _instruction(text: str) -> bool:
+    """An imperative: opens with an instruction verb followed by a function word or a name ("Set the...",
+    "Press and hold", "Take it to", "Go to Settings"), not by a noun it modifies ("Log files are...")."""
+    toks = tokens(text)
+    if len(toks) < 2 or toks[0].text.lower() not in _INSTRUCTION:
+        return False
+    follower = toks[1]
+    return follower.text.lower() in STOPWORDS or follower.is_capital or follower.is_number
+
+
+def _answers(claim: ClaimIn, terms: list[Term], question: str, q_terms: list[Term], distinct: dict[str, float],
+             lead: bool) -> bool:
+    """Does the claim give what `question` asks for? `lead`: it is the response's first claim offering a
+    value of the asked type to the only sub-question (answers come first)."""
+    kind, naming = asked_for(question)
+    asked = [t for t in q_terms if t.norm not in naming]
+    share = _share(terms, asked, distinct)
+    norms = {t.norm for t in terms}
+    if kind is not None and kind != "definition":
+        own = frozenset(t.norm for t in q_terms)
+        # "Which port..." is also answered by naming an instance ("port 8443"), and a "when"/"what
+        # period" question by a duration ("a two-year warranty").
+        instance = bool(naming & norms) and any((t.is_number or t.is_capital) and t.norm not in own for t in terms)
+        if not (has_answer(kind, claim.text, own) or instance
+                or (kind == "date" and has_answer("number", claim.text, own))):
+            return False
+        counted = _counted(question) - naming
+        if kind == "number" and counted and not _counts(claim.text, counted):
+            return False
+        return share >= _TYPED_ANSWERS or lead or bool(_focus(question, naming) & norms)
+    if _YES_NO_Q.match(question) and (claim.context_note or "").startswith("replies "):
+        return share >= 0.25 or lead
+    if _HOW_TO.match(question):
+        # "How do I set the log level?" is answered by an instruction, or by a statement of the action
+        # asked about; "Log files are rotated daily" shares words but answers nothing.
+        if _instruction(claim.text):
+            return lead or share > 0
+        return share >= _ANSWERS and bool(_focus(question, naming) & norms)
+    return share >= _ANSWERS
 
 
 def completeness(payload: CompletenessInput) -> CompletenessOutput:
@@ -93,25 +149,18 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     distinct = {n: (0.3 if len(sqs) > 1 and c == len(sqs) else 1.0) for n, c in counts.items()}
     claim_terms = {c.id: terms_of(c.text) for c in payload.claims}
     asked = {t.norm for terms in sq_terms.values() for t in terms}
-    role: dict[str, tuple[str, list[str], str]] = {}
     open_sqs = [q for q, text in sqs.items() if _OPEN.match(text)]
+    role: dict[str, tuple[str, list[str], str]] = {}
+    led = False   # has a claim already answered the only sub-question?
     for claim in payload.claims:
-        answered = []
-        for q, text in sqs.items():
-            if q in open_sqs:
-                continue   # see below: an open request is answered by every on-topic claim
-            kind = _kind(text)
-            share = _share(claim_terms[claim.id], sq_terms[q], distinct)
-            if kind is not None:
-                if share >= _TYPED_ANSWERS and _has_value(kind, claim.text, {t.norm for t in sq_terms[q]}):
-                    answered.append(q)
-            elif share >= _ANSWERS:
-                answered.append(q)
-        if not answered and claim.context_note and len(sqs) == 1:
-            # A bare answer ("six", "Argentina") answers the one question it was given for.
-            answered = list(sqs)
+        lead = len(sqs) == 1 and not led
+        answered = [q for q in sqs if q not in open_sqs
+                    and _answers(claim, claim_terms[claim.id], sqs[q], sq_terms[q], distinct, lead)]
+        led = led or bool(answered)
+        if not answered and claim.context_note and claim.context_note.startswith("answers ") and len(sqs) == 1:
+            answered = list(sqs)   # a bare answer ("six", "Argentina") answers the one question it was given for
         if answered:
-            role[claim.id] = ("answers", answered, "carries what " + ", ".join(answered) + " asks for")
+            role[claim.id] = ("answers", answered, "gives what " + ", ".join(answered) + " asks for")
     if open_sqs and payload.claims:
         # "Summarise the passage" shares no words with a good summary: the lead claim answers it, and
         # so does every claim that shares specific content with the request or an answering claim;
@@ -129,24 +178,27 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
         for cid in on_topic:
             targets = role.get(cid, ("answers", [], ""))[1] + open_sqs
             role[cid] = ("answers", targets, "on the topic of the request")
-    # Support: a claim about what a sub-question turns on, or sharing the new content (not the
-    # question's words) of an answer, backs that answer up.
-    focus = {q: _focus(text) for q, text in sqs.items()}
-    for _ in range(3):
-        for claim in payload.claims:
-            if claim.id in role:
-                continue
-            norms = {t.norm for t in claim_terms[claim.id]}
-            about = [q for q in sqs if focus[q] & norms and q not in open_sqs]
+    # Support: a claim whose subject is what a sub-question turns on, or something an answer just
+    # introduced (a word of it that the question did not use), or that refers back to the claim
+    # before it ("This is because...") backs that answer up. Sharing a word elsewhere is not enough:
+    # "Staff can also take five days of paid compassionate leave" is extra beside "sixteen weeks of
+    # paid parental leave".
+    focus = {q: _focus(text, asked_for(text)[1]) for q, text in sqs.items()}
+    previous: str | None = None
+    for claim in payload.claims:
+        if claim.id not in role:
+            subject = set(subject_norms(claim.text))
+            first = tokens(claim.text)[0].text.lower() if tokens(claim.text) else ""
+            about = [q for q in sqs if focus[q] & subject and q not in open_sqs]
+            introduced = [other for other, _ in role.items()
+                          if subject & ({t.norm for t in claim_terms[other]} - asked)]
             if about:
-                role[claim.id] = ("supports", about, "adds detail on what " + ", ".join(about) + " asks about")
-                continue
-            mine = {t.norm: t for t in claim_terms[claim.id] if t.norm not in asked}
-            for other, (_, targets, _) in list(role.items()):
-                shared = [mine[t.norm] for t in claim_terms[other] if t.norm in mine]
-                if any(t.weight >= 1.0 for t in shared) or len(shared) >= 2:
-                    role[claim.id] = ("supports", list(targets), f"adds detail to {other}")
-                    break
+                role[claim.id] = ("supports", about, "about what " + ", ".join(about) + " asks")
+            elif introduced:
+                role[claim.id] = ("supports", list(role[introduced[0]][1]), f"adds detail to {introduced[0]}")
+            elif first in _BACK_REFERENCES and previous in role:
+                role[claim.id] = ("supports", list(role[previous][1]), f"refers back to {previous}")
+        previous = claim.id
     items = [ClaimRole(claim_id=c.id, reasoning=role.get(c.id, ("", [], "answers nothing that was asked"))[2],
                        role=role.get(c.id, ("extra", [], ""))[0],  # type: ignore[arg-type]
                        sub_question_ids=role.get(c.id, ("", [], ""))[1])
@@ -155,7 +207,9 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     links = []
     for gap in payload.gaps:
         topic = terms_of(gap_topic(gap.text))
-        hit = [q for q in sqs if _share(topic, sq_terms[q], distinct) > 0] if topic else []
+        shares = {q: _share(topic, sq_terms[q], distinct) for q in sqs} if topic else {}
+        best = max(shares.values(), default=0.0)
+        hit = [q for q, v in shares.items() if v > 0 and v >= 0.8 * best]
         # A gap naming nothing ("I couldn't find more") declines whatever is left unanswered.
         links.append(GapLink(gap_id=gap.id, sub_question_ids=hit if topic else [q for q in sqs if not answering[q]]))
     statuses = []

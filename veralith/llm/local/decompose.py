@@ -27,7 +27,8 @@ __all__ = ["claims", "gap_topic", "questions", "split_query"]
 _AUX = ("is|are|was|were|do|does|did|can|could|should|would|will|has|have|had|may|might|must|shall|"
         "what|which|who|whom|whose|when|where|why|how")
 # "... and what was ...", "...; who ...", "..., and when ..." start a second question.
-_QUESTION_JOIN = re.compile(rf"\s*(?:,?\s+(?:and|or|but|also|plus)|;)\s+(?=(?:also\s+)?(?:{_AUX})\b)", re.I)
+_QUESTION_JOIN = re.compile(rf"\s*(?:,?\s+(?:and|or|but|also|plus)|;)\s+"
+                            rf"(?=(?:also\s+)?(?:(?:by|at|in|on|for|from|to|until|since|with)\s+)?(?:{_AUX})\b)", re.I)
 _LEAD_WH = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how(?:\s+\w+)?)\s+"
                       r"(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would)\s+(.+)$", re.I)
 _PRONOUN = re.compile(r"\b(it|its|they|them|their|he|him|his|she|her)\b", re.I)
@@ -40,10 +41,12 @@ _PREFIX = re.compile(
     r"provided |given |available )*(?:context|passage|documents?|text|information|sources?|article|"
     r"excerpt|snippets?|search results?)[^,:]*[,:]\s*|"
     r"here(?:'s| is| are)\b[^:\n]{0,80}:\s*|"
-    r"(?:in summary|to summarize|in short|overall|in conclusion|summary)\s*[,:]\s*)", re.I)
+    r"(?:in summary|to summarize|in short|overall|in conclusion|summary)\s*[,:]\s*|"
+    r"(?:i'm sorry|i am sorry|sorry|unfortunately|i'm afraid|i am afraid)\b[\s,]*(?:but\b[\s,]*)?)", re.I)
 _CHITCHAT = re.compile(
     r"^(?:i hope (?:this|that) helps|hope (?:this|that) helps|let me know\b|feel free\b|"
     r"(?:thanks|thank you)\b|you(?:'re| are) welcome|good luck|have a (?:great|nice|good)\b|"
+    r"please\b|"
     r"(?:that|this|it)(?:'s| is| was) (?:a |so |really |very |pretty )?(?:great|good|interesting|cool|awesome|nice|fun|"
     r"true|right|amazing|correct|funny|crazy|neat|wild|sad|impressive)\b"
     r"[^.!?]{0,20}[.!]?$|same here|me too|sounds (?:good|great|fun|like)|i agree\b|(?:lol|haha|wow|cool|"
@@ -57,12 +60,13 @@ _REFUSAL = re.compile(
     r"confirm)|i don't know|i do not know|i'm not sure|i am not sure|unable to (?:answer|determine|find|confirm)|"
     rf"{_DOCS}(?:\s+[\w']+){{0,3}}?\s+(?:does not|doesn't|do not|don't|did not|didn't|fails? to|never) "
     r"(?:mention|contain|provide|say|include|specify|state|cover|discuss|address|give|have|indicate|list|"
-    r"explain|tell)|"
+    r"explain|tell|name|show|describe|detail|reveal|clarify|report|record|confirm)|"
     r"(?:there is|there's|there are|i have|i found) no (?:information|mention|details?|data|evidence|record)|"
     r"no (?:information|mention|details?) (?:is |are |was )?(?:given|provided|available|found|about|on|of)|"
     r"nothing in the " + _DOCS + r"|"
-    r"not (?:mentioned|provided|specified|stated|available|given|covered|included|listed) in the "
+    r"(?:not|\w+n't) (?:mentioned|provided|specified|stated|available|given|covered|included|listed|found) in the "
     + _DOCS + r"|(?:insufficient|not enough) (?:information|context)|" + _DOCS + r" (?:is|are) silent)", re.I)
+_REPLY = re.compile(r"^\W*(yes|no)\b", re.I)
 _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 _PERSONAL_CLAIM = re.compile(r"^\W*(?:i|i'm|i've|i'd|i'll|we|we're|we've|my|our)\b\s*\w", re.I)
 # Assistant service phrases are boilerplate even though they start with "I".
@@ -89,7 +93,8 @@ def split_query(query: str) -> list[str]:
     return _resolve(pieces) if len(pieces) > 1 else pieces
 
 
-_BARE_WH = re.compile(r"^(?:what|which|who|whom|whose|when|where|why|how(?: \w+)?)$", re.I)
+_BARE_WH = re.compile(r"^(?:(?:by|at|in|on|for|from|to|until|since|with) )?"
+                      r"(?:what|which|who|whom|whose|when|where|why|how)(?: \w+)?$", re.I)
 _WH_HEAD = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how(?: much| many| long| often| old)?)\s+",
                       re.I)
 
@@ -97,9 +102,11 @@ _WH_HEAD = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how(?: m
 def _resolve(pieces: list[str]) -> list[str]:
     """Make each piece a standalone question: end punctuation, capital, pronouns replaced by the first subject,
     and a bare question word ("..., and when?") given the rest of the first question ("When — founded Acme?")."""
-    head = _WH_HEAD.sub("", pieces[0].rstrip("?")).strip()
-    pieces = [f"{p.rstrip('?').strip()} — {head}" if i and head and _BARE_WH.match(p.rstrip("?").strip()) else p
-              for i, p in enumerate(pieces)]
+    full = [p for p in pieces if not _BARE_WH.match(p.rstrip("?").strip())]
+    # "When and where is the market held?": a bare question word borrows the first full question's rest.
+    head = _WH_HEAD.sub("", full[0].rstrip("?")).strip() if full else ""
+    pieces = [f"{p.rstrip('?').strip()} — {head}" if head and _BARE_WH.match(p.rstrip("?").strip()) else p
+              for p in pieces]
     lead = _LEAD_WH.match(pieces[0].rstrip("?"))
     subject = lead.group(1).strip() if lead else None
     if subject and subject.split()[0].lower() in ("a", "an"):
@@ -178,7 +185,10 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
     gaps: list[ExtractedGap] = []
     asked = False
     bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= 6
+    reply = ""   # a lone "No." opening the response replies through the sentence after it
     for sentence in sentences:
+        if not reply and not found and _REPLY.match(sentence.text) and _YES_NO.match(sentence.text):
+            reply = _REPLY.match(sentence.text).group(1).lower()
         body, _ = _strip_prefix(sentence.text.strip())
         body = body.strip()
         if not body:
@@ -206,6 +216,11 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
             # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
             continue
         note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else ""
+        said = _REPLY.match(sentence.text).group(1).lower() if _REPLY.match(sentence.text) else reply
+        if not note and said and payload.query.strip():
+            # "Yes, dogs are welcome..." replies to a yes/no question; the reply word is trimmed, so say so.
+            note = f"replies {said} to: {payload.query.strip()}"
+        reply = ""
         for part in _split_compound(body):
             found.append(ExtractedClaim(id=f"c{len(found) + 1}", source_sentence_ids=ids, text=part, note=note))
     return ClaimsOutput(claims=found, gaps=gaps, asks_clarification=asked and not found and not gaps)

@@ -11,13 +11,15 @@ from veralith.models import Claim, CompletenessJudgment, CompletenessStatus, Gap
 __all__ = ["assemble", "plan", "without_call"]
 
 
-def plan(query: str, sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap]) -> list[CompletenessInput]:
+def plan(query: str, sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap],
+         notes: dict[str, str | None] | None = None) -> list[CompletenessInput]:
     if not claims or not sub_questions:
         return []  # decided without a model: see without_call
+    notes = notes or {}
     return [CompletenessInput(
         query=query,
         sub_questions=[SubQuestionIn(id=q.id, text=q.text) for q in sub_questions],
-        claims=[ClaimIn(id=c.id, text=c.text) for c in claims],
+        claims=[ClaimIn(id=c.id, text=c.text, context_note=notes.get(c.id)) for c in claims],
         gaps=[GapIn(id=g.id, text=g.text) for g in gaps],
     )]
 

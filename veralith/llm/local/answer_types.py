@@ -1,0 +1,261 @@
+"""What kind of answer a question asks for, and whether a piece of text offers one.
+
+A question names its answer's type in its wording: "who" wants a person or an organisation,
+"when" a date, "how many" a number, "where" a place, "what is X" a definition, "which city" a
+place. ("Why" and "how" ask for a cause or a manner, which have no recognisable shape.) A passage
+can only answer it if a phrase of that type stands near the words the question is about *and* is
+not one of the question's own words ("When was Acme founded in 1947?" is not answered by "1947").
+
+Also here: the question's constraint words ("not", "first", "after", a year), which a passage must
+state to answer the narrower question, and a sentence's grammatical subject, which says what the
+sentence is about. Everything is hand-written general-English knowledge, never data.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from veralith.llm.local.lexicon import MONTHS, NEGATIONS, STOPWORDS, Token, stem, tokens
+
+__all__ = ["ANSWER_KINDS", "answer_kind", "asked_for", "constraints_of", "has_answer", "has_constraint", "kind_label",
+           "subject_norms"]
+
+ANSWER_KINDS = ("person", "date", "number", "place", "definition")
+
+# The nouns after "which"/"what" that say what kind of thing the answer is.
+_PERSON_NOUNS = frozenset(stem(w) for w in """
+person people man woman men women boy girl king queen president prime minister emperor ruler leader
+author writer poet novelist composer singer artist band group musician actor actress director producer
+player team coach captain company companies firm organization organisation brand manufacturer publisher
+label network party character scientist inventor founder owner chief governor senator mayor general
+pope saint god goddess explorer architect designer philosopher teacher student family dynasty tribe
+name title
+""".split())
+# People named by their role rather than their name ("residents", "your line manager").
+_ROLE_NOUNS = frozenset(stem(w) for w in """
+resident citizen employee staff worker member customer client user adult child children student pupil parent
+applicant artist owner tenant landlord manager lead supervisor officer agent doctor nurse pharmacist dentist
+vet teacher driver passenger visitor guest patient holder partner contractor volunteer
+""".split()) | _PERSON_NOUNS
+_PLACE_NOUNS = frozenset(stem(w) for w in """
+city town village country nation state province county region continent island river lake sea ocean
+mountain valley place location capital district street airport port stadium venue site border
+""".split())
+_DATE_NOUNS = frozenset(stem(w) for w in "year date day month century decade era period season time".split())
+_NUMBER_NOUNS = frozenset(stem(w) for w in """
+number amount percentage percent proportion share rate price cost size population length height width
+depth weight distance speed temperature score total count sum value age fee fare salary wage income
+revenue budget charge rent capacity duration
+""".split())
+# Words that state a quantity without digits ("a dozen", "several hundred", "none").
+_QUANTITY_WORDS = frozenset("""
+dozen dozens hundreds thousands millions billions million billion trillion several none half couple few
+single double triple many
+""".split())
+_AUXILIARIES = frozenset("""
+is are was were do does did can could will would should shall has have had may might must
+""".split())
+_COPULAS = frozenset("is are was were".split())
+_HOW_NUMBER = re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|high|deep|wide|often|fast|heavy)\b")
+_WH = re.compile(r"\b(who|whom|whose|when|where|why|which|what|how)\b")
+_DEFINITION = re.compile(r"^(?:what (?:is|are) (?:an? |the )?(?![\w/&.'-]+ of\b)[\w/&.'-]+(?: [\w/&.'-]+){0,2}\??$"
+                         r"|.*\b(?:meaning of|definition of|what does .+ mean|stands? for)\b)")
+
+# Cue words a definition carries ("is", "refers to", "means").
+_DEFINITION_CUES = frozenset("""
+is are was were means mean meaning refers refer referred defined define definition called known term
+describes describe denotes denote stands stand consists consist
+""".split())
+# Words that make a question ask something narrower than its topic words alone: a negation, an
+# order or extreme, a time relation, a comparison. A passage that never states the constraint
+# does not answer the narrower question.
+_CONSTRAINT_FAMILIES = {
+    "first": "first earliest initial original debut", "last": "last latest final recent",
+    "only": "only sole single", "largest": "largest biggest greatest most highest top",
+    "smallest": "smallest least lowest fewest minimum", "longest": "longest", "shortest": "shortest",
+    "oldest": "oldest earliest", "youngest": "youngest", "best": "best top", "worst": "worst",
+    "before": "before prior earlier until preceded", "after": "after following later since succeeded",
+    "during": "during while when throughout", "more": "more greater larger higher over exceed",
+    "less": "less fewer smaller lower under", "main": "main primary principal chief major",
+}
+_CONSTRAINTS = {word: frozenset(family.split()) for word, family in _CONSTRAINT_FAMILIES.items()}
+_YEAR = re.compile(r"[1-9]\d{2,3}|\d{1,2}(?:st|nd|rd|th)")
+_CLOCK = re.compile(r"\d{1,2}[:.]\d{2}")
+_PATH = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/[\w.-]+")  # a file path or URL path: a place in software
+_DATE_WORDS = frozenset(stem(w) for w in """
+century centuries decade decades bc ad bce ce monday tuesday wednesday thursday friday saturday sunday
+spring summer autumn winter yesterday today tomorrow ago noon midnight morning afternoon evening night
+daily weekly weekend weekday am pm
+""".split())
+# A "when" question is also answered by an event it is tied to ("after the merger", "when she left").
+_TIME_RELATIONS = frozenset("when after before during since until while following beginning end start".split())
+
+
+@lru_cache(maxsize=8192)
+def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
+    """(the answer type `question` asks for, the norms of the words that name that type).
+
+    The type is one of ANSWER_KINDS, or None for yes/no questions, "why"/"how" and open asks. The
+    naming words ("long" in "how long", "time" in "what time", "city" in "which city") say what
+    shape the answer has; a passage need not repeat them to answer, so coverage leaves them out.
+    """
+    q = " ".join(question.lower().replace("’", "'").split())
+    how = _HOW_NUMBER.search(q)
+    if how:
+        return "number", frozenset({stem(how.group(0).split()[1])})
+    matches = list(_WH.finditer(q))
+    if not matches:
+        return None, frozenset()
+    match = matches[0]
+    if match.start() == 0 and match.group(1) in ("when", "where") and "," in q:
+        # "When the bridge opened, who cut the ribbon?": the opening clause sets the scene; the
+        # question proper follows the comma.
+        later = [m for m in matches if m.start() > q.index(",")]
+        if later:
+            match = later[0]
+    wh = match.group(1)
+    simple = {"who": "person", "whom": "person", "whose": "person", "when": "date", "where": "place"}
+    if wh in simple:
+        return simple[wh], frozenset()
+    if wh in ("why", "how"):
+        return None, frozenset()  # a cause or a manner has no shape a word list can recognise
+    # which/what: the head of the noun phrase that follows names the type ("which river", "what
+    # monthly fee", "what is the capital of..."). After "did"/"does"/"can" the next noun is the
+    # subject, not the class.
+    after = [w.strip("?,.;:") for w in q[match.end():].split()]
+    if after and after[0] in _AUXILIARIES:
+        after = after[1:] if after[0] in _COPULAS else []
+    phrase: list[str] = []
+    for word in after:
+        if word in ("the", "a", "an", "kind", "type", "sort") and not phrase:
+            continue
+        if word in STOPWORDS or word in _AUXILIARIES or len(phrase) == 3:
+            break
+        phrase.append(word)
+    for word in reversed(phrase):
+        norm = stem(word)
+        for nouns, kind in ((_DATE_NOUNS, "date"), (_NUMBER_NOUNS, "number"), (_PERSON_NOUNS, "person"),
+                            (_PLACE_NOUNS, "place")):
+            if norm in nouns:
+                return kind, frozenset({norm})
+    if _DEFINITION.search(q):
+        return "definition", frozenset()
+    return None, frozenset()
+
+
+def answer_kind(question: str) -> str | None:
+    """The answer type `question` asks for (one of ANSWER_KINDS), or None for yes/no and open asks."""
+    return asked_for(question)[0]
+
+
+def kind_label(kind: str) -> str:
+    """How a person would name what is missing: 'a name', 'a date'..."""
+    return {"person": "a name", "date": "a date", "number": "a number", "place": "a place",
+            "definition": "a definition"}[kind]
+
+
+def _is_date(tok: Token) -> bool:
+    """A year (3-4 digits), an ordinal (of a century or a day), a clock time, a capitalised month, or a
+    time word."""
+    if tok.is_number:
+        return tok.text[:1].isdigit() and bool(_YEAR.fullmatch(tok.norm) or _CLOCK.fullmatch(tok.norm))
+    return (tok.norm in MONTHS and tok.text[:1].isupper()) or tok.norm in _DATE_WORDS
+
+
+def _opens_name(toks: tuple[Token, ...], i: int) -> bool:
+    """A sentence's first word is capitalised anyway: it counts as a name only when the next word is one too
+    ("Edda Vinter founded...") and it is no function word ("The Marlow Clockworks...")."""
+    return (i == 0 and len(toks) > 1 and toks[0].text[:1].isupper() and toks[0].text.lower() not in STOPWORDS
+            and toks[1].is_capital)
+
+
+@lru_cache(maxsize=16384)
+def has_answer(kind: str, sentence: str, question_norms: frozenset[str]) -> bool:
+    """Does `sentence` hold a phrase of type `kind` that is not one of the question's own words?"""
+    toks = tokens(sentence)
+    if kind == "place" and _PATH.search(sentence):
+        return True
+    if kind == "definition":
+        return any(t.text.lower() in _DEFINITION_CUES for t in toks)
+    for i, tok in enumerate(toks):
+        if tok.norm in question_norms:
+            continue
+        if kind == "date" and (_is_date(tok) or tok.text.lower() in _TIME_RELATIONS):
+            return True
+        if kind == "number" and (tok.is_number or tok.text.lower() in _QUANTITY_WORDS):
+            return True
+        named = (tok.is_capital or _opens_name(toks, i)) and tok.norm not in MONTHS and tok.norm not in _DATE_WORDS
+        if kind in ("person", "place") and named:
+            return True
+        if kind == "person" and tok.norm in _ROLE_NOUNS:
+            return True
+
+    return False
+
+
+@lru_cache(maxsize=8192)
+def constraints_of(question: str) -> tuple[str, ...]:
+    """The constraint words of `question`: negations (as "not"), extremes, order and time relations, years
+    and ordinals written in digits."""
+    out: list[str] = []
+    for tok in tokens(question):
+        low = tok.text.lower()
+        if low in NEGATIONS or low.endswith("n't"):
+            key = "not"
+        elif low in _CONSTRAINTS:
+            key = low
+        elif tok.is_number and _YEAR.fullmatch(tok.norm):
+            key = tok.norm
+        else:
+            continue
+        if key not in out:
+            out.append(key)
+    return tuple(out)
+
+
+def has_constraint(key: str, sentence: str) -> bool:
+    """Is constraint `key` (from constraints_of) stated in `sentence`?"""
+    toks = tokens(sentence)
+    if key == "not":
+        return any(t.text.lower() in NEGATIONS or t.text.lower().endswith("n't") for t in toks)
+    family = _CONSTRAINTS.get(key)
+    if family is None:
+        return any(t.norm == key for t in toks)
+    return any(t.text.lower() in family for t in toks)
+
+
+# Finite verbs that end a sentence's subject: copulas, auxiliaries and verbs of defining.
+_FINITE = frozenset("""
+is are was were be been has have had does did do can could will would may might must should shall
+refers refer means mean became becomes remains remained consists include includes
+""".split())
+
+
+def _present_verb(toks: tuple[Token, ...], i: int) -> bool:
+    tok = toks[i]
+    low = tok.text.lower()
+    if not (0 < i < len(toks) - 1 and len(low) > 3 and low.endswith("s") and not low.endswith(("ss", "us", "is"))
+            and tok.text[0].islower()):
+        return False
+    before, after = toks[i - 1], toks[i + 1]
+    return before.text.lower() not in STOPWORDS and (after.text.lower() in STOPWORDS or after.is_number)
+
+
+@lru_cache(maxsize=16384)
+def subject_norms(sentence: str) -> tuple[str, ...]:
+    """Content-word norms of the sentence's grammatical subject: the words before its first finite verb.
+
+    The verb is a copula or auxiliary, a lowercase past-tense form ("Acme *launched* ..."), or a
+    lowercase -s form between a content word and a function word or number ("The crossing *takes*
+    about 50 minutes"); a sentence whose first 15 words hold no such verb has no subject we can
+    tell, and yields ().
+    """
+    toks = tokens(sentence)
+    for i, tok in enumerate(toks[:15]):
+        low = tok.text.lower()
+        if low in _FINITE or (i > 0 and len(low) > 4 and low.endswith("ed") and not tok.text[0].isupper()) \
+                or _present_verb(toks, i):
+            return tuple(t.norm for t in toks[:i]
+                         if t.text.lower() not in STOPWORDS and (t.is_number or len(t.norm) > 1))
+    return ()
