@@ -48,12 +48,12 @@ def _rows(path: Path, limit: int) -> list[dict]:
 def clause_claims(body: dict) -> dict:
     """The fake's reply, with each claim split into its clauses (the `clauses` scenario)."""
     reply = auto_reply(body)
-    if task_of(body) == "decompose":
+    if task_of(body) == "claims":
         claims: list[dict] = []
         for claim in reply["claims"]:
-            parts = [p for p in re.split(r",\s+|;\s+|\s+and\s+", claim["claim"]) if re.search(r"[^\W\d_]", p)]
-            for part in parts or [claim["claim"]]:
-                claims.append({**claim, "id": f"c{len(claims) + 1}", "claim": part})
+            parts = [p for p in re.split(r",\s+|;\s+|\s+and\s+", claim["text"]) if re.search(r"[^\W\d_]", p)]
+            for part in parts or [claim["text"]]:
+                claims.append({**claim, "id": f"c{len(claims) + 1}", "text": part})
         reply["claims"] = claims
     return reply
 
@@ -71,6 +71,8 @@ def measure(scenario: str, limit: int, batch_size: int) -> None:
             for path in sorted((SHARED / "data").glob("*.dev.jsonl")):
                 name = path.name.removesuffix(".dev.jsonl")
                 for row in _rows(path, limit):
+                    if not row["query"].strip():
+                        continue   # evaluate() refuses an empty query: there is nothing to judge against
                     est = estimate_trace(row["query"], row["context"], row["response"])
                     result = veralith.evaluate(row["query"], row["context"], row["response"], persist=False)
                     got = result.usage.input_tokens

@@ -4,7 +4,7 @@ Starts tests/fake_openai_server.py on 127.0.0.1 (every request answered after LA
 writes N distinct traces (so nothing is served from the cache), runs the real console command in a
 subprocess and compares its evaluation wall time with the ideal
 
-    N / concurrency x 2 round trips (decompose, then the three judges at once) x latency
+    N / concurrency x 2 round trips (questions and claims at once, then the three judges at once) x latency
 
 Target: at most 1.25 x the ideal. Process start-up (imports) is reported separately: it is paid once
 per run and does not depend on N.

@@ -16,6 +16,10 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.responder = lambda body: {...}          # computed replies (after the queue)
         openai_server.latency_s = 0.05
         openai_server.count_tokens = True                     # usage counted with tiktoken (o200k_base)
+        openai_server.usage = {"prompt_tokens": 300, ...}     # what every reply reports (None: counted)
+        openai_server.enqueue(Reply.of({...}, usage={"prompt_tokens": 40}))      # one reply's usage
+        openai_server.enqueue(Reply.of({...}, label_probs=[{"supported": 0.9, "unsupported": 0.1}]))
+        openai_server.logprobs = True                         # log-probabilities on every reply that asks
         openai_server.set_faults(rate_429=0.1, rate_500=0.1, rate_truncated=0.1, seed=7)
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
         openai_server.requests, openai_server.count, openai_server.by_task()
@@ -27,15 +31,26 @@ yields a 500 carrying its error. Faults apply only to unscripted requests.
 
 As a subprocess (benchmarks, crash and CLI tests):
 
-    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1] [--count-tokens]
+    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1] [--count-tokens] [--logprobs]
 
 prints `READY http://127.0.0.1:PORT/v1` on its first stdout line; GET /v1/_stats returns counts.
 
 The auto responder reads the data blocks Veralith's prompts render (veralith/llm/prompts.py):
-a `Boundary token: T` line, then `<name-T id="..." ...>text</name-T>` blocks. It answers every
-claim supported by the first chunk, every sub-question sufficient from the first chunk, every
-claim mapped to the first sub-question, and decomposes into one sub-question (the query) and one
-claim per response sentence. Standard library only, so it runs without Veralith installed.
+a `Boundary token: T` line, then `<name-T id="..." ...>text</name-T>` blocks. It answers the
+questions task with one sub-question (the query), the claims task with one claim per response
+sentence (a sentence saying information is missing becomes a gap instead), every claim supported
+by the first chunk, every sub-question sufficient from the first chunk, and every claim answering
+the first sub-question. Standard library only, so it runs without Veralith installed.
+
+Usage: `prompt_tokens` is ceil(characters / 4) of the messages and response_format schema, at
+least 100 (so a tiny raw request reports 100), unless `count_tokens` counts it with tiktoken or
+`usage` / a reply's `usage` scripts it. Veralith's client compares it with what it sent to detect
+servers that truncate prompts, so a scripted figure far below the real size reads as truncation.
+
+Log-probabilities: a request with `logprobs: true` gets `choices[0].logprobs` when the reply has
+`label_probs` or the server's `logprobs` is true. The content is cut into tokens so that each label
+value ("relation", "sufficient", "status") is one token; `label_probs[n]` gives the n-th label's
+alternatives as {label: probability}, the label in the content first (default: it alone at 1.0).
 """
 
 from __future__ import annotations
@@ -43,6 +58,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import math
 import random
 import re
 import sys
@@ -69,10 +85,14 @@ class Reply:
     seconds: float = 0.0                  # hang duration
     usage: dict[str, int] | None = None   # prompt_tokens, completion_tokens, cached_tokens
     finish_reason: str = "stop"
+    label_probs: list[dict[str, float]] | None = None   # per label occurrence: {label: probability}
+    quote_in_token: bool = False          # the label's opening quote shares its token ('"supported')
 
     @staticmethod
-    def of(content: Any, *, usage: dict[str, int] | None = None, finish_reason: str = "stop") -> Reply:
-        return Reply("content", content=content, usage=usage, finish_reason=finish_reason)
+    def of(content: Any, *, usage: dict[str, int] | None = None, finish_reason: str = "stop",
+           label_probs: list[dict[str, float]] | None = None, quote_in_token: bool = False) -> Reply:
+        return Reply("content", content=content, usage=usage, finish_reason=finish_reason,
+                     label_probs=label_probs, quote_in_token=quote_in_token)
 
     @staticmethod
     def error(status: int, *, retry_after: float | None = None, message: str | None = None) -> Reply:
@@ -103,7 +123,9 @@ class FakeOpenAIServer:
         self.auto = auto
         self.count_tokens = count_tokens      # report usage counted with tiktoken instead of self.usage
         self.responder: Callable[[dict[str, Any]], Any] | None = None
-        self.usage = {"prompt_tokens": 100, "completion_tokens": 20, "cached_tokens": 0}
+        # prompt_tokens None: counted from the request (see the module doc)
+        self.usage: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": 20, "cached_tokens": 0}
+        self.logprobs = False                 # log-probabilities on every reply whose request asks for them
         self._faults: dict[str, float] = {}
         self._rng = random.Random(0)
         self._lock = threading.Lock()
@@ -191,18 +213,24 @@ class FakeOpenAIServer:
         reply = reply if isinstance(reply, Reply) else Reply.of(reply)
         if truncate and reply.kind == "content":
             text = _content_text(reply.content)
-            reply = Reply.of(text[: max(1, len(text) // 2)], finish_reason="length")
+            reply = Reply.of(text[: max(1, len(text) // 2)], finish_reason="length", usage=reply.usage)
         return reply
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
-        counted = counted_usage(body, _content_text(reply.content)) if self.count_tokens else {}
+        content = _content_text(reply.content)
+        counted = counted_usage(body, content) if self.count_tokens else {}
         usage = {**self.usage, **counted, **(reply.usage or {})}
+        if usage.get("prompt_tokens") is None:
+            usage["prompt_tokens"] = approximate_prompt_tokens(body)
+        logprobs = None
+        if body.get("logprobs") and (reply.label_probs is not None or self.logprobs):
+            logprobs = {"content": token_logprobs(content, reply.label_probs or [], reply.quote_in_token,
+                                                  int(body.get("top_logprobs") or 0)), "refusal": None}
         return {
             "id": f"chatcmpl-fake-{self.count}", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
-            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": None,
-                         "message": {"role": "assistant", "content": _content_text(reply.content),
-                                     "refusal": None}}],
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": logprobs,
+                         "message": {"role": "assistant", "content": content, "refusal": None}}],
             "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
                       "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
                       "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]}},
@@ -211,6 +239,45 @@ class FakeOpenAIServer:
 
 def _content_text(content: Any) -> str:
     return content if isinstance(content, str) else json.dumps(content)
+
+
+def approximate_prompt_tokens(body: dict[str, Any]) -> int:
+    """ceil(characters / 4) of the messages and the response_format schema, at least 100."""
+    chars = sum(len(str(m.get("role", ""))) + len(str(m.get("content") or "")) for m in body.get("messages") or [])
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema")
+    if schema is not None:
+        chars += len(json.dumps(schema, separators=(",", ":")))
+    return max(100, -(-chars // 4))
+
+
+_LABEL_KEY = re.compile(r'(?<!\\)"(?:relation|sufficient|status)"\s*:\s*"')
+
+
+def token_logprobs(content: str, label_probs: list[dict[str, float]], quote_in_token: bool = False,
+                   top: int = 5) -> list[dict[str, Any]]:
+    """The chat-completions `logprobs.content` list for `content` (see the module doc)."""
+    def token(text: str, logprob: float, alternatives: list[tuple[str, float]]) -> dict[str, Any]:
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8")),
+                "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode("utf-8"))}
+                                 for t, lp in alternatives[:max(top, 1)]]}
+
+    def plain(text: str) -> list[dict[str, Any]]:
+        return [token(text[i:i + 4], 0.0, [(text[i:i + 4], 0.0)]) for i in range(0, len(text), 4)]
+
+    tokens: list[dict[str, Any]] = []
+    position = 0
+    for n, match in enumerate(_LABEL_KEY.finditer(content)):
+        start = match.end() - 1 if quote_in_token else match.end()
+        value = content[match.end():content.index('"', match.end())]
+        probs = label_probs[n] if n < len(label_probs) else {value: 1.0}
+        if next(iter(probs)) != value:
+            raise ValueError(f"label_probs[{n}] must start with the label in the content, {value!r}")
+        lead = '"' if quote_in_token else ""
+        tokens += plain(content[position:start])
+        tokens.append(token(lead + value, math.log(probs[value]),
+                            [(lead + label, math.log(p)) for label, p in probs.items()]))
+        position = match.end() + len(value)
+    return tokens + plain(content[position:])
 
 
 def counted_usage(body: dict[str, Any], content: str) -> dict[str, int]:
@@ -292,9 +359,13 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 # ---------------------------------------------------------------- auto responder
 
-_TASKS = ("decompose", "sufficiency", "faithfulness", "completeness")
+_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness")
 _TOKEN = re.compile(r"Boundary token: (\S+)")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
+_LETTER = re.compile(r"[^\W\d_]")
+# A sentence that says the documents lack something: the claims task makes it a gap.
+_GAP = re.compile(r"\b(?:couldn't find|could not find|can't answer|cannot answer|do(?:es)?n't (?:say|mention)|"
+                  r"do(?:es)? not (?:say|mention|contain)|no information)\b", re.IGNORECASE)
 
 
 def task_of(body: dict[str, Any]) -> str:
@@ -327,17 +398,22 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
     """A valid, trivially optimistic judgment for whichever task the request is."""
     task, b = task_of(body), blocks(body)
     chunk_ids = [a["id"] for a, _ in b.get("chunk", [])]
-    sq_ids = [a["id"] for a, _ in b.get("sub_question", [])]
+    sq_ids = [a["id"] for a, _ in b.get("subq", [])]
     claim_ids = [a["id"] for a, _ in b.get("claim", [])]
+    gap_ids = [a["id"] for a, _ in b.get("gap", [])]
     first = chunk_ids[:1]
-    if task == "decompose":
+    if task == "questions":
         query = b.get("question", [({}, "")])[0][1].strip()
-        claims = [{"id": f"c{n}", "source_sentence_ids": [a["id"]], "claim": text.strip(), "context_note": None,
-                   "modality": "asserted"}
-                  for n, (a, text) in enumerate([s for s in b.get("sentence", []) if re.search(r"[^\W\d_]", s[1])], 1)]
-        return {"response_kind": "answer" if claims else "no_factual_content",
-                "sub_questions": [{"id": "q1", "text": query, "ambiguity_note": None}] if query else [],
-                "claims": claims}
+        return {"sub_questions": [{"id": "q1", "text": query}] if _LETTER.search(query) else []}
+    if task == "claims":
+        sentences = [(a["id"], text.strip()) for a, text in b.get("s", []) if _LETTER.search(text)]
+        gaps = [(i, text) for i, text in sentences if _GAP.search(text)]
+        claims = [(i, text) for i, text in sentences if not _GAP.search(text)]
+        return {"claims": [{"id": f"c{n}", "source_sentence_ids": [i], "text": text, "note": ""}
+                           for n, (i, text) in enumerate(claims, 1)],
+                "gaps": [{"id": f"g{n}", "source_sentence_ids": [i], "text": text}
+                         for n, (i, text) in enumerate(gaps, 1)],
+                "asks_clarification": False}
     if task == "sufficiency":
         return {"items": [{"sub_question_id": i, "required_facts": ["the answer"], "evidence": [],
                            "missing_facts": [] if first else ["the answer"], "reasoning": "auto reply",
@@ -348,9 +424,13 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
                            "relation": "supported" if first else "unsupported", "grounding_chunk_ids": first,
                            "contradicting_chunk_ids": []} for i in claim_ids]}
     if task == "completeness":
-        return {"reasoning": "auto reply",
-                "items": [{"claim_id": i, "reasoning": "auto reply", "sub_question_ids": sq_ids[:1]}
-                          for i in claim_ids]}
+        answered = bool(claim_ids and sq_ids)
+        return {"claims": [{"claim_id": i, "reasoning": "auto reply", "role": "answers" if sq_ids else "extra",
+                            "sub_question_ids": sq_ids[:1]} for i in claim_ids],
+                "gaps": [{"gap_id": g, "sub_question_ids": [] if answered else sq_ids[:1]} for g in gap_ids],
+                "sub_questions": [{"sub_question_id": q, "reasoning": "auto reply",
+                                   "status": "answered" if answered and n == 0 else "unanswered"}
+                                  for n, q in enumerate(sq_ids)]}
     return {"error": "fake_openai_server: unknown task"}
 
 
@@ -381,8 +461,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-truncated", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count-tokens", action="store_true", help="report usage counted with tiktoken")
+    parser.add_argument("--logprobs", action="store_true", help="return log-probabilities when asked")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, latency_s=args.latency, auto=args.auto, count_tokens=args.count_tokens)
+    server.logprobs = args.logprobs
     server.set_faults(rate_429=args.fault_429, rate_500=args.fault_500, rate_truncated=args.fault_truncated,
                       seed=args.seed)
     print(f"READY {server.base_url}", flush=True)

@@ -47,6 +47,19 @@ def _judge(server, **extra):
     return settings.override(**values)
 
 
+def test_the_estimate_mirrors_the_calls_the_pipeline_skips(openai_server):
+    with _judge(openai_server, cache=False):
+        no_context = estimate_trace(QUERY, [], RESPONSE)
+        veralith.evaluate(QUERY, [], RESPONSE, persist=False)
+        assert no_context.calls == openai_server.count == 3   # questions, claims, completeness
+        before = openai_server.count
+        no_claims = estimate_trace(QUERY, CONTEXT, "")
+        veralith.evaluate(QUERY, CONTEXT, "", persist=False)
+    # questions, sufficiency: an empty response makes no claims call, so no faithfulness or completeness
+    assert no_claims.calls == openai_server.count - before == 2
+    assert openai_server.by_task()["sufficiency"] == 1
+
+
 def test_a_tiny_budget_refuses_before_any_call_or_write(openai_server, monkeypatch):
     monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", "0.000001")
     settings.reload()
@@ -90,9 +103,9 @@ def test_the_estimate_follows_the_pipelines_batching(openai_server):
     with _judge(openai_server, batch_size=5):
         est = estimate_trace(QUERY, CONTEXT, response)
         veralith.evaluate(QUERY, CONTEXT, response, persist=False)
-    # 1 decompose + 1 sufficiency (one query sentence) + 3 faithfulness (13 claims / 5) + 1 completeness;
-    # the fake server decomposes exactly as the estimate assumes, so the call counts match.
-    assert est.calls == 6 == openai_server.count
+    # 1 questions + 1 claims + 1 sufficiency (one query sentence) + 3 faithfulness (13 claims / 5)
+    # + 1 completeness; the fake server decomposes exactly as the estimate assumes, so the counts match.
+    assert est.calls == 7 == openai_server.count
     assert est.method == "tiktoken:o200k_base"
 
 
@@ -100,7 +113,7 @@ def _dev_traces(n: int) -> list[dict]:
     rows = []
     for name in ("faithfulness_halueval_qa", "faithfulness_begin_wow", "claims_wice"):
         with open(DATA / f"{name}.dev.jsonl", encoding="utf-8") as handle:
-            rows += [json.loads(line) for _, line in zip(range(n), handle)]
+            rows += [row for row in map(json.loads, handle) if row["query"].strip()][:n]
     return rows
 
 

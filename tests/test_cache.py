@@ -70,7 +70,7 @@ def test_rows_carry_their_metadata_and_disk_hits_are_counted(judge):
     veralith.evaluate(QUERY, CONTEXT, RESPONSE, persist=False)
     get_cache().current.flush_hits()              # hit counters are written in batches (and at exit)
     rows = list(open_db(settings.db_path).query("SELECT task, model, prompt_version, hits FROM llm_cache"))
-    assert {r["task"] for r in rows} >= {"decompose", "faithfulness"}
+    assert {r["task"] for r in rows} == {"questions", "claims", "sufficiency", "faithfulness", "completeness"}
     assert all(r["model"] == "gpt-4o" and r["prompt_version"].startswith(r["task"]) for r in rows)
     assert all(r["hits"] == 1 for r in rows)
 

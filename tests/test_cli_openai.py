@@ -129,3 +129,22 @@ def test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishe
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_a_server_that_truncates_prompts_gives_recorded_judge_errors_not_verdicts(openai_env, tmp_path):
+    from fake_openai_server import Reply, auto_reply, task_of
+
+    # An Ollama-like server at a small context: it reports only the tokens it kept of long prompts.
+    openai_env.responder = lambda body: (Reply.of(auto_reply(body), usage={"prompt_tokens": 120})
+                                         if task_of(body) in ("sufficiency", "faithfulness") else None)
+    out = tmp_path / "r.jsonl"
+    result = CliRunner().invoke(app, ["eval", str(_write(tmp_path / "t.jsonl", _traces(3))), "--no-persist",
+                                      "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    results = [EvaluationResult.model_validate_json(line) for line in out.read_text().splitlines()]
+    for r in results:
+        assert sorted((e.phase.value, e.kind) for e in r.errors) == [("faithfulness", "context_truncated"),
+                                                                     ("sufficiency", "context_truncated")]
+        assert "num_ctx" in r.errors[0].message
+        assert r.faithfulness == [] and r.failure_cell is None
+    assert "context_truncated" in result.stderr

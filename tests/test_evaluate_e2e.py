@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import pytest
-
 from fake_openai_server import Reply, task_of
+
 from veralith.config import settings
 from veralith.models import Availability, FailureCell, Gate
 from veralith.pipeline.evaluate import evaluate
@@ -32,14 +31,15 @@ def _openai(server, **kw):
 
 def _scripted_quickstart(body: dict) -> dict | None:
     task = task_of(body)
-    if task == "decompose":
-        return {"response_kind": "answer",
-                "sub_questions": [{"id": "q1", "text": "What is a P/E ratio?", "ambiguity_note": None},
-                                  {"id": "q2", "text": "What was Apple's P/E ratio in 2023?", "ambiguity_note": None}],
-                "claims": [{"id": "c1", "source_sentence_ids": ["S1"], "context_note": None, "modality": "asserted",
-                            "claim": "A P/E ratio divides share price by earnings per share."},
-                           {"id": "c2", "source_sentence_ids": ["S2"], "context_note": None, "modality": "asserted",
-                            "claim": "Apple's P/E in 2023 was 42.7."}]}
+    if task == "questions":
+        return {"sub_questions": [{"id": "q1", "text": "What is a P/E ratio?"},
+                                  {"id": "q2", "text": "What was Apple's P/E ratio in 2023?"}]}
+    if task == "claims":
+        return {"claims": [{"id": "c1", "source_sentence_ids": ["S1"], "note": "",
+                            "text": "A P/E ratio divides share price by earnings per share."},
+                           {"id": "c2", "source_sentence_ids": ["S2"], "note": "",
+                            "text": "Apple's P/E in 2023 was 42.7."}],
+                "gaps": [], "asks_clarification": False}
     if task == "sufficiency":
         return {"items": [
             {"sub_question_id": "q1", "required_facts": ["definition"], "evidence": [{"chunk_id": "c0", "quote": "share price divided by its earnings per share"}],
@@ -53,9 +53,11 @@ def _scripted_quickstart(body: dict) -> dict | None:
              "reasoning": "Paraphrase of c0.", "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []},
             {"claim_id": "c2", "evidence": [], "reasoning": "No chunk mentions Apple or 42.7.", "relation": "unsupported",
              "grounding_chunk_ids": [], "contradicting_chunk_ids": []}]}
-    return {"reasoning": "c1 defines P/E; c2 gives Apple's figure.", "items": [
-        {"claim_id": "c1", "reasoning": "definition", "sub_question_ids": ["q1"]},
-        {"claim_id": "c2", "reasoning": "Apple's figure", "sub_question_ids": ["q2"]}]}
+    return {"claims": [{"claim_id": "c1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
+                       {"claim_id": "c2", "reasoning": "Apple's figure", "role": "answers", "sub_question_ids": ["q2"]}],
+            "gaps": [],
+            "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1", "status": "answered"},
+                              {"sub_question_id": "q2", "reasoning": "c2", "status": "answered"}]}
 
 
 def test_quickstart_on_the_openai_backend(openai_server):
@@ -65,8 +67,10 @@ def test_quickstart_on_the_openai_backend(openai_server):
     assert result.backend == "openai" and result.judge_model == "gpt-4o"
     assert result.failure_cell is FailureCell.incomplete_ungrounded
     assert result.suggestion.title == "Worst-case failure"
-    assert openai_server.by_task() == {"decompose": 1, "sufficiency": 1, "faithfulness": 1, "completeness": 1}
-    assert result.usage.calls == 4 and result.usage.input_tokens > 0
+    assert openai_server.by_task() == {"questions": 1, "claims": 1, "sufficiency": 1, "faithfulness": 1,
+                                       "completeness": 1}
+    assert result.usage.calls == 5 and result.usage.input_tokens > 0
+    assert [s.id for s in result.sub_questions] == ["q1", "q2"] and result.response_kind.value == "answer"
     assert result.prompt_versions["faithfulness"].startswith("faithfulness-v")
 
 
@@ -102,7 +106,7 @@ def test_instructions_inside_the_texts_are_data(openai_server):
     for body in openai_server.requests:
         system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
         assert EVIL not in system
-        assert EVIL in user or task_of(body) == "decompose" and EVIL in json.dumps(body)
+        assert EVIL in user
     local = evaluate(Q, CTX, R + " " + EVIL, persist=False)
     assert local.response.endswith(EVIL)
 
@@ -142,6 +146,7 @@ def test_empty_context_is_judged_not_rejected():
 
 def test_unknown_trace_id_fails_before_any_judge_call():
     from fakes import FakeClient
+
     from veralith.store.repository import TraceNotFound
 
     client = FakeClient()
@@ -159,5 +164,94 @@ def test_tokens_of_a_failed_judge_are_counted_in_usage(openai_server):
     with _openai(openai_server, pricing={"gpt-4o": {"input": 1.0, "output": 1.0}}):
         result = evaluate(Q, CTX, R, persist=False)
     assert [e.kind for e in result.errors] == ["malformed_reply"]
-    assert result.usage.calls == openai_server.count == 5  # the re-ask included
+    assert result.usage.calls == openai_server.count == 6  # the re-ask included
     assert result.usage.usd is not None and result.usage.usd > 0
+
+
+# ---------------------------------------------------------------- the five-task contracts end to end
+
+def test_the_question_is_decomposed_without_the_response_and_judges_get_the_date(openai_server):
+    openai_server.responder = _scripted_quickstart
+    with _openai(openai_server):
+        result = evaluate(Q, CTX, R, persist=False, metadata={"as_of": "2025-06-30"})
+    by_task = {task_of(body): body for body in openai_server.requests}
+    asked = by_task["questions"]["messages"][-1]["content"]
+    assert Q in asked and "42.7" not in asked and "earnings per share." not in asked   # response-blind
+    for task in ("sufficiency", "faithfulness"):
+        system, user = (m["content"] for m in by_task[task]["messages"])
+        assert "Today is 2025-06-30." in user and "2025-06-30" not in system
+    assert result.as_of == "2025-06-30"
+
+
+def test_a_background_claim_never_covers_a_sub_question(openai_server):
+    # c2 (grounded) is only background to q1 and answers nothing: q2 stays uncovered, c2 is not extra.
+    def responder(body):
+        if task_of(body) == "completeness":
+            return {"claims": [{"claim_id": "c1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
+                               {"claim_id": "c2", "reasoning": "background", "role": "supports", "sub_question_ids": ["q1"]}],
+                    "gaps": [], "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1", "status": "answered"},
+                                                  {"sub_question_id": "q2", "reasoning": "none", "status": "unanswered"}]}
+        if task_of(body) == "faithfulness":
+            reply = _scripted_quickstart(body)
+            reply["items"][1].update(relation="supported", grounding_chunk_ids=["c0"])
+            return reply
+        return _scripted_quickstart(body)
+    openai_server.responder = responder
+    with _openai(openai_server):
+        result = evaluate(Q, CTX, R, persist=False)
+    assert result.completeness.supports["q1"] == ["c2"] and "c2" not in result.completeness.extra_claim_ids
+    assert result.failure_cell is FailureCell.incomplete_grounded
+
+
+def test_a_gap_statement_makes_a_partial_refusal_not_a_negated_claim(openai_server):
+    response = "A P/E ratio divides share price by earnings per share. The documents don't say what Apple's P/E was."
+
+    def responder(body):
+        task = task_of(body)
+        if task == "claims":
+            return {"claims": [{"id": "c1", "source_sentence_ids": ["S1"], "note": "",
+                                "text": "A P/E ratio divides share price by earnings per share."}],
+                    "gaps": [{"id": "g1", "source_sentence_ids": ["S2"], "text": "Apple's P/E"}],
+                    "asks_clarification": False}
+        if task == "faithfulness":
+            return {"items": [_scripted_quickstart(body)["items"][0]]}
+        if task == "completeness":
+            return {"claims": [{"claim_id": "c1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]}],
+                    "gaps": [{"gap_id": "g1", "sub_question_ids": ["q2"]}],
+                    "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1", "status": "answered"},
+                                      {"sub_question_id": "q2", "reasoning": "declined", "status": "unanswered"}]}
+        return _scripted_quickstart(body)
+    openai_server.responder = responder
+    with _openai(openai_server):
+        result = evaluate(Q, CTX, response, persist=False)
+    assert [c.id for c in result.claims] == ["c1"] and [g.id for g in result.gaps] == ["g1"]
+    assert result.response_kind.value == "partial_refusal" and result.refusal
+    assert result.failure_cell is FailureCell.incomplete_grounded
+    assert result.status.quality_gate is Gate.pass_   # q2 was unanswerable from the context: a correct refusal
+
+
+def test_empty_context_sends_no_sufficiency_or_faithfulness_call(openai_server):
+    with _openai(openai_server):
+        result = evaluate("What is a P/E ratio?", [], "A P/E ratio divides price by earnings.", persist=False)
+    assert openai_server.by_task() == {"questions": 1, "claims": 1, "completeness": 1}
+    assert all(j.verdict.value == "N" for j in result.sufficiency + result.faithfulness)
+
+
+def test_label_confidence_reaches_the_result(openai_server):
+    openai_server.logprobs = True
+    with _openai(openai_server):
+        result = evaluate(Q, CTX, R, persist=False)
+    assert result.faithfulness and all(j.confidence == 1.0 for j in result.faithfulness)
+    assert all(j.confidence == 1.0 for j in result.sufficiency)
+    openai_server.logprobs = False
+    with _openai(openai_server, cache=False):
+        plain = evaluate(Q, CTX, R, persist=False)
+    assert all(j.confidence is None for j in plain.faithfulness + plain.sufficiency)
+
+
+def test_the_questions_reply_is_reused_for_another_response_to_the_same_query(openai_server):
+    with _openai(openai_server):
+        evaluate(Q, CTX, R, persist=False)
+        evaluate(Q, CTX, "A P/E ratio compares price with earnings.", persist=False)
+    # Response-blind, so the second trace's decomposition of the query comes from the reply cache.
+    assert openai_server.by_task()["questions"] == 1 and openai_server.by_task()["claims"] == 2

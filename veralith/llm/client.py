@@ -4,7 +4,25 @@ Retries with backoff on 408/409/429/5xx, timeouts and connection errors (Retry-A
 are the SDK's own (`max_retries`); this module adds what the SDK cannot know about: the reply
 must parse, validate against the task's output model and pass `task.check`, or it is re-asked
 once with the problems spelled out. Servers that reject `json_schema` structured outputs get
-JSON mode with the schema in the prompt, remembered for the client's lifetime.
+JSON mode with the schema in the prompt, remembered for the client's lifetime; so are servers
+that reject a temperature, `prompt_cache_key` or `logprobs`.
+
+Two checks on every completion, besides the reply itself:
+
+* Truncation. A local server whose context window is smaller than the prompt (Ollama's OpenAI
+  endpoint keeps 2-4k tokens unless configured) silently drops the *start* of the prompt, which
+  holds the instructions. The server's `usage.prompt_tokens` is compared with the count expected
+  for the messages sent (tiktoken, or ceil(characters / 4) offline, as the budget counts): when a
+  prompt of at least TRUNCATION_MIN_TOKENS is reported at under TRUNCATION_RATIO of that, the call
+  is a `context_truncated` judge error, never a verdict, and is not re-asked. 0.6 leaves room for
+  the tokenizers of other model families, which count the same text differently from o200k (by
+  tens of percent; chat templates add tokens on top), so only a real cut trips it; a cut of less
+  than about 40 % of the prompt goes unseen.
+* Confidence. Where the server returns token log-probabilities (`logprobs`, `top_logprobs: 5`),
+  each item's label probability is read at the label's value inside the JSON ("relation",
+  "sufficient", "status"): the first token of the value, normalised over the alternatives that
+  begin a valid label, times the following tokens until the label is decided. It is returned in
+  `CallResult.confidence` by item id and cached with the reply. No log-probabilities: no entry.
 
 The API key is handed to the SDK and nowhere else: every message this module builds goes through
 `_redact`, and the SDK's own debug logs redact the Authorization header.
@@ -23,14 +41,16 @@ import openai
 from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel, ValidationError
 
-from veralith.config import ConfigError, settings
+from veralith.config import settings
 from veralith.errors import JudgeCallError
-from veralith.llm.base import CallResult, CallUsage, JudgeClient
+from veralith.llm.base import CallResult, CallUsage
+from veralith.llm.confidence import label_confidence
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.tasks import Task
 from veralith.observability.cost import record_call
 
-__all__ = ["OpenAIClient", "ReplyCache", "get_client", "request_key"]
+__all__ = ["TRUNCATION_MIN_TOKENS", "TRUNCATION_RATIO", "OpenAIClient", "ReplyCache",
+           "request_key", "strict_schema"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +58,10 @@ log = logging.getLogger(__name__)
 _PLACEHOLDER_KEY = "veralith-no-key"
 _MAX_DETAIL = 300
 _MAX_ECHO = 20_000
+TRUNCATION_RATIO = 0.6        # reported / expected prompt tokens below this: the server cut the prompt
+TRUNCATION_MIN_TOKENS = 400   # shorter prompts are not checked (template overhead dominates them)
+_TOP_LOGPROBS = 5
+_CONFIDENCE_KEY = "_confidence"   # stored beside a cached reply's fields (which never start with "_")
 
 Price = Callable[[str, int, int, int], "float | None"]
 
@@ -57,6 +81,25 @@ def request_key(backend: str, model: str, prompt_version: str, messages: list[di
                        "messages": messages, "schema": schema, "sampling": sampling},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def strict_schema(task: Task) -> dict[str, Any]:
+    """The strict JSON Schema of the task's output model, without pydantic's `title` annotations.
+
+    Structured outputs bill the schema as prompt tokens on every call; the titles only repeat the
+    property names (a quarter of the schema's tokens) and constrain nothing.
+    """
+    schema: dict[str, Any] = _untitled(to_strict_json_schema(task.output_model))
+    return schema
+
+
+def _untitled(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: ({name: _untitled(sub) for name, sub in v.items()} if k == "properties" else _untitled(v))
+                for k, v in node.items() if k != "title"}
+    if isinstance(node, list):
+        return [_untitled(v) for v in node]
+    return node
 
 
 class _Malformed(Exception):
@@ -91,6 +134,7 @@ class OpenAIClient:
         self.json_mode = False          # flips to True once the server rejects json_schema response_format
         self.send_temperature = True    # flips to False once the model rejects a temperature
         self.send_cache_key = True      # flips to False once the server rejects prompt_cache_key
+        self.send_logprobs = True       # flips to False once the server rejects logprobs
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
         self._sdk = openai.OpenAI(
@@ -108,7 +152,7 @@ class OpenAIClient:
         """The strict JSON Schema of the task's output model (every field required, no extras)."""
         with self._lock:
             if task.name not in self._schemas:
-                self._schemas[task.name] = to_strict_json_schema(task.output_model)
+                self._schemas[task.name] = strict_schema(task)
             return self._schemas[task.name]
 
     # ------------------------------------------------------------ the call
@@ -122,13 +166,13 @@ class OpenAIClient:
         if cached is not None:
             hit = CallUsage(model=self.model, cache_hits=1, calls=0, usd=0.0)
             record_call(hit)
-            return CallResult(cached, hit)
+            return CallResult(cached[0], hit, cached[1])
 
         usage = CallUsage(model=self.model)
         extra: list[dict[str, str]] = []
         for attempt in (1, 2):
             try:
-                output = self._attempt(task, payload, schema, extra, usage)
+                output, confidence = self._attempt(task, payload, schema, extra, usage)
             except _Malformed as bad:
                 if attempt == 2:
                     raise self._error("malformed_reply", "the judge's reply was unusable twice: "
@@ -141,14 +185,22 @@ class OpenAIClient:
             usage.usd = self._usd(usage)
             record_call(usage)
             if self.cache is not None:
-                self.cache.put(key, output.model_dump(mode="json"), task=task.name, model=self.model,
+                value = output.model_dump(mode="json")
+                if confidence:
+                    value[_CONFIDENCE_KEY] = confidence
+                self.cache.put(key, value, task=task.name, model=self.model,
                                prompt_version=self.prompt_version(task.name))
-            return CallResult(output, usage)
+            return CallResult(output, usage, confidence)
         raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
     def _attempt(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                 usage: CallUsage) -> BaseModel:
-        content = _parse_completion(self._complete(task, payload, schema, extra, usage), usage)
+                 usage: CallUsage) -> tuple[BaseModel, dict[str, float]]:
+        completion, messages, schema_sent = self._complete(task, payload, schema, extra, usage)
+        if not isinstance(completion, openai.types.chat.ChatCompletion):
+            raise _Malformed(["the server's answer is not a chat completion"], "")
+        _add_usage(completion, usage)
+        self._check_context(completion, messages, schema_sent, usage)
+        content = _content(completion)
         try:
             data = json.loads(_unfenced(content))
         except json.JSONDecodeError as exc:
@@ -162,11 +214,33 @@ class OpenAIClient:
         problems = task.check(payload, output)
         if problems:
             raise _Malformed(problems, content)
-        return output
+        logprobs = completion.choices[0].logprobs
+        return output, label_confidence(task, output, content, logprobs.content if logprobs else None)
+
+    def _check_context(self, completion: Any, messages: list[dict[str, str]], schema_sent: dict[str, Any] | None,
+                       usage: CallUsage) -> None:
+        """Raise `context_truncated` when the server read far fewer prompt tokens than were sent."""
+        reported = completion.usage.prompt_tokens if completion.usage is not None else None
+        if not reported:
+            return   # a server that reports no usage cannot be checked
+        from veralith.observability.budget import prompt_tokens
+
+        expected, method = prompt_tokens(messages, schema_sent, self.model)
+        if expected >= TRUNCATION_MIN_TOKENS and reported < TRUNCATION_RATIO * expected:
+            raise self._error(
+                "context_truncated",
+                f"the judge server read {reported} prompt tokens of the about {expected} sent ({method}): its "
+                "context window is too small, so it cut the start of the prompt, where the instructions are. "
+                "Raise its context length (Ollama: OLLAMA_CONTEXT_LENGTH=16384, or PARAMETER num_ctx 16384 in a "
+                "Modelfile; vLLM: --max-model-len; llama.cpp: --ctx-size) or lower VERALITH_BATCH_SIZE.", usage)
 
     def _complete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                  usage: CallUsage) -> Any:
-        """One chat completion (the SDK's retries included), adapting once to what the server rejects."""
+                  usage: CallUsage) -> tuple[Any, list[dict[str, str]], dict[str, Any] | None]:
+        """One chat completion (the SDK's retries included), adapting once to what the server rejects.
+
+        Returns the parsed completion, the messages sent and the schema sent as response_format (None
+        in JSON mode, where the schema is in the messages).
+        """
         while True:
             json_mode = self.json_mode
             messages = render(task.name, payload, schema_in_prompt=schema if json_mode else None) + extra
@@ -175,6 +249,9 @@ class OpenAIClient:
                 options["temperature"] = self.temperature
             if self.send_cache_key:
                 options["prompt_cache_key"] = _prompt_cache_key(task.name, messages)
+            if self.send_logprobs:
+                options["logprobs"] = True
+                options["top_logprobs"] = _TOP_LOGPROBS
             options["response_format"] = {"type": "json_object"} if json_mode else {
                 "type": "json_schema", "json_schema": {"name": task.name, "strict": True, "schema": schema}}
             try:
@@ -183,7 +260,7 @@ class OpenAIClient:
             except openai.APIError as exc:
                 attempts = _attempts(exc)
                 usage.calls += attempts
-                # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 4 times.
+                # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 5 times.
                 if not json_mode and _rejects(exc, "response_format", "json_schema", "structured output"):
                     log.warning("judge server at %s rejects json_schema structured outputs; using JSON mode "
                                 "with the schema in the prompt from now on", self.base_url or "api.openai.com")
@@ -191,6 +268,11 @@ class OpenAIClient:
                     continue
                 if "prompt_cache_key" in options and _rejects(exc, "prompt_cache_key"):
                     self.send_cache_key = False
+                    continue
+                if "logprobs" in options and _rejects(exc, "logprobs"):
+                    # Reasoning models and some local servers: verdicts then carry no confidence.
+                    log.info("judge model %s rejects logprobs; judgments will have no confidence", self.model)
+                    self.send_logprobs = False
                     continue
                 if "temperature" in options and _rejects(exc, "temperature"):
                     # Reasoning models accept only their default temperature.
@@ -201,19 +283,22 @@ class OpenAIClient:
                 raise self._error(_kind(exc), _describe(exc, attempts), usage) from None
             usage.calls += raw.retries_taken + 1
             try:
-                return raw.parse()
+                return raw.parse(), messages, None if json_mode else schema
             except ValueError as exc:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
                 raise _Malformed([f"the HTTP body is not a chat completion ({type(exc).__name__})"], "") from None
 
     # ------------------------------------------------------------ helpers
-    def _from_cache(self, task: Task, key: str) -> BaseModel | None:
+    def _from_cache(self, task: Task, key: str) -> tuple[BaseModel, dict[str, float]] | None:
         if self.cache is None:
             return None
         hit = self.cache.get(key)
         if hit is None:
             return None
+        hit = dict(hit)                           # the cache's own copy stays as it was
+        stored = hit.pop(_CONFIDENCE_KEY, None)   # absent in entries written without log-probabilities
+        confidence = {str(k): float(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
         try:
-            return task.output_model.model_validate(hit)
+            return task.output_model.model_validate(hit), confidence
         except ValidationError:
             return None   # written by an older output model: ask again, the fresh reply overwrites it
 
@@ -234,15 +319,16 @@ class OpenAIClient:
         return err
 
 
-def _parse_completion(completion: Any, usage: CallUsage) -> str:
-    """Add the completion's token usage; return its text or raise _Malformed."""
-    if not isinstance(completion, openai.types.chat.ChatCompletion):
-        raise _Malformed(["the server's answer is not a chat completion"], "")
+def _add_usage(completion: Any, usage: CallUsage) -> None:
     if completion.usage is not None:
         usage.input_tokens += completion.usage.prompt_tokens or 0
         usage.output_tokens += completion.usage.completion_tokens or 0
         details = completion.usage.prompt_tokens_details
         usage.cached_input_tokens += (details.cached_tokens or 0) if details is not None else 0
+
+
+def _content(completion: Any) -> str:
+    """The completion's text, or raise _Malformed."""
     if not completion.choices:
         raise _Malformed(["the reply has no choices"], "")
     choice = completion.choices[0]

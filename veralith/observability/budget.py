@@ -2,23 +2,27 @@
 
 The estimate renders the prompts the trace would send, with the pipeline's batching:
 
-    1 decompose call                       query + response + its sentences
-    ceil(S / batch_size) sufficiency calls  S sub-questions, every chunk
-    ceil(C / batch_size) faithfulness calls C claims, every chunk (none when C == 0)
-    1 completeness call                    every sub-question and claim (none when S or C is 0)
+    1 questions call                        the query alone
+    1 claims call                           query + the response's sentences (none for an empty response)
+    ceil(S / batch_size) sufficiency calls  S sub-questions, every chunk (none without chunks)
+    ceil(C / batch_size) faithfulness calls C claims, every chunk (none without chunks or claims)
+    1 completeness call                     every sub-question and claim (none when S or C is 0)
 
+With no chunks the pipeline decides sufficiency and faithfulness in code, and with no claims or
+no sub-questions it decides completeness in code, so those calls cost nothing.
 Sub-questions and claims are unknown before decomposition, so S = the query's sentences and
-C = the response's sentences split at "; " and " and " (the decompose prompt asks for one fact per
-claim), each piece standing in for the decomposer's text. Input tokens are counted as OpenAI
-counts chat input: per message 3 + tokens(role + content), 3 to prime the reply, plus the strict
-JSON Schema sent as `response_format` (structured outputs bill it as input).
+C = the response's sentences split at "; " and " and " (the claims prompt asks for one fact per
+claim), each piece standing in for the model's text. Input tokens are counted as OpenAI counts
+chat input: per message 3 + tokens(role + content), 3 to prime the reply, plus the strict JSON
+Schema sent as `response_format` (structured outputs bill it as input).
 
 Output is unknown too, so an allowance is added (OUTPUT_ALLOWANCE; generous on purpose, since the
 guard must not let a trace through on an optimistic guess):
-    decompose     40 + tokens(query) + tokens(response) + 40 per sub-question and per claim
+    questions     20 + tokens(query) + 20 per sub-question
+    claims        40 + tokens(response) + 40 per claim
     sufficiency   20 per call + 160 per sub-question
     faithfulness  20 per call + 140 per claim
-    completeness  40 + 50 per claim
+    completeness  40 + 50 per claim + 40 per sub-question
 USD = input tokens x input price + output tokens x output price (no provider-cache discount).
 
 Tokens come from tiktoken (o200k_base for gpt-4o / 4.1 / o-series / gpt-5 and unknown models,
@@ -31,6 +35,7 @@ estimate never hangs and never fails an evaluation.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import hashlib
 import json
@@ -48,7 +53,8 @@ from veralith.config import settings
 from veralith.errors import VeralithError
 from veralith.observability.pricing import CostWarning, price_of
 
-__all__ = ["BudgetExceeded", "TraceEstimate", "count_tokens", "encoding_for", "enforce_budget", "estimate_trace"]
+__all__ = ["BudgetExceeded", "TraceEstimate", "count_tokens", "encoding_for", "enforce_budget", "estimate_trace",
+           "prompt_tokens"]
 
 # sha256 of each encoding file, as tiktoken itself checks it (tiktoken_ext/openai_public.py).
 _ENCODINGS = {
@@ -58,8 +64,9 @@ _ENCODINGS = {
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{}.tiktoken"
 _CL100K_FAMILIES = ("gpt-4-", "gpt-3.5", "text-embedding-")
 
-OUTPUT_ALLOWANCE = {"decompose_base": 40, "decompose_per_item": 40, "call": 20, "sufficiency_per_item": 160,
-                    "faithfulness_per_item": 140, "completeness_base": 40, "completeness_per_claim": 50}
+OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
+                    "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
+                    "completeness_per_claim": 50, "completeness_per_sub_question": 40}
 
 
 class BudgetExceeded(VeralithError):
@@ -124,8 +131,11 @@ def _load(name: str) -> None:
         _encodings[name] = encoding
 
 
-def _encoding(name: str) -> Any | None:
-    """The tiktoken encoding, or None while (or because) it cannot be had without waiting on the network."""
+def _encoding(name: str, wait: bool = True) -> Any | None:
+    """The tiktoken encoding, or None while (or because) it cannot be had without waiting on the network.
+
+    `wait=False` starts the load if needed but never waits for it (None until it is there).
+    """
     with _enc_lock:
         if name in _encodings:
             return _encodings[name]
@@ -137,7 +147,7 @@ def _encoding(name: str) -> Any | None:
         loader, from_disk = _loaders[name]
     # A load from disk takes about a second, so every caller waits for it; a download may hang
     # (tiktoken sets no timeout), so only its first caller waits, and only LOAD_WAIT_S.
-    loader.join(LOAD_WAIT_S if first or from_disk else 0)
+    loader.join((LOAD_WAIT_S if first or from_disk else 0) if wait else 0)
     with _enc_lock:
         return _encodings.get(name)
 
@@ -151,12 +161,17 @@ def _warn_fallback(name: str) -> None:
                       CostWarning, stacklevel=4)
 
 
-def count_tokens(text: str, model: str) -> tuple[int, str]:
-    """(tokens in `text` for `model`, method used)."""
+def count_tokens(text: str, model: str, *, wait: bool = True) -> tuple[int, str]:
+    """(tokens in `text` for `model`, method used).
+
+    `wait=False` (the judge client's truncation check, which must not stall a call) counts
+    characters / 4 until the encoding has loaded in the background, without a warning.
+    """
     name = encoding_for(model)
-    enc = _encoding(name)
+    enc = _encoding(name, wait)
     if enc is None:
-        _warn_fallback(name)
+        if wait:
+            _warn_fallback(name)
         return math.ceil(len(text) / 4), "chars/4"
     return len(enc.encode(text, disallowed_special=())), f"tiktoken:{name}"
 
@@ -192,7 +207,7 @@ def _sentences(text: str) -> list[str]:
     return [text[start:end] for start, end in sentence_spans(text)]
 
 
-# The decompose prompt tells the model to split "A and B" into separate facts, so a sentence is
+# The claims prompt tells the model to split "A and B" into separate facts, so a sentence is
 # assumed to yield one claim per "; " or " and " clause. Splitting at commas too over-counts
 # (lists, appositions); not splitting under-counts long answers (benchmarks/budget_accuracy.py).
 _CLAUSE = re.compile(r";\s+|\s+and\s+")
@@ -208,21 +223,27 @@ def _claim_texts(sentences: list[str]) -> list[str]:
     return texts
 
 
-def _payloads(query: str, context: Sequence[Any], response: str) -> list[tuple[str, Any]]:
-    """(task name, input model) for every call the trace would make."""
+def _payloads(query: str, context: Sequence[Any], response: str, as_of: str | None = None
+              ) -> list[tuple[str, Any]]:
+    """(task name, input model) for every call the trace would make, as the pipeline makes them."""
     from veralith.llm import tasks as t
 
     chunks = _chunks(context)
     sentences = _sentences(response)
+    as_of = as_of or datetime.date.today().isoformat()   # the judges get a date; its tokens count
     sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s) for n, s in enumerate(_sentences(query), 1)]
     claims = [t.ClaimIn(id=f"c{n}", text=s) for n, s in enumerate(_claim_texts(sentences), 1)]
-    calls: list[tuple[str, Any]] = [("decompose", t.DecomposeInput(
-        query=query, response=response, sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]))]
+    calls: list[tuple[str, Any]] = [("questions", t.QuestionsInput(query=query))]
+    if sentences:  # an empty response has no claims or gaps, decided without a call
+        calls.append(("claims", t.ClaimsInput(
+            query=query, response=response,
+            sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)])))
     size = settings.batch_size
-    calls += [("sufficiency", t.SufficiencyInput(query=query, sub_questions=b, chunks=chunks))
-              for b in _batches(sub_questions, size)]
-    calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunks))
-              for b in _batches(claims, size)]
+    if chunks:  # without chunks, sufficiency is "no" and every claim unsupported, decided without a call
+        calls += [("sufficiency", t.SufficiencyInput(query=query, sub_questions=b, chunks=chunks, as_of=as_of))
+                  for b in _batches(sub_questions, size)]
+        calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunks, as_of=as_of))
+                  for b in _batches(claims, size)]
     if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
         calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
     return calls
@@ -248,16 +269,50 @@ def _message_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any], 
     return total + n, method
 
 
+def prompt_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None, model: str
+                  ) -> tuple[int, str]:
+    """(prompt tokens OpenAI would bill for `messages` plus a `response_format` schema, method used).
+
+    Never waits for tiktoken to load (see count_tokens), so the first calls of a process may be
+    counted as characters / 4.
+    """
+    total, method = 3, "chars/4"
+    for message in messages:
+        content = message.get("content") or ""
+        text = f"{message.get('role', '')}{content if isinstance(content, str) else json.dumps(content)}"
+        n, method = _count_now(text, model, static=message.get("role") == "system")
+        total += 3 + n
+    if schema:
+        n, method = _count_now(json.dumps(schema, separators=(",", ":")), model, static=True)
+        total += n
+    return total, method
+
+
+_static_counts: dict[tuple[str, str], int] = {}   # (text, model) -> tiktoken count of a text every call repeats
+
+
+def _count_now(text: str, model: str, *, static: bool) -> tuple[int, str]:
+    if static and (text, model) in _static_counts:
+        return _static_counts[(text, model)], f"tiktoken:{encoding_for(model)}"
+    n, method = count_tokens(text, model, wait=False)
+    if static and method != "chars/4" and len(_static_counts) < 256:
+        _static_counts[(text, model)] = n
+    return n, method
+
+
 def _output_allowance(task: str, payload: Any, query_tokens: int, response_tokens: int) -> int:
     a = OUTPUT_ALLOWANCE
-    if task == "decompose":
-        items = len(_claim_texts([s.text for s in payload.sentences])) + len(_sentences(payload.query))
-        return a["decompose_base"] + query_tokens + response_tokens + a["decompose_per_item"] * items
+    if task == "questions":
+        return a["questions_base"] + query_tokens + a["questions_per_item"] * len(_sentences(payload.query))
+    if task == "claims":
+        items = len(_claim_texts([s.text for s in payload.sentences]))
+        return a["claims_base"] + response_tokens + a["claims_per_item"] * items
     if task == "sufficiency":
         return a["call"] + a["sufficiency_per_item"] * len(payload.sub_questions)
     if task == "faithfulness":
         return a["call"] + a["faithfulness_per_item"] * len(payload.claims)
-    return a["completeness_base"] + a["completeness_per_claim"] * len(payload.claims)
+    return (a["completeness_base"] + a["completeness_per_claim"] * len(payload.claims)
+            + a["completeness_per_sub_question"] * len(payload.sub_questions))
 
 
 def estimate_trace(query: str, context: Sequence[Any], response: str, *, client: Any = None,
@@ -288,10 +343,11 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
 def _schema(client: Any, task: Any) -> dict[str, Any]:
     """The response schema exactly as the OpenAI client sends it (strict form), since it is billed."""
     if hasattr(client, "schema"):
-        return client.schema(task)  # type: ignore[no-any-return]
-    from openai.lib._pydantic import to_strict_json_schema  # what OpenAIClient.schema uses
+        schema: dict[str, Any] = client.schema(task)
+        return schema
+    from veralith.llm.client import strict_schema  # imports openai: only when an estimate is made
 
-    return to_strict_json_schema(task.output_model)
+    return strict_schema(task)
 
 
 def _backend(client: Any) -> str:

@@ -13,7 +13,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from veralith.llm.base import CallUsage, JudgeClient
+from veralith.llm.base import CallResult, CallUsage, JudgeClient
 from veralith.llm.tasks import CLAIMS, QUESTIONS, ClaimsInput, ClaimsOutput, QuestionsInput, QuestionsOutput, Sentence
 from veralith.llm.text import sentence_spans
 from veralith.models import Claim, Gap, SubQuestion
@@ -39,9 +39,15 @@ def claims_input(query: str, response: str) -> ClaimsInput:
 
 
 def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
-    """Both decomposition calls (concurrently on an I/O-bound client); raises what a call raises."""
+    """Both decomposition calls (concurrently on an I/O-bound client); raises what a call raises.
+
+    An empty response has nothing to extract, so it makes no claims call.
+    """
     claims_in = claims_input(query, response)
-    if client.concurrent:
+    if not claims_in.sentences:
+        q_call = client.run(QUESTIONS, QuestionsInput(query=query))
+        c_call = CallResult(ClaimsOutput(claims=[], gaps=[], asks_clarification=False))
+    elif client.concurrent:
         with ThreadPoolExecutor(max_workers=2) as pool:
             # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
             asked = pool.submit(contextvars.copy_context().run, client.run, QUESTIONS, QuestionsInput(query=query))

@@ -1,0 +1,165 @@
+"""How many prompt tokens a trace costs with the OpenAI backend, per call and per trace.
+
+    .venv/bin/python benchmarks/prompt_tokens.py [--model gpt-4o-mini]
+
+Two traces: the quickstart (1 chunk, 2 claims, 2 sub-questions) and a 5-chunk / 8-claim trace
+(2 sub-questions; 8 claims make two faithfulness calls at the default batch size of 6). Each is
+evaluated by the real pipeline through the real SDK against the fake OpenAI server on 127.0.0.1
+in `count_tokens` mode; the server's questions reply is scripted to the sub-questions a model
+would list, the rest are its auto replies (one claim per sentence). Every request the server
+received is counted with tiktoken (o200k_base, offline from ../shared/tiktoken):
+
+* `messages`: per message 3 + tokens(role + content), plus 3 to prime the reply. This is what
+  prompt-text counts (and the DeepEval figures the targets come from, 3,134 and 5,388) measure.
+* `schema`: the compact JSON of the response_format schema, which structured outputs bill as input.
+* `raw` = messages + schema, what OpenAI reports as prompt_tokens.
+* `cacheable`: the static prefix (schema + system message) OpenAI's prompt cache could serve on a
+  warm cache: nothing below 1,024 tokens, else 1,024 + a multiple of 128 within the prefix.
+* `effective` = raw − cacheable × (1 − cached price / input price) for `--model`: the tokens
+  billed at the input rate once the cache is warm.
+
+The static system prompt of each task (no data in it) is printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
+
+from fake_openai_server import FakeOpenAIServer, counted_usage, task_of  # noqa: E402
+
+import veralith  # noqa: E402
+from veralith.config import settings  # noqa: E402
+from veralith.llm import prompts  # noqa: E402
+from veralith.observability.budget import estimate_trace  # noqa: E402
+from veralith.observability.pricing import price_of  # noqa: E402
+
+DEEPEVAL = {"1 chunk / 2 claims": 3134, "5 chunks / 8 claims": 5388}
+
+TRACES = {
+    "1 chunk / 2 claims": {
+        "query": "What is a P/E ratio and what was Apple's P/E in 2023?",
+        "sub_questions": ["What is a P/E ratio?", "What was Apple's P/E ratio in 2023?"],
+        "context": ["The price-to-earnings (P/E) ratio is a company's share price divided by its earnings per share."],
+        "response": "A P/E ratio divides share price by earnings per share. Apple's P/E in 2023 was 42.7.",
+    },
+    "5 chunks / 8 claims": {
+        "query": "How did Northwind Bank's lending change in 2024, and what drove its profit?",
+        "sub_questions": ["How did Northwind Bank's lending change in 2024?",
+                          "What drove Northwind Bank's profit in 2024?"],
+        "context": [
+            {"text": "Northwind Bank's loan book grew 6 percent in 2024 to 41.2 billion euros, led by mortgages in the "
+                     "Netherlands and Belgium. Corporate lending was flat, as clients repaid credit lines drawn "
+                     "during 2022.", "source": "annual-report-2024.pdf"},
+            {"text": "Net interest income rose 9 percent to 1.8 billion euros because deposit rates lagged the "
+                     "central bank's rate rises for most of the year. The bank expects this margin to narrow in "
+                     "2025 as deposit rates catch up.", "source": "annual-report-2024.pdf"},
+            {"text": "Fee income was 412 million euros, up 3 percent, mostly from payment services. Asset "
+                     "management fees fell slightly after two funds were closed in the spring.",
+             "source": "results-presentation.pdf"},
+            {"text": "Loan loss provisions were 95 million euros, down from 160 million in 2023, after the bank "
+                     "released reserves set aside for commercial real estate. Non-performing loans stayed at 1.9 "
+                     "percent of the book.", "source": "results-presentation.pdf"},
+            {"text": "Net profit reached 720 million euros in 2024. The board proposed a dividend of 0.85 euros "
+                     "per share and a buyback of up to 150 million euros, subject to regulatory approval.",
+             "source": "press-release.html"},
+        ],
+        "response": ("Northwind Bank's loan book grew 6 percent in 2024 to 41.2 billion euros. Mortgages in the "
+                     "Netherlands and Belgium led the growth. Corporate lending was flat. Profit was driven mainly "
+                     "by net interest income, which rose 9 percent to 1.8 billion euros. Lower loan loss "
+                     "provisions of 95 million euros also helped. Fee income grew 3 percent to 412 million euros. "
+                     "Net profit reached 720 million euros. The bank plans a buyback of up to 150 million euros."),
+    },
+}
+
+
+def _tokens(text: str) -> int:
+    import tiktoken
+
+    return len(tiktoken.get_encoding("o200k_base").encode(text, disallowed_special=()))
+
+
+def _cacheable(prefix_tokens: int) -> int:
+    """What OpenAI's prompt cache can serve of a static prefix: 0 below 1,024, then 128-token steps."""
+    return 0 if prefix_tokens < 1024 else 1024 + (prefix_tokens - 1024) // 128 * 128
+
+
+def measure(name: str, trace: dict[str, Any], model: str) -> dict[str, int]:
+    server = FakeOpenAIServer(count_tokens=True).start()
+    server.responder = lambda body: ({"sub_questions": [{"id": f"q{n}", "text": t} for n, t in
+                                                        enumerate(trace["sub_questions"], 1)]}
+                                     if task_of(body) == "questions" else None)
+    try:
+        with settings.override(backend="openai", base_url=server.base_url, api_key="bench", judge_model=model,
+                               cache=False, max_retries=0):
+            result = veralith.evaluate(trace["query"], trace["context"], trace["response"], persist=False)
+            estimate = estimate_trace(trace["query"], trace["context"], trace["response"])
+        requests = server.requests
+    finally:
+        server.stop()
+    assert not result.errors, result.errors
+    price = price_of(model)
+    discount = 1 - price.cached_input / price.input if price and price.input else 0.0
+    print(f"\n### {name}: {len(result.claims)} claims, {len(result.sub_questions)} sub-questions, "
+          f"{len(requests)} calls\n")
+    print("| call | messages | schema | raw | static prefix | cacheable | effective |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    totals = dict.fromkeys(("messages", "schema", "raw", "cacheable", "effective"), 0)
+    for body in sorted(requests, key=lambda b: list(prompts.PROMPT_VERSIONS).index(task_of(b))):
+        schema = json.dumps(body["response_format"]["json_schema"]["schema"], separators=(",", ":"))
+        schema_tokens = _tokens(schema)
+        raw = counted_usage(body, "")["prompt_tokens"]
+        messages = raw - schema_tokens
+        prefix = schema_tokens + 4 + _tokens("system" + body["messages"][0]["content"])
+        cacheable = _cacheable(prefix)
+        effective = round(raw - cacheable * discount)
+        row = {"messages": messages, "schema": schema_tokens, "raw": raw, "cacheable": cacheable,
+               "effective": effective}
+        for key, value in row.items():
+            totals[key] += value
+        print(f"| {task_of(body)} | {messages:,} | {schema_tokens:,} | {raw:,} | {prefix:,} | {cacheable:,} | "
+              f"{effective:,} |")
+    print(f"| **trace** | **{totals['messages']:,}** | {totals['schema']:,} | **{totals['raw']:,}** | | "
+          f"{totals['cacheable']:,} | {totals['effective']:,} |")
+    target = DEEPEVAL[name]
+    verdict = "below" if totals["messages"] < target else "NOT below"
+    print(f"\nprompt text {totals['messages']:,} tokens vs DeepEval {target:,}: {verdict} "
+          f"({totals['messages'] / target - 1:+.0%}); with the schema {totals['raw']:,} "
+          f"({totals['raw'] / target - 1:+.0%}); budget estimate {estimate.input_tokens:,} input tokens in "
+          f"{estimate.calls} calls ({estimate.input_tokens / totals['raw'] - 1:+.1%}).")
+    totals["output_allowance"] = estimate.output_tokens
+    return totals
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="gpt-4o-mini", help="judge model whose cache discount `effective` uses")
+    args = parser.parse_args(argv)
+    print("### Static system prompt per task (no data; identical on every call)\n")
+    print("| task | version | system prompt tokens |")
+    print("|---|---|---:|")
+    for task, version in prompts.PROMPT_VERSIONS.items():
+        print(f"| {task} | {version} | {_tokens(prompts.system_prompt(task)):,} |")
+    rows = {name: measure(name, trace, args.model) for name, trace in TRACES.items()}
+    print("\n### Cost per trace (input as counted, output at the budget's generous allowance)\n")
+    print("| trace | model | input tokens | output allowance | USD at most |")
+    print("|---|---|---:|---:|---:|")
+    for name, totals in rows.items():
+        for model in ("gpt-4o-mini", "gpt-4o"):
+            price = price_of(model)
+            usd = (totals["raw"] * price.input + totals["output_allowance"] * price.output) / 1e6
+            print(f"| {name} | {model} | {totals['raw']:,} | {totals['output_allowance']:,} | ${usd:.4f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
