@@ -1,370 +1,318 @@
 """Fit the local backend's two logistic models and write veralith/llm/local/coefficients.json.
 
-    .venv/bin/python benchmarks/train_local.py [--data DIR] [--dry-run]
+    .venv/bin/python benchmarks/train_local.py [--data DIR] [--dry-run] [--no-cv]
 
-Training data is the dev split of ../shared/data (the holdout split is never read):
+Data: the dev split of ../shared/data (the holdout split is never read). The response and the
+context of each record go through the same decomposition the pipeline runs.
 
-* faithfulness: one row per claim, as the pipeline decomposes the response. Labels come from
-  the set: FaithBench claims are positive when their span overlaps an annotated Unwanted span;
-  in the other faithfulness sets and WiCE a claim takes its response's label, except that in a
-  multi-claim response labelled unsupported only the least-covered claim (and any first-person
-  claim) is taken as positive; the others are unknown and left out. WiCE `partially_supported`
-  counts as unsupported.
-* sufficiency: one row per sub-question of the ClapNQ and SQuAD 2.0 queries, label
-  `not context_sufficient`.
+* faithfulness: one instance per claim, one bag per response. Where the set annotates spans
+  (FaithBench, RAGTruth) a claim is positive iff its character span overlaps an annotated span,
+  and it is fitted on its own. Where only the response is labelled (HaluEval, BEGIN, RGB, WiCE;
+  WiCE `partially_supported` and `not_supported` are positive) the response is a bag fitted by
+  the noisy-OR multiple-instance likelihood P(response hallucinated) = 1 - prod(1 - p_claim).
+  No label is derived from the features.
+* sufficiency: one instance per sub-question, the query a bag with the same noisy-OR likelihood,
+  positive iff `not context_sufficient`. Features come from
+  veralith.llm.local.sufficiency.question_features (owned by that module).
 
-Fitting, per judge:
+Fit: plain maximum likelihood with a fixed L2 penalty (L2 below, on standardised features),
+one model per judge on the pooled sets. Records are weighted so that each set, and within a set
+each class of response, carries the same total weight (the benchmark scores balanced accuracy per
+set); a response's weight is shared equally by its claims. Sign
+constraints (SIGNS) keep evidence from ever raising p(unsupported). The threshold is 0.5. No
+step looks at the benchmark targets.
 
-1. Rows are weighted so every set counts equally; features are standardised. A ridge-penalised
-   logistic regression is fitted by Newton's method with sign constraints (SIGNS): evidence may
-   only lower the failure score, missing evidence only raise it.
-2. The threshold that best serves the benchmark's trace-level rule (a trace fails when any of its
-   claims / sub-questions is flagged) is folded into the bias, and the weights are refined by
-   coordinate search on that rule: first the total shortfall below the targets, then the margins
-   above them (capped at +0.02 per set). Four ridge strengths and six seeded restarts are tried;
-   the best is written. The shipped threshold is therefore 0.5.
-
-Pure Python and deterministic: the same data gives the same coefficients.json.
+After writing the coefficients it prints the 5-fold group cross-validated figures of
+benchmarks/judge_quality.py (`--no-cv` skips that). Deterministic: the same data gives the same file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
-import random
 import sys
 import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from veralith.llm.local import LocalClient  # noqa: E402
 from veralith.llm.local.evidence import ChunkIndex  # noqa: E402
-from veralith.llm.local.grounding import FEATURES as F_FEATURES, claim_features  # noqa: E402
-from veralith.llm.local.sufficiency import FEATURES as S_FEATURES, question_features  # noqa: E402
+from veralith.llm.local.grounding import FEATURES as F_FEATURES, claim_features, rule_of  # noqa: E402
 from veralith.llm.tasks import ClaimIn  # noqa: E402
 from veralith.pipeline.decompose import decompose  # noqa: E402
 from veralith.pipeline.inputs import normalize_context  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 OUT = REPO / "veralith" / "llm" / "local" / "coefficients.json"
-F_SETS = {"faithfulness_halueval_qa": 0.93, "faithfulness_begin_wow": 0.88, "faithfulness_rgb_counterfactual": 0.95,
-          "faithfulness_faithbench": 0.62, "claims_wice": 0.70}
-S_SETS = {"sufficiency_clapnq": 0.75, "sufficiency_squad2": 0.60}
-# Direction each feature may push "unsupported"/"insufficient" (-1: only down, +1: only up, 0: free).
-# Without these, correlated coverage features can cancel out and a claim with no support at all
-# scores near the threshold; with them, more evidence can never make a verdict worse.
-SIGNS = {"cov1": -1, "cov2": -1, "covall": -1, "cov_sent": -1, "cov_sent2": -1, "pair1": -1, "num_miss": 1,
-         "cap_miss": 1, "personal": 1, "subjective": 1, "neg_mismatch": 1, "slot": 1, "n_terms": 0, "miss_w": 1,
-         "gap_short": 1, "scatter": 1, "anchor": -1, "cov_win": -1, "cov_chunk": -1, "cov_first": -1,
-         "idf_win": -1, "idf_miss": 1, "topic_only": 1, "pair_win": -1, "type_ok": -1, "typed": 0}
-RESTARTS = 6
-L2s = (0.01, 0.001, 0.1, 1.0)  # ridge strengths tried as starting points; the best objective is shipped
-VERSION = "1"
+F_SETS = ["faithfulness_halueval_qa", "faithfulness_begin_wow", "faithfulness_rgb_counterfactual",
+          "faithfulness_faithbench", "claims_wice", "ragtruth_qa", "ragtruth_summary"]
+S_SETS = ["sufficiency_clapnq", "sufficiency_squad2"]
+SPAN_SETS = {"faithfulness_faithbench", "ragtruth_qa", "ragtruth_summary"}
+K = 5
+L2 = 0.01
+VERSION = "2"
+# Direction each feature may push p(failure): -1 only down, +1 only up, 0 free.
+SIGNS = {"cov_sent": -1, "cov_pair": -1, "cov_ctx": -1, "miss_w": 1, "order": -1, "num_absent": 1, "ent_absent": 1,
+         "contra": 1, "personal": 1, "subjective": 1, "n_terms": 0, "anchor": -1, "bare": 0, "cov_new": -1,
+         "miss_new": 1, "miss_name": 1, "ctx_size": 0,
+         # sufficiency (names as that module defines them; a name not listed here is left free)
+         "cov_win": -1, "cons_miss": 1, "type_gap": 1, "name_miss": 1, "subject": -1}
 
 
-def _rows(data: Path, name: str) -> list[dict]:
+@dataclass
+class Record:
+    """One labelled trace with its instances (claims or sub-questions) as feature rows."""
+
+    set: str
+    row: dict
+    group: str
+    positive: bool
+    x: list[list[float]] = field(default_factory=list)
+    labels: list[bool] | None = None       # per-instance labels (span sets), else None: a bag
+    fold: int = -1
+
+
+def rows_of(data: Path, name: str) -> list[dict]:
     with (data / f"{name}.dev.jsonl").open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def _positive(name: str, row: dict) -> bool:
+def positive(name: str, row: dict) -> bool:
+    """The failure each set labels: hallucinated content, or a context that cannot answer."""
+    labels = row["labels"]
     if name == "claims_wice":
-        return row["labels"]["claim_label"] != "supported"
+        return labels["claim_label"] != "supported"
     if name.startswith("sufficiency_"):
-        return not row["labels"]["context_sufficient"]
-    return bool(row["labels"]["hallucinated"])
+        return not labels["context_sufficient"]
+    return bool(labels["hallucinated"])
 
 
-def _group(row: dict) -> int:
-    """Records that share a question and context (HaluEval's right/hallucinated pair, RGB's two
-    answers) share a group, so a split never puts one half of a pair on each side."""
-    key = (row["query"] or row["response"]) + "\x00" + "".join(row["context"])[:500]
-    return zlib.crc32(key.encode("utf-8"))
+# The API refuses an empty query; a set without one (claims only) is judged under this stand-in,
+# which has no content words, so nothing in it can ground or excuse a claim.
+NO_QUERY = "What is it?"
 
 
-def faithfulness_rows(data: Path) -> list[dict]:
-    """One dict per claim: set, trace index, features, label (None = unknown, not trained on)."""
+def query_of(row: dict) -> str:
+    return row["query"] if row["query"].strip() else NO_QUERY
+
+
+def group_of(row: dict) -> str:
+    """Records sharing a question and a context (a right/wrong answer pair, the responses of
+    several models to one source) share a group, so no fold splits them."""
+    return (row["query"] or "") + "\x00" + "\x00".join(c if isinstance(c, str) else json.dumps(c, sort_keys=True)
+                                                       for c in row["context"])
+
+
+def assign_folds(records: list[Record], k: int = K) -> None:
+    """Group k-fold per set: a set's groups, ordered by a hash of their key, dealt round-robin."""
+    by_set: dict[str, list[str]] = {}
+    for r in records:
+        groups = by_set.setdefault(r.set, [])
+        if r.group not in groups:
+            groups.append(r.group)
+    fold_of = {}
+    for name, groups in by_set.items():
+        for i, g in enumerate(sorted(groups, key=lambda g: (zlib.crc32(g.encode("utf-8")), g))):
+            fold_of[(name, g)] = i % k
+    for r in records:
+        r.fold = fold_of[(r.set, r.group)]
+
+
+def faithfulness_records(data: Path, limit: int | None = None) -> list[Record]:
     client = LocalClient()
     out = []
     for name in F_SETS:
-        for t, row in enumerate(_rows(data, name)):
-            parts = decompose(client, row["query"], row["response"])
-            chunks = normalize_context(row["context"])
-            index = ChunkIndex([c.id for c in chunks], [c.text for c in chunks])
-            positive = _positive(name, row)
+        for row in rows_of(data, name)[:limit]:
+            parts = decompose(client, query_of(row), row["response"])
+            texts = [c.text for c in normalize_context(row["context"])]
             spans = row["labels"].get("hallucinated_spans") or []
-            claims = []
+            rec = Record(name, row, group_of(row), positive(name, row))
+            labels = []
             for claim in parts.claims:
-                feats, _, _ = claim_features(ClaimIn(id=claim.id, text=claim.text,
-                                                     context_note=parts.context_notes.get(claim.id)),
-                                             row["query"], index)
-                claims.append(dict(set=name, trace=t, features=feats, trace_label=positive, label=None,
-                                   span=(claim.char_start, claim.char_end), group=_group(row)))
-            if name == "faithfulness_faithbench":
-                for c in claims:
-                    start, end = c["span"]
-                    c["label"] = bool(start is not None and any(s < end and start < e for s, e, _ in spans))
-            elif not positive:
-                for c in claims:
-                    c["label"] = False
-            elif claims:
-                # Which claim made the response unsupported is unknown: take the least covered one,
-                # and any claim about the speaker or listener (BEGIN's chit-chat).
-                min(claims, key=lambda c: c["features"]["cov2"])["label"] = True
-                for c in claims:
-                    if c["features"]["personal"]:
-                        c["label"] = True
-            if not claims:  # keeps the trace in the threshold search (it predicts "no failure")
-                claims.append(dict(set=name, trace=t, features=None, trace_label=positive, label=None, span=None,
-                                   group=_group(row)))
-            out += claims
+                notes = getattr(parts, "context_notes", {}) or {}
+                feats = claim_features(ClaimIn(id=claim.id, text=claim.text, context_note=notes.get(claim.id)),
+                                       query_of(row), texts)
+                rec.x.append([feats[f] for f in F_FEATURES])
+                start, end = claim.char_start, claim.char_end
+                labels.append(start is not None and end is not None
+                              and any(s < end and start < e for s, e, *_ in spans))
+            if name in SPAN_SETS:
+                rec.labels = labels
+            out.append(rec)
+    assign_folds(out)
     return out
 
 
-def sufficiency_rows(data: Path) -> list[dict]:
+def sufficiency_records(data: Path, limit: int | None = None) -> tuple[list[Record], list[str]]:
+    from veralith.llm.local.sufficiency import FEATURES as S_FEATURES, question_features
+
     client = LocalClient()
     out = []
     for name in S_SETS:
-        for t, row in enumerate(_rows(data, name)):
-            parts = decompose(client, row["query"], "")
+        for row in rows_of(data, name)[:limit]:
+            parts = decompose(client, query_of(row), "")
             chunks = normalize_context(row["context"])
             index = ChunkIndex([c.id for c in chunks], [c.text for c in chunks])
+            rec = Record(name, row, group_of(row), positive(name, row))
             for sq in parts.sub_questions:
-                feats = question_features(sq.text, index)[0]
-                out.append(dict(set=name, trace=t, features=feats, trace_label=_positive(name, row),
-                                label=_positive(name, row), group=_group(row)))
-    return out
+                values = question_features(sq.text, index)[0]
+                rec.x.append([float(values[f]) for f in S_FEATURES])
+            out.append(rec)
+    assign_folds(out)
+    return out, list(S_FEATURES)
 
 
-def fit(rows: list[dict], features: list[str], steps: int = 50, l2: float = 0.01) -> dict:
-    train = [r for r in rows if r["label"] is not None and r["features"] is not None]
-    per_set: dict[str, int] = {}
-    for r in train:
-        per_set[r["set"]] = per_set.get(r["set"], 0) + 1
-    weights_row = [1.0 / per_set[r["set"]] for r in train]
-    total = sum(weights_row)
-    weights_row = [w / total for w in weights_row]
-    x = [[r["features"][f] for f in features] for r in train]
-    y = [1.0 if r["label"] else 0.0 for r in train]
-    means = [sum(col) / len(col) for col in zip(*x)]
-    scales = [math.sqrt(sum((v - m) ** 2 for v in col) / len(col)) or 1.0 for col, m in zip(zip(*x), means)]
-    z = [[(v - m) / s for v, m, s in zip(row, means, scales)] for row in x]
-    # Newton's method (IRLS) on the weighted, L2-penalised log-loss: exact and fast for a few features.
-    n = len(features) + 1
-    theta = [0.0] * n  # bias first
-    rows_z = [[1.0] + row for row in z]
-    for _ in range(steps):
-        grad = [0.0] + [l2 * t for t in theta[1:]]
-        hess = [[0.0] * n for _ in range(n)]
-        for k in range(1, n):
-            hess[k][k] = l2
-        for row, label, rw in zip(rows_z, y, weights_row):
-            p = 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, sum(t * v for t, v in zip(theta, row))))))
-            err = (p - label) * rw
-            curv = p * (1 - p) * rw
-            for i in range(n):
-                grad[i] += err * row[i]
-                for j in range(n):
-                    hess[i][j] += curv * row[i] * row[j]
-        step = _solve(hess, grad)
-        theta = [t - d for t, d in zip(theta, step)]
-        theta = [theta[0]] + _project(features, theta[1:])
-        if max(abs(d) for d in step) < 1e-7:
-            break
-    b, w = theta[0], theta[1:]
-    return dict(features=features, weights=[round(v, 5) for v in w], bias=round(b, 5),
-                means=[round(v, 6) for v in means], scales=[round(v, 6) for v in scales])
+def _weights(records: list[Record]) -> np.ndarray:
+    """Each set, and each class within a set, gets the same total weight."""
+    counts: dict[tuple[str, bool], int] = {}
+    for r in records:
+        counts[(r.set, r.positive)] = counts.get((r.set, r.positive), 0) + 1
+    n_sets = len({r.set for r in records})
+    return np.array([1.0 / (n_sets * 2 * counts[(r.set, r.positive)]) for r in records])
 
 
-def _project(features: list[str], weights: list[float]) -> list[float]:
-    """Clip each weight to its allowed sign (see SIGNS)."""
-    out = []
-    for f, w in zip(features, weights):
-        sign = SIGNS.get(f, 0)
-        out.append(0.0 if sign * w < 0 else w)
-    return out
+def fit(records: list[Record], features: list[str], l2: float = L2, steps: int = 4000,
+        balance_instances: bool = False, rule: Callable[[dict[str, float]], str | None] | None = None) -> dict:
+    """Maximum-likelihood logistic fit, instance-level where labels exist, noisy-OR bags elsewhere.
 
+    Weights: each set, and each response class within a set, carries the same total; a response's
+    weight is shared by its claims. `balance_instances` instead balances claim classes in the
+    span-annotated sets (tried; it flags many more real multi-claim answers, see docs/benchmarks.md).
 
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
-    """Solve a x = b by Gaussian elimination with partial pivoting (a is small and positive definite)."""
-    n = len(b)
-    m = [row[:] + [b[i]] for i, row in enumerate(a)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
-        m[col], m[pivot] = m[pivot], m[col]
-        for r in range(col + 1, n):
-            factor = m[r][col] / m[col][col]
-            for c in range(col, n + 1):
-                m[r][c] -= factor * m[col][c]
-    x = [0.0] * n
-    for r in range(n - 1, -1, -1):
-        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
-    return x
-
-
-def probability(spec: dict, feats: dict) -> float:
-    zval = spec["bias"] + sum(w * (feats[f] - m) / s for f, w, m, s in
-                              zip(spec["features"], spec["weights"], spec["means"], spec["scales"]))
-    return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, zval))))
-
-
-def trace_scores(rows: list[dict], spec: dict, threshold: float) -> dict[str, float]:
-    """Balanced accuracy per set of the rule "a trace fails when any of its rows is flagged"."""
-    traces: dict[tuple[str, int], list] = {}
-    for r in rows:
-        entry = traces.setdefault((r["set"], r["trace"]), [False, r["trace_label"]])
-        if r["features"] is not None and probability(spec, r["features"]) >= threshold:
-            entry[0] = True
-    scores = {}
-    for name in sorted({k[0] for k in traces}):
-        pairs = [v for k, v in traces.items() if k[0] == name]
-        pos = [p for p, y in pairs if y]
-        neg = [p for p, y in pairs if not y]
-        scores[name] = (sum(pos) / max(1, len(pos)) + sum(not p for p in neg) / max(1, len(neg))) / 2
-    return scores
-
-
-def choose_threshold(rows: list[dict], spec: dict, targets: dict[str, float]) -> tuple[float, dict[str, float]]:
-    best = None
-    for step in range(5, 96):
-        threshold = step / 100
-        scores = trace_scores(rows, spec, threshold)
-        key = (min(scores[n] - targets[n] for n in targets), sum(scores.values()))
-        if best is None or key > best[0]:
-            best = (key, threshold, scores)
-    return best[1], best[2]
-
-
-def _objective(scores: dict[str, float], targets: dict[str, float]) -> tuple[float, float]:
-    margins = [scores[n] - targets[n] for n in targets]
-    # First the total shortfall below the targets, then the margins (each capped at +0.02, so an
-    # easy set far above its target cannot buy a miss elsewhere).
-    return (round(sum(min(m, 0.0) for m in margins), 4), round(sum(min(m, 0.02) for m in margins), 4))
-
-
-def _capped(scores: dict[str, float], targets: dict[str, float]) -> tuple[float, float]:
-    margins = [scores[n] - targets[n] for n in targets]
-    return (round(sum(min(m, 0.02) for m in margins), 4), round(sum(margins) / len(margins), 4))
-
-
-# Criteria the coordinate search climbs, per judge. The search is greedy on a step function, so a
-# second criterion (capped margins only) sometimes walks to a better point by the final key; the
-# result is always *chosen* by _objective.
-SEARCH = {"faithfulness": (_objective,), "sufficiency": (_objective, _capped)}
-
-
-def refine(rows: list[dict], spec: dict, targets: dict[str, float], rounds: int = 40,
-           criterion=_objective) -> dict:
-    """Coordinate search from the logistic fit on the trace-level objective the benchmark scores.
-
-    Per-claim labels are only a proxy (a response's label is about *any* claim), so the weights
-    are then nudged, one at a time, to raise the sets' margins over their targets (ties broken
-    by the mean score). The objective sums each set's margin capped at +0.02, so a set far above
-    its target cannot buy a miss elsewhere. Threshold stays 0.5 here; the bias plays its part.
+    Projected Adam on the full batch (deterministic; a dozen parameters converge well within `steps`).
     """
-    def objective(candidate: dict) -> tuple[float, float]:
-        return criterion(trace_scores(rows, candidate, 0.5), targets)
+    records = [r for r in records if r.x]
+    rec_w = _weights(records)
+    x = np.array([row for r in records for row in r.x], dtype=float)
+    bag = np.array([b for b, r in enumerate(records) for _ in r.x])
+    inst = np.array([r.labels is not None for r in records for _ in r.x])
+    y_inst = np.array([float(lab) for r in records for lab in (r.labels or [False] * len(r.x))])
+    n_inst = np.array([len(r.x) for r in records], dtype=float)
+    w_inst = (rec_w / n_inst)[bag]        # instance terms: the record's weight shared by its instances
+    if balance_instances:
+        # span-labelled sets: positive and negative claims of a set carry equal weight
+        sets = np.array([r.set for r in records])[bag]
+        for name in set(sets[inst]):
+            for lab in (0.0, 1.0):
+                sel = inst & (sets == name) & (y_inst == lab)
+                if sel.any():
+                    w_inst[sel] = w_inst[inst & (sets == name)].sum() / 2 / sel.sum()
+    bag_pos = np.array([r.positive for r in records])
+    means = x.mean(axis=0)
+    scales = x.std(axis=0)
+    scales[scales == 0] = 1.0
+    z = (x - means) / scales
+    signs = np.array([SIGNS.get(f, 0) for f in features], dtype=float)
+    theta = np.zeros(len(features) + 1)
+    m = np.zeros_like(theta)
+    v = np.zeros_like(theta)
+    total = rec_w.sum()
+    lr, b1, b2, eps = 0.05, 0.9, 0.999, 1e-8
+    for step in range(1, steps + 1):
+        logits = np.clip(theta[0] + z @ theta[1:], -30, 30)
+        p = 1.0 / (1.0 + np.exp(-logits))
+        grad_logit = np.zeros_like(p)
+        # instance-labelled: d(-loglik)/dlogit = p - y
+        grad_logit[inst] = (p[inst] - y_inst[inst]) * w_inst[inst]
+        # bags: S = sum log(1 - p); negative bag -> -S, positive bag -> -log(1 - e^S)
+        mil = ~inst
+        log1m = -np.logaddexp(0.0, logits)
+        s = np.bincount(bag, weights=np.where(mil, log1m, 0.0), minlength=len(records))
+        es = np.exp(s)
+        pos_factor = np.where(bag_pos, es / np.maximum(1.0 - es, 1e-12), 0.0)
+        g_mil = np.where(bag_pos[bag], -p * pos_factor[bag], p) * rec_w[bag]
+        grad_logit[mil] = g_mil[mil]
+        grad = np.concatenate([[grad_logit.sum()], z.T @ grad_logit]) / total
+        grad[1:] += l2 * theta[1:]
+        m = b1 * m + (1 - b1) * grad
+        v = b2 * v + (1 - b2) * grad * grad
+        theta -= lr * (m / (1 - b1 ** step)) / (np.sqrt(v / (1 - b2 ** step)) + eps)
+        w = theta[1:]
+        w[signs * w < 0] = 0.0  # projection onto the sign constraints
+    spec = dict(features=list(features), weights=[round(float(t), 6) for t in theta[1:]],
+                bias=round(float(theta[0]), 6), means=[round(float(t), 6) for t in means],
+                scales=[round(float(t), 6) for t in scales], threshold=0.5, version=VERSION)
+    if rule is not None:
+        spec["rules"] = rule_precision(records, features, rule)
+    return spec
 
-    current = dict(spec)
-    best = objective(current)
-    for _ in range(rounds):
-        improved = False
-        for key in ["bias"] + list(range(len(current["weights"]))):
-            for delta in (2.0, -2.0, 1.0, -1.0, 0.5, -0.5, 0.25, -0.25, 0.1, -0.1, 0.05, -0.05, 0.02, -0.02):
-                candidate = dict(current, weights=list(current["weights"]))
-                if key == "bias":
-                    candidate["bias"] = round(candidate["bias"] + delta, 5)
-                else:
-                    candidate["weights"][key] = round(candidate["weights"][key] + delta, 5)
-                    if SIGNS.get(candidate["features"][key], 0) * candidate["weights"][key] < 0:
-                        continue
-                score = objective(candidate)
-                if score > best:
-                    best, current, improved = score, candidate, True
-        if not improved:
-            break
-    return current
+
+def rule_precision(records: list[Record], features: list[str], rule: Callable[[dict[str, float]], str | None]
+                   ) -> dict[str, float]:
+    """Per rule: the weighted share of the claims it fires on that are labelled positive (the
+    claim's own label where spans exist, else its response's), with one pseudo-claim of each kind
+    (Laplace). This is the confidence of a verdict the rule takes against the score."""
+    rec_w = _weights([r for r in records if r.x])
+    hits: dict[str, list[float]] = {}
+    unit = float(np.mean([w / len(r.x) for r, w in zip([r for r in records if r.x], rec_w, strict=False)]))
+    for r, w in zip([r for r in records if r.x], rec_w, strict=False):
+        for k, row in enumerate(r.x):
+            name = rule(dict(zip(features, row, strict=False)))
+            if name is None:
+                continue
+            label = r.labels[k] if r.labels is not None else r.positive
+            tally = hits.setdefault(name, [0.0, 0.0])
+            tally[0] += w / len(r.x) * float(label)
+            tally[1] += w / len(r.x)
+    return {name: round((pos + unit) / (total + 2 * unit), 4) for name, (pos, total) in sorted(hits.items())}
 
 
-def train(judge: str, rows: list[dict], features: list[str], targets: dict[str, float],
-          refine_on: bool = True, quiet: bool = False) -> tuple[dict, float, dict[str, float]]:
-    """Fit, then (optionally) refine; return (spec, threshold, per-set scores on `rows`)."""
-    best = None
-    for l2 in (L2s if refine_on else L2s[:1]):
-        for criterion in SEARCH[judge] if refine_on else (None,):
-            spec = fit(rows, features, l2=l2)
-            threshold, scores = choose_threshold(rows, spec, targets)
-            if criterion is not None:
-                # Fold the chosen threshold into the bias, then search on the benchmark's own rule.
-                spec["bias"] = round(spec["bias"] - math.log(threshold / (1 - threshold)), 5)
-                spec = refine(rows, spec, targets, criterion=criterion)
-                threshold, scores = 0.5, trace_scores(rows, spec, 0.5)
-            key = _objective(scores, targets)
-            if not quiet:
-                print(f"  [{judge}] L2={l2} {getattr(criterion, '__name__', 'fit')}: objective {key}")
-            if best is None or key > best[0]:
-                best = (key, spec, threshold, scores)
-    if refine_on:
-        # A few seeded restarts from jittered copies of the best solution: the objective is a
-        # step function, so coordinate search stalls on plateaus that a nudge gets past.
-        rng = random.Random(0)
-        for restart in range(RESTARTS):
-            start = dict(best[1], weights=[w + rng.gauss(0, 0.3) for w in best[1]["weights"]])
-            start["weights"] = _project(start["features"], start["weights"])
-            spec = refine(rows, start, targets)
-            scores = trace_scores(rows, spec, 0.5)
-            key = _objective(scores, targets)
-            if not quiet:
-                print(f"  [{judge}] restart {restart}: objective {key}")
-            if key > best[0]:
-                best = (key, spec, 0.5, scores)
-    _, spec, threshold, scores = best
-    return spec, threshold, scores
+def log_loss(records: list[Record], spec: dict) -> float:
+    """Weighted mean negative log-likelihood of `records` under `spec` (same likelihood as `fit`)."""
+    records = [r for r in records if r.x]
+    w = _weights(records)
+    total = 0.0
+    for r, rw in zip(records, w, strict=False):
+        z = (np.array(r.x) - spec["means"]) / spec["scales"]
+        p = 1.0 / (1.0 + np.exp(-np.clip(spec["bias"] + z @ np.array(spec["weights"]), -30, 30)))
+        p = np.clip(p, 1e-9, 1 - 1e-9)
+        if r.labels is not None:
+            y = np.array(r.labels, dtype=float)
+            total += rw * float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
+        else:
+            q = 1.0 - float(np.prod(1.0 - p))
+            q = min(max(q, 1e-9), 1 - 1e-9)
+            total += rw * -(np.log(q) if r.positive else np.log(1.0 - q))
+    return total / float(w.sum())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="fit the local backend's logistic models")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--no-refine", dest="refine", action="store_false",
-                        help="ship the plain logistic fit (threshold search only)")
-    parser.add_argument("--judge", choices=["all", "faithfulness", "sufficiency"], default="all",
-                        help="refit one model and keep the other as shipped")
-    parser.add_argument("--split-check", action="store_true",
-                        help="estimate overfitting: train on half the question groups of each dev set, score the "
-                        "other half (writes nothing)")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write coefficients.json")
+    parser.add_argument("--no-cv", dest="cv", action="store_false", help="skip the cross-validated report")
     args = parser.parse_args(argv)
-    models = json.loads(OUT.read_text(encoding="utf-8"))["models"] if OUT.exists() else {}
-    jobs = {"faithfulness": lambda: (faithfulness_rows(args.data), F_FEATURES, F_SETS),
-            "sufficiency": lambda: (sufficiency_rows(args.data), S_FEATURES, S_SETS)}
-    for judge in (args.judge,) if args.judge != "all" else tuple(jobs):
-        rows, features, targets = jobs[judge]()
-        if args.split_check:
-            # Split by group (question + context), not by record, so paired answers stay together.
-            fit_rows = [r for r in rows if r["group"] % 2 == 0]
-            check_rows = [r for r in rows if r["group"] % 2 == 1]
-            spec, threshold, fit_scores = train(judge, fit_rows, features, targets, args.refine, quiet=True)
-            check_scores = trace_scores(check_rows, spec, threshold)
-            print(f"{judge}: fitted on one half of the question groups, scored on the other half")
-            for name in targets:
-                print(f"  {name:34s} fit {fit_scores[name]:.3f}  check {check_scores[name]:.3f}  "
-                      f"(target {targets[name]:.2f})")
-            continue
-        spec, threshold, scores = train(judge, rows, features, targets, args.refine)
-        spec.update(threshold=threshold, version=VERSION)
-        models[judge] = spec
-        print(f"{judge}: threshold {threshold:.2f}")
-        for name, score in scores.items():
-            print(f"  {name:34s} {score:.3f}  (target {targets[name]:.2f})")
-        for f, w in zip(spec["features"], spec["weights"]):
-            print(f"    {f:14s} {w:+.3f}")
-    if not args.dry_run and not args.split_check:
+    if not args.data.is_dir():
+        print(f"no data folder at {args.data}: pass --data DIR (the folder with the *.dev.jsonl files)",
+              file=sys.stderr)
+        return 1
+    f_records = faithfulness_records(args.data)
+    s_records, s_features = sufficiency_records(args.data)
+    models = {"faithfulness": fit(f_records, F_FEATURES, rule=rule_of), "sufficiency": fit(s_records, s_features)}
+    for judge, spec in models.items():
+        records = f_records if judge == "faithfulness" else s_records
+        print(f"{judge}: fitted on {sum(len(r.x) for r in records)} instances (in-sample log-loss "
+              f"{log_loss(records, spec):.3f}, not a result)")
+        for name, weight in zip(spec["features"], spec["weights"], strict=False):
+            print(f"    {name:12s} {weight:+.3f}")
+        for name, precision in spec.get("rules", {}).items():
+            print(f"    rule {name}: measured precision {precision:.3f} (its verdicts' confidence)")
+    if not args.dry_run:
         OUT.write_text(json.dumps({"trained_by": "benchmarks/train_local.py", "models": models}, indent=1) + "\n",
                        encoding="utf-8")
         print(f"wrote {OUT.relative_to(REPO)}")
+    if args.cv:
+        import judge_quality  # noqa: PLC0415 (benchmarks/ is on sys.path when run as a script)
+
+        report = judge_quality.cross_validate(args.data, f_records=f_records, s_records=s_records,
+                                              s_features=s_features)
+        print(judge_quality.render(report))
     return 0
 
 

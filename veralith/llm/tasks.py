@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -208,7 +209,9 @@ _ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
 _TYPOGRAPHY = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "\u00a0": " "})
 
 
+@lru_cache(maxsize=4096)
 def _normal(text: str) -> str:
+    # Cached: every quote of a call is checked against the same few chunks.
     return _SPACE.sub(" ", text.translate(_TYPOGRAPHY)).strip()
 
 

@@ -87,9 +87,15 @@ def _locate(response: str, text: str, sentence_spans_: list[tuple[int, int]]) ->
     """The item's span in the response: verbatim if it is there, else the sentences it came from."""
     stripped = text.strip().rstrip(".")
     if stripped:
-        match = re.search(re.escape(stripped), response, flags=re.IGNORECASE)
-        if match:
-            return {"char_start": match.start(), "char_end": match.end()}
+        lowered = response.lower()
+        if len(lowered) == len(response):   # lowercasing kept every offset (true but for a few scripts)
+            at = lowered.find(stripped.lower())
+            if at >= 0:
+                return {"char_start": at, "char_end": at + len(stripped)}
+        else:
+            match = re.search(re.escape(stripped), response, flags=re.IGNORECASE)
+            if match:
+                return {"char_start": match.start(), "char_end": match.end()}
     if sentence_spans_:
         return {"char_start": min(a for a, _ in sentence_spans_), "char_end": max(b for _, b in sentence_spans_)}
     return {"char_start": None, "char_end": None}

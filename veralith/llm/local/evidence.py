@@ -1,4 +1,5 @@
-"""Lexical evidence shared by the faithfulness and sufficiency judges.
+"""Lexical evidence for the local judges (the sufficiency judge; the faithfulness judge aligns
+claims with its own sentence index, veralith/llm/local/align.py).
 
 A text is seen as weighted content terms. A term's weight says how much its absence from the
 context should count against a claim: numbers and names weigh most, generic words least, and

@@ -1,198 +1,283 @@
 """Local faithfulness: is each claim grounded in the chunks, and in which ones?
 
-A claim is scored by the shipped logistic model over lexical features (weighted coverage by the
-best one or two chunks, missing numbers and names, negation, first-person talk). Below the
-threshold it is `supported`, grounded in the best one or two chunks. Otherwise it is
-`contradicted` when a chunk states the same thing with a different number, name or polarity in
-the same place, else `unsupported`. A supported claim that another chunk contradicts is
-`conflicting` (seed 002's "contested").
+Per claim, in order:
+
+1. Alignment (veralith/llm/local/align.py): the context sentence that best covers the claim's
+   content words, and the second sentence (any chunk) that adds most of what it lacks.
+2. Contradiction checks on the best-aligned sentences: same statement, another number, polarity,
+   name/date or direction. A claim a sentence contradicts is `contradicted`, or `conflicting`
+   when a sentence in another chunk states it as claimed.
+3. Otherwise the shipped logistic model gives p(unsupported) from the features in FEATURES.
+   A claim whose number or name occurs nowhere in the context is never `supported`.
+
+Every verdict comes with a confidence, the probability that it is right: 1 - p for `supported`,
+p for `unsupported`, and for a verdict a rule takes (a contradiction, a name or figure found
+nowhere) at least that rule's precision measured in training (coefficients.json, "rules").
+`decide` is the one place the verdict is taken; the benchmark runs this module, with its
+cross-validated coefficients swapped in (model.override).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from veralith.llm.local.evidence import (ChunkIndex, Term, coverage, negated, pair_coverage, piece_of, sentences_of,
-                                         terms_of)
-from veralith.llm.local.lexicon import PERSONAL, SUBJECTIVE, tokens
-from veralith.llm.local.model import load
+from veralith.llm.local.align import (
+    Claim,
+    Context,
+    claim_of,
+    clauses_of,
+    context_of,
+    contradiction,
+    coverage,
+    order_coverage,
+    personal,
+    subjective,
+)
+from veralith.llm.local.lexicon import FIRST_PERSON
+from veralith.llm.local.model import Logistic, load
 from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, FaithfulnessItem, FaithfulnessOutput
 
-__all__ = ["FEATURES", "claim_features", "faithfulness"]
+__all__ = ["FEATURES", "Analysis", "analyse", "claim_features", "decide", "faithfulness", "rule_of"]
 
-FEATURES = ["cov2", "covall", "cov_sent2", "pair1", "num_miss", "cap_miss", "personal", "subjective", "neg_mismatch",
-            "slot", "n_terms", "miss_w", "gap_short", "scatter", "anchor"]
+FEATURES = ["cov_sent", "cov_pair", "cov_ctx", "cov_new", "miss_w", "miss_new", "miss_name", "order", "num_absent",
+            "ent_absent", "contra", "personal", "subjective", "n_terms", "ctx_size", "anchor", "bare"]
 _YES_NO = re.compile(r"^\W*(?:yes|no)\W*$", re.I)
 _QUOTE_CHARS = 300
-_SHORT = 8  # content terms
+_BARE_TERMS = 4      # a claim this short answering a query is read against the query (a bare answer)
+_FULL = 0.95         # coverage at which one sentence states the whole claim
+_CANDIDATES = 3      # best-aligned sentences checked for a contradiction
+_SECOND = 0.05       # coverage a second sentence must add to be cited too
 
 
-def _claim_terms(claim: ClaimIn, query: str) -> list[Term]:
-    # A bare "yes"/"no" asserts the query's own content; that is what the context must hold.
-    if _YES_NO.match(claim.text) and query.strip():
-        return terms_of(query)
-    return terms_of(claim.text)
+@dataclass
+class Analysis:
+    """What the judge found for one claim: features, where it aligns, and what argues against it."""
+
+    features: dict[str, float]
+    grounding: list[int] = field(default_factory=list)            # sentence indices, best first
+    supporting: list[int] = field(default_factory=list)           # sentences stating the whole claim
+    contradicting: list[tuple[int, str]] = field(default_factory=list)  # (sentence index, why)
+    absent: list[str] = field(default_factory=list)               # numbers and names found nowhere
+    missing: list[str] = field(default_factory=list)              # claim words its evidence lacks
 
 
-def claim_features(claim: ClaimIn, query: str, index: ChunkIndex) -> tuple[dict[str, float], list[int], str]:
-    """Features of one claim, the indices of its best chunks, and the best-matching sentence."""
-    terms = _claim_terms(claim, query)
-    best = index.ranked(terms, limit=2)
-    pieces = [index.pieces[i] for i in best]
-    cov1 = coverage(terms, pieces[:1]) if pieces else 0.0
-    cov2 = coverage(terms, pieces) if pieces else 0.0
-    covall = coverage(terms, [index.union]) if index.pieces else 0.0
-    numbers = [t for t in terms if t.is_number]
-    capitals = [t for t in terms if t.is_capital]
+@dataclass
+class Decision:
+    relation: str        # supported | unsupported | contradicted (conflicting is decided by the chunks)
+    p_unsupported: float
+    confidence: float    # probability that `relation` is right
+
+
+# A short claim with a verb of its own ("The gallery is open on Mondays") states its fact whole; only
+# a verbless one ("Agnes Tollard", "six euros", "in 1783") is an answer to be read inside its question.
+_FINITE = re.compile(r"\b(?:is|are|was|were|has|have|had|does|do|did|can|could|will|would|may|might|must|should|"
+                     r"isn't|aren't|wasn't|weren't|hasn't|haven't|doesn't|don't|didn't|can't|won't)\b", re.I)
+
+
+def _bare(claim: ClaimIn, query: str) -> bool:
+    if not query.strip():
+        return False
+    if _YES_NO.match(claim.text):
+        return True
+    return len(claim_of(claim.text).terms) <= _BARE_TERMS and not _FINITE.search(claim.text)
+
+
+def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
+    """Align one claim to the context and compute the model's features."""
+    bare = _bare(claim, query)
+    yes_no = bool(_YES_NO.match(claim.text)) and bool(query.strip())
+    own = claim_of(query if yes_no else claim.text)
+    terms = own.terms
+    sents = ctx.sentences
+    ranked = ctx.ranked(terms, limit=8)
+    # found[k][j]: how well sentence ranked[j] holds term k (1, 0.7 for a shared word stem, 0).
+    found = [[sents[i].has(t) for i in ranked] for t in terms]
+    weights = [t.weight for t in terms]
+    total = sum(weights)
+
+    def cov(cols: list[int], keep: list[bool] | None = None) -> float:
+        num = den = 0.0
+        for k, w in enumerate(weights):
+            if keep is None or keep[k]:
+                den += w
+                num += w * max((found[k][j] for j in cols), default=0.0)
+        return num / den if den else 1.0
+
+    cov_sent = cov([0]) if ranked else (1.0 if not terms else 0.0)
+    cols, cov_pair = [0], cov_sent
+    if len(ranked) > 1:
+        second = max(range(1, len(ranked)), key=lambda j: (cov([0, j]), -j))
+        paired = cov([0, second])
+        if paired > cov_sent + _SECOND:
+            cols, cov_pair = [0, second], paired
+    grounding = [ranked[j] for j in cols] if ranked else []
+    evidence = [sents[i] for i in grounding]
+    held = [max((found[k][j] for j in cols), default=0.0) if ranked else 0.0 for k in range(len(terms))]
+    # The claim's own content beyond the question's words: what the answer adds and must ground.
+    asked = claim_of(query).norms if query.strip() else frozenset()
+    new = [t.norm not in asked for t in terms]
+    new_weight = sum(w for w, n in zip(weights, new, strict=False) if n)
+    strong = [t for t in own.toks if t.number and t.strong]
+    capitals = [t for t in terms if t.capital]
+    # A name or figure the context never mentions is not grounded, even when the question brought it.
+    absent_numbers = [t for t in strong if t.norm not in ctx.norms]
+    absent_names = [t for t in capitals if ctx.has(t) == 0.0]
     cap_weight = sum(t.weight for t in capitals)
-    sentence = index.best_sentence(best[0], terms) if best else ""
-    claim_words = {t.text.lower() for t in tokens(claim.text)}
-    sentence_words = {t.text.lower() for t in tokens(sentence)}
-    missing = sum(t.weight for t in terms if not any(p.has(t) for p in pieces)) if pieces else \
-        sum(t.weight for t in terms)
-    sent_scores = sorted(((coverage(terms, [piece_of(s)]), s) for i in best for s in sentences_of(index.texts[i])),
-                         key=lambda x: -x[0])[:2]
-    cov_sent = sent_scores[0][0] if sent_scores else 0.0
-    cov_sent2 = coverage(terms, [piece_of(s) for _, s in sent_scores]) if sent_scores else 0.0
+    words_first = {t.low for t in evidence[0].toks} if evidence else set()
+
+    # Contradiction: the claim as stated (a bare answer is read inside its question).
+    stated = claim_of(f"{query.strip().rstrip('?')} {claim.text}") if bare and not yes_no else own
+    candidates = ctx.ranked(stated.terms, limit=_CANDIDATES) if stated is not own else ranked[:_CANDIDATES]
+    against = []
+    if not yes_no:
+        for i in candidates:
+            answer = own if stated is not own else None
+            why = contradiction(stated, sents[i], ctx, answer) or next(
+                (w for part in clauses_of(sents[i]) if (w := contradiction(stated, part, ctx, answer))), None)
+            if why:
+                against.append((i, why))
+    contra_ids = {i for i, _ in against}
+    full = [ranked[j] for j in range(min(_CANDIDATES, len(ranked)))
+            if cov([j]) >= _FULL and ranked[j] not in contra_ids]
+    supported_chunks = {sents[i].chunk for i in full}
+    # A chunk that states the claim outright is not contradicted by its own other sentences (a
+    # document gives several figures); only another chunk's statement can conflict with it.
+    against = [(i, why) for i, why in against if sents[i].chunk not in supported_chunks]
+
     features = {
-        "cov1": cov1,
         "cov_sent": cov_sent,
-        "cov_sent2": cov_sent2,
-        "slot": float(bool(sentence) and _slot_conflict(terms, sentence, claim.text)),
-        "cov2": cov2,
-        "covall": covall,
-        "pair1": pair_coverage(terms, pieces[0]) if pieces else 0.0,
-        "num_miss": (sum(t.norm not in index.union.numbers for t in numbers) / len(numbers)) if numbers else 0.0,
-        "cap_miss": (sum(t.weight * (index.union.has(t) == 0.0) for t in capitals) / cap_weight) if capitals else 0.0,
-        "personal": float(bool(claim_words & PERSONAL) and not sentence_words & PERSONAL),
-        "subjective": float(bool((claim_words & SUBJECTIVE) - sentence_words)),
-        "neg_mismatch": float(bool(sentence) and negated(claim.text) != negated(sentence)),
+        "cov_pair": cov_pair,
+        "cov_ctx": sum(w * ctx.has(t) for t, w in zip(terms, weights, strict=False)) / total if terms else 1.0,
+        "cov_new": cov(cols, new) if ranked and new_weight else (1.0 if not new_weight else 0.0),
+        "miss_w": math.log1p(sum(w * (1.0 - h) for w, h in zip(weights, held, strict=False))),
+        "miss_new": math.log1p(sum(w * (1.0 - h) for w, h, n in zip(weights, held, new, strict=False) if n)),
+        # Names and figures the evidence lacks: a paraphrase changes common words, rarely these.
+        "miss_name": math.log1p(sum(1.0 - h for t, h in zip(terms, held, strict=False) if t.capital or t.number)),
+        "order": order_coverage(terms, evidence) if evidence else 0.0,
+        "num_absent": len(absent_numbers) / len(strong) if strong else 0.0,
+        "ent_absent": sum(t.weight for t in absent_names) / cap_weight if capitals else 0.0,
+        "contra": float(bool(against)),
+        "personal": float(personal(own) and not words_first & FIRST_PERSON),
+        "subjective": float(bool(subjective(own) - words_first)),
         "n_terms": math.log1p(len(terms)),
-        "miss_w": math.log1p(missing),
-        # Short claims (an answer, one fact) are held to near-complete coverage; long paraphrased
-        # sentences naturally leave some words unmatched. This lets one model serve both.
-        "gap_short": (1.0 - cov_sent2) if len(terms) <= _SHORT else 0.0,
-        # The claim's words are in the best chunk but never together in one sentence: facts
-        # stitched from different places (a wrong entity paired with a right attribute).
-        "scatter": max(0.0, cov1 - cov_sent),
-        "anchor": _anchor(claim, query, index, terms),
+        # The more context there is, the more of any claim's words it holds by chance: coverage
+        # means less in a long article than in one short passage.
+        "ctx_size": math.log1p(ctx.size),
+        "anchor": _anchor(own, query, ctx) if bare and not yes_no else 1.0,
+        "bare": float(bare),
     }
-    return features, best, sentence
+    return Analysis(features=features, grounding=grounding, supporting=full, contradicting=against,
+                    absent=[t.low for t in absent_numbers + absent_names],
+                    missing=[t.low for t, h in zip(terms, held, strict=False) if h == 0.0])
 
 
-def _anchor(claim: ClaimIn, query: str, index: ChunkIndex, terms: list[Term]) -> float:
-    """For a bare answer ("Walmart"): how much of the query surrounds the answer where the context names it.
+def _anchor(answer: Claim, query: str, ctx: Context) -> float:
+    """For a bare answer: how much of the question surrounds the answer where the context states it.
 
-    An entity that the context mentions only far from what was asked is a different answer
-    that happens to appear in the context. 1.0 for ordinary claims, which carry their own content.
+    An entity the context names only far from what was asked is a different answer that happens
+    to appear in the context.
     """
-    if not claim.context_note or not query.strip() or _YES_NO.match(claim.text) or not terms:
+    # Only question words the context uses can surround the answer ("summarize" never will).
+    asked = [t for t in claim_of(query).terms if t.norm not in answer.norms and ctx.has(t)]
+    if not asked or not answer.terms:
         return 1.0
-    asked = [t for t in terms_of(query) if t.norm not in {x.norm for x in terms}]
-    if not asked:
-        return 1.0
+    sents = ctx.sentences
     best = 0.0
-    for i in index.ranked(terms, limit=3):
-        sents = sentences_of(index.texts[i])
-        for j, sent in enumerate(sents):
-            if coverage(terms, [piece_of(sent)]) < 0.99:
-                continue
-            window = [piece_of(x) for x in sents[max(0, j - 1):j + 2]]
-            best = max(best, coverage(asked, window))
+    for i in ctx.ranked(answer.terms, limit=5):
+        if coverage(answer.terms, [sents[i]]) < 0.99:
+            continue
+        window = [s for s in sents[max(0, i - 1):i + 2] if s.chunk == sents[i].chunk]
+        best = max(best, coverage(asked, window))
     return best
 
 
-def _slot_conflict(terms: list[Term], sentence: str, claim_text: str, names: bool = True,
-                   own: list[Term] | None = None) -> bool:
-    """True when `sentence` says the same thing as the claim but with another number, name or polarity.
+def claim_features(claim: ClaimIn, query: str, chunks: Sequence[str]) -> dict[str, float]:
+    """The model's features for one claim against these chunk texts (what training fits on)."""
+    return analyse(claim, query, context_of(tuple(chunks))).features
 
-    `names=False` ignores name swaps: sentences on one topic name other people and places all the
-    time, so a name alone is too weak to call a *supported* claim conflicting. `own` are the terms
-    the claim itself asserts (a bare answer's words, not the query's); only they can be swapped.
+
+def rule_of(features: dict[str, float]) -> str | None:
+    """Which rule, if any, makes a claim not supported whatever its score (see `decide`)."""
+    if features["contra"]:
+        return "contradiction"
+    if features["num_absent"] or features["ent_absent"]:
+        return "absent"
+    return None
+
+
+def decide(analysis: Analysis, model: Logistic) -> Decision:
+    """The verdict for one analysed claim: the single rule both the judge and the benchmark run.
+
+    Confidence is the probability that the verdict is right: from the score, and for a verdict a
+    rule takes, at least that rule's precision measured on the training data.
     """
-    piece = piece_of(sentence)
-    own_norms = {t.norm for t in (own if own is not None else terms)}
-    if own is not None and all(piece.has(t) for t in own):
-        return False
-    slots = [t for t in terms if t.norm in own_norms and (t.is_number or t.is_capital or own is not None)
-             and not piece.has(t)]
-    rest = [t for t in terms if t not in slots]
-    if len(rest) < 2 or coverage(rest, [piece]) < (0.8 if names else 0.9):
-        return False
-    if not slots:
-        return negated(claim_text) != negated(sentence)
-    own = {t.norm for t in terms}
-    for slot in slots:
-        if slot.is_number:
-            # Same kind of number: a year stands against a year, a count against a count.
-            rivals = [n for n in piece.numbers - own if (len(n) == 4) == (len(slot.norm) == 4)]
-            if rivals:
-                return True
-        elif names and piece.capitals - own:
-            return True
-    return False
-
-
-def _contradicting(claim: ClaimIn, query: str, index: ChunkIndex, exclude: set[int], names: bool) -> list[int]:
-    terms = own = _claim_terms(claim, query)
-    text = claim.text
-    if claim.context_note and query.strip() and not _YES_NO.match(claim.text):
-        # A bare answer fills the query's slot: compare "query + answer" with what the chunk says.
-        terms = terms + [t for t in terms_of(query) if t.norm not in {x.norm for x in terms}]
-        text = f"{query} {claim.text}"
-    found = []
-    for i in index.ranked(terms, limit=4):
-        if i in exclude:
-            continue
-        sentence = index.best_sentence(i, terms)
-        if _slot_conflict(terms, sentence, text, names=names, own=own if own is not terms else None):
-            found.append(i)
-    return found
+    p = model.probability(analysis.features)
+    rule = rule_of(analysis.features)
+    if rule is None and (not analysis.grounding or p >= model.threshold):
+        return Decision("unsupported", p, p)
+    if rule is None:
+        return Decision("supported", p, 1.0 - p)
+    confidence = max(p, model.rules.get(rule, p))
+    return Decision("contradicted" if analysis.contradicting else "unsupported", p, confidence)
 
 
 def _quote(text: str) -> str:
-    return text if len(text) <= _QUOTE_CHARS else text[:_QUOTE_CHARS - 1] + "…"
+    # Verbatim: the contract checks each quote is in its chunk, so a cut quote gets no ellipsis.
+    return text if len(text) <= _QUOTE_CHARS else text[:_QUOTE_CHARS].rstrip()
 
 
-def judge_claim(claim: ClaimIn, query: str, index: ChunkIndex) -> FaithfulnessItem:
-    if not index.pieces:
+def judge_claim(claim: ClaimIn, query: str, ctx: Context, ids: list[str]) -> tuple[FaithfulnessItem, float]:
+    if not ctx.sentences:
         return FaithfulnessItem(claim_id=claim.id, evidence=[], reasoning="The context is empty, so nothing can "
                                 "ground this claim.", relation="unsupported", grounding_chunk_ids=[],
-                                contradicting_chunk_ids=[])
-    model = load()["faithfulness"]
-    features, best, sentence = claim_features(claim, query, index)
-    p_unsupported = model.probability(features)
-    terms = _claim_terms(claim, query)
-    grounding = best[:1]
-    if len(best) > 1 and features["cov2"] > features["cov1"] + 0.05:
-        grounding = best[:2]
-    missing = [t.text for t in terms if not any(index.pieces[i].has(t) for i in grounding)][:5]
-    summary = (f"{features['cov2']:.0%} of the claim's weighted terms appear in its best chunks"
-               + (f"; not found: {', '.join(missing)}" if missing else "") + f" (score {p_unsupported:.2f}, "
-               f"threshold {model.threshold:.2f}).")
-    evidence = [Evidence(chunk_id=index.ids[best[0]], quote=_quote(sentence))] if best else []
-    if p_unsupported < model.threshold and grounding:
-        against = _contradicting(claim, query, index, exclude=set(grounding), names=False)
-        ids = [index.ids[i] for i in grounding]
-        if against:
+                                contradicting_chunk_ids=[]), 1.0
+    a = analyse(claim, query, ctx)
+    d = decide(a, load()["faithfulness"])
+    sents = ctx.sentences
+    f = a.features
+    summary = (f"{f['cov_pair']:.0%} of the claim's weighted words are in its best-aligned sentence"
+               f"{'s' if len(a.grounding) > 1 else ''}"
+               + (f"; not found: {', '.join(a.missing[:5])}" if a.missing else "")
+               + f" (p unsupported {d.p_unsupported:.2f}).")
+
+    def cite(indices: list[int]) -> list[Evidence]:
+        return [Evidence(chunk_id=ids[sents[i].chunk], quote=_quote(sents[i].text)) for i in indices]
+
+    def chunk_ids(indices: list[int]) -> list[str]:
+        return list(dict.fromkeys(ids[sents[i].chunk] for i in indices))
+
+    if d.relation == "contradicted":
+        first, why = a.contradicting[0]
+        against = chunk_ids([i for i, _ in a.contradicting])
+        if a.supporting:
             return FaithfulnessItem(
-                claim_id=claim.id, evidence=evidence, relation="conflicting", grounding_chunk_ids=ids,
-                contradicting_chunk_ids=[index.ids[i] for i in against],
-                reasoning=summary + " Another chunk states a different value for the same fact.")
-        return FaithfulnessItem(claim_id=claim.id, evidence=evidence, reasoning="Supported: " + summary,
-                                relation="supported", grounding_chunk_ids=ids, contradicting_chunk_ids=[])
-    against = _contradicting(claim, query, index, exclude=set(), names=True)
-    if against:
+                claim_id=claim.id, evidence=cite([a.supporting[0], first]), relation="conflicting",
+                grounding_chunk_ids=chunk_ids(a.supporting), contradicting_chunk_ids=against,
+                reasoning=f"Conflicting: one chunk states the claim, another contradicts it: {why}."), d.confidence
         return FaithfulnessItem(
-            claim_id=claim.id, evidence=[Evidence(chunk_id=index.ids[against[0]], quote=_quote(
-                index.best_sentence(against[0], terms)))], relation="contradicted", grounding_chunk_ids=[],
-            contradicting_chunk_ids=[index.ids[i] for i in against],
-            reasoning="Contradicted: a chunk states a different number, name or polarity for this fact. " + summary)
-    return FaithfulnessItem(claim_id=claim.id, evidence=evidence, reasoning="Not supported: " + summary,
-                            relation="unsupported", grounding_chunk_ids=[], contradicting_chunk_ids=[])
+            claim_id=claim.id, evidence=cite([first]), relation="contradicted", grounding_chunk_ids=[],
+            contradicting_chunk_ids=against, reasoning=f"Contradicted: {why}. " + summary), d.confidence
+    if d.relation == "unsupported":
+        why = (f"Not supported: the context never mentions {', '.join(a.absent[:4])}; " if a.absent
+               else "Not supported: ")
+        return FaithfulnessItem(claim_id=claim.id, evidence=cite(a.grounding[:1]), relation="unsupported",
+                                grounding_chunk_ids=[], contradicting_chunk_ids=[], reasoning=why + summary), \
+            d.confidence
+    return FaithfulnessItem(claim_id=claim.id, evidence=cite(a.grounding), relation="supported",
+                            grounding_chunk_ids=chunk_ids(a.grounding), contradicting_chunk_ids=[],
+                            reasoning="Supported: " + summary), d.confidence
 
 
-def faithfulness(payload: FaithfulnessInput) -> FaithfulnessOutput:
-    index = ChunkIndex([c.id for c in payload.chunks], [c.text for c in payload.chunks])
-    return FaithfulnessOutput(items=[judge_claim(c, payload.query, index) for c in payload.claims])
+def faithfulness(payload: FaithfulnessInput) -> tuple[FaithfulnessOutput, dict[str, float]]:
+    """Verdicts for the payload's claims, and claim id -> confidence that the verdict is right."""
+    ctx = context_of(tuple(c.text for c in payload.chunks))
+    ids = [c.id for c in payload.chunks]
+    items, confidence = [], {}
+    for claim in payload.claims:
+        item, conf = judge_claim(claim, payload.query, ctx, ids)
+        items.append(item)
+        confidence[claim.id] = round(conf, 4)
+    return FaithfulnessOutput(items=items), confidence

@@ -1,147 +1,251 @@
-"""Local sufficiency: could the chunks answer each sub-question? (Never looks at the response.)
+"""Local sufficiency: could a careful reader answer each sub-question from the chunks alone?
 
-Evidence is the best chunk and its best sentence window for the sub-question's content terms.
-Besides coverage, the answer type the question asks for must be present near the matched terms:
-"who" needs a name, "when" a date, "how many/much" a number, "where" a place-like name that
-the question itself does not contain. The shipped logistic model combines these signals.
+Only the query and the chunks are read, never the response. For each sub-question the judge takes
+the two chunks that cover the question's content terms best, finds the sentence that covers them
+best, and adds the one other sentence of the same chunk that covers most of what is still missing
+(the "window"). Every choice depends on what sentences say, never on where they stand (ties go to
+the partner holding the asked-for answer type, then to the text itself), so shuffling a chunk's
+sentences changes nothing.
+
+A logistic model (FEATURES, one line of reasoning each) turns the signals into the probability
+that the chunks are insufficient: how much of the question the window covers, whether it states
+the question's constraints and offers the asked-for answer type, whether the chunks name the
+question's names at all, whether some sentence is a statement *about* the question's subject, and
+whether the query asks anything definite. One rule stands beside it: a question that asks for a
+date or a number is insufficient when no sentence that mentions its words states any date or
+number; that follows from the question itself, whatever the other signals say.
+
+The model is the shipped one (coefficients.json, "sufficiency") when it was fitted on exactly
+FEATURES. Each verdict's confidence is the model's probability that it is
+right: 1 - p(insufficient) for "yes", p(insufficient) for "no" (1.0 for an empty context).
 """
 
 from __future__ import annotations
 
-import math
-import re
+from functools import lru_cache
 
-from veralith.llm.local.evidence import (ChunkIndex, Piece, Term, coverage, pair_coverage, piece_of, sentences_of,
-                                         terms_of)
-from veralith.llm.local.lexicon import MONTHS, tokens
-from veralith.llm.local.model import load
+from veralith.llm.local.answer_types import (
+    asked_for,
+    constraints_of,
+    has_answer,
+    has_constraint,
+    kind_label,
+    subject_norms,
+)
+from veralith.llm.local.evidence import ChunkIndex, Term, coverage, piece_of, sentences_of, terms_of
+from veralith.llm.local.lexicon import WH_WORDS
+from veralith.llm.local.model import Logistic, load
 from veralith.llm.tasks import Evidence, SubQuestionIn, SufficiencyInput, SufficiencyItem, SufficiencyOutput
 
-__all__ = ["FEATURES", "question_features", "sufficiency"]
+__all__ = ["FEATURES", "active_model", "question_features", "sufficiency"]
 
-FEATURES = ["cov_sent", "cov_win", "cov_chunk", "cov_first", "idf_win", "idf_miss", "topic_only", "pair_win",
-            "cap_miss", "num_miss", "type_ok", "typed", "n_terms"]
-_CUES = [
-    ("number", re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|often)\b|\bwhat (?:percentage|number|"
-                          r"amount|year|age)\b", re.I)),
-    ("date", re.compile(r"\bwhen\b|\bwhat (?:date|day|month|century|decade|time)\b|\bin which year\b", re.I)),
-    ("name", re.compile(r"\bwho(?:m|se)?\b|\bwhich (?:person|company|team|player|actor|author)\b", re.I)),
-    ("place", re.compile(r"\bwhere\b|\bwhich (?:city|country|state|place|town|region)\b", re.I)),
+FEATURES = [
+    "cov_win",    # weighted share of the question's terms in the window: an answer states what was asked about
+    "cons_miss",  # share of the question's constraints (a negation, first/last, before/after, a year) the window lacks
+    "type_gap",   # asked-for answer type (name, date, number, place, definition) absent from the window: 1; only
+                  # in its second sentence: 0.5; present, or the question names no type: 0
+    "name_miss",  # share of the question's names and numbers that no chunk contains: the chunks are about another one
+    "subject",    # best share of a sentence's grammatical subject made of question words: a statement *about* it
+    "asks",       # the query is worded as a question or request (wh-word, auxiliary or "describe..." first, "?"),
+                  # not a bag of keywords whose ask a reader must guess
 ]
 
-
-def _answer_type(question: str) -> str | None:
-    for name, pattern in _CUES:
-        if pattern.search(question):
-            return name
-    return None
-
-
-def _has_type(kind: str, window: str, question_norms: set[str]) -> bool:
-    for tok in tokens(window):
-        if tok.norm in question_norms:
-            continue
-        if kind == "number" and tok.is_number:
-            return True
-        if kind == "date" and ((tok.is_number and len(tok.norm) == 4) or tok.norm in MONTHS):
-            return True
-        if kind in ("name", "place") and tok.is_capital:
-            return True
-    return False
+_QUOTE_MAX = 300
+_AUX_FIRST = frozenset("is are was were do does did can could will would should has have had".split())
+_REQUESTS = frozenset("describe explain list name tell give define compare show identify summarize summarise".split())
+# Kinds whose absence a word's shape proves: no digits, month or time word means no date or number.
+_PROVABLE = ("date", "number")
 
 
-def _window(index: ChunkIndex, chunk: int, terms: list[Term]) -> tuple[str, str]:
-    """(best sentence, that sentence with its neighbours) of `chunk` for `terms`."""
-    sents = sentences_of(index.texts[chunk])
-    best_i = max(range(len(sents)), key=lambda i: (coverage(terms, [piece_of(sents[i])]), -i))
-    return sents[best_i], " ".join(sents[max(0, best_i - 1):best_i + 2])
+def active_model() -> Logistic:
+    """The shipped sufficiency model (coefficients.json, written by benchmarks/train_local.py).
 
-
-def _local_idf(index: ChunkIndex, best: list[int], terms: list[Term], window: Piece) -> tuple[float, float]:
-    """Coverage of the window with terms weighted by IDF over the sentences of the best chunks.
-
-    A passage retrieved for a topic repeats the topic's words in every sentence; what decides
-    whether it answers the question are the question's *other* words, the rare ones here.
-    Also returns the largest weight of a term the window lacks.
+    Fitted on exactly FEATURES; a mismatch means the features changed without a retrain, which the
+    tests catch, so it fails loudly here rather than scoring with weights meant for other features.
     """
-    sents = [piece_of(s) for i in best for s in sentences_of(index.texts[i])]
-    n = len(sents)
-    weights = []
-    for t in terms:
-        df = sum(1 for p in sents if p.has(t))
-        weights.append(t.weight * math.log((n + 1) / (df + 0.5)))
-    total = sum(weights)
-    if total <= 0:
-        return 1.0, 0.0
-    found = [w * window.has(t) for t, w in zip(terms, weights)]
-    missing = [w for t, w in zip(terms, weights) if window.has(t) == 0.0]
-    return sum(found) / total, max(missing, default=0.0)
+    model = load()["sufficiency"]
+    if model.features != FEATURES:
+        raise RuntimeError(f"the shipped sufficiency model was fitted on {model.features}, not {FEATURES}; "
+                           "run benchmarks/train_local.py")
+    return model
+
+
+def _subject_share(sentence: str, norms: frozenset[str]) -> float:
+    subject = subject_norms(sentence)
+    return sum(1 for n in subject if n in norms) / len(subject) if subject else 0.0
+
+
+def _asks(question: str) -> bool:
+    """Worded as a question or a request: a wh-word ("what's" too), an auxiliary or a request verb first, or "?"."""
+    words = [w.strip("?,.;:!\"'()").replace("’", "'").split("'")[0] for w in question.lower().split()]
+    return bool(words) and (words[0] in _AUX_FIRST or words[0] in _REQUESTS or question.rstrip().endswith("?")
+                            or any(w in WH_WORDS for w in words))
+
+
+class _Reading:
+    """What one sub-question found in the chunks: best sentence, window, chunks, and the features."""
+
+    __slots__ = ("chunk", "chunks", "kind", "missing_cons", "missing_names", "second", "sentence", "terms",
+                 "type_absent", "type_where", "values")
+
+    def __init__(self, question: str, index: ChunkIndex) -> None:
+        kind, naming = asked_for(question)
+        # The words that name the answer's type ("how long", "what time") are not content to find.
+        terms = self.terms = [t for t in terms_of(question) if t.norm not in naming] or terms_of(question)
+        self.kind = kind
+        self.chunks = index.ranked(terms, limit=2)
+        self.chunk, self.sentence, self.second = -1, "", ""
+        self.type_where, self.type_absent = "none", False
+        self.missing_cons: list[str] = []
+        names = [t for t in terms if t.is_capital or t.is_number]
+        self.missing_names = [t.text for t in names if not any(p.has(t) for p in index.pieces)]
+        values = self.values = {name: 0.0 for name in FEATURES}
+        values.update(type_gap=float(kind is not None), asks=float(_asks(question)),
+                      name_miss=len(self.missing_names) / len(names) if names else 0.0)
+        if not self.chunks:
+            values["cons_miss"] = 1.0 if constraints_of(question) else 0.0
+            return
+        norms = frozenset(t.norm for t in terms)
+        sents = [(c, s, piece_of(s)) for c in self.chunks for s in sentences_of(index.texts[c])]
+        cov = {s: coverage(terms, [p]) for _, s, p in sents}
+        c, s, p = max(sents, key=lambda x: (cov[x[1]], x[1]))
+        self.chunk, self.sentence = c, s
+        win = [p]
+        # The partner must mention the question too; ties go to the one holding the answer type.
+        partners = [(s2, p2) for c2, s2, p2 in sents if c2 == c and s2 != s and cov[s2] > 0]
+        if partners:
+            s2, p2 = max(partners, key=lambda x: (coverage(terms, [p, x[1]]),
+                                                  kind is not None and has_answer(kind, x[0], norms), x[0]))
+            if coverage(terms, [p, p2]) > cov[s]:
+                self.second = s2
+                win.append(p2)
+        if kind is not None:
+            if has_answer(kind, s, norms):
+                self.type_where = "sentence"
+            elif self.second and has_answer(kind, self.second, norms):
+                self.type_where = "window"
+            else:
+                self.type_where = "absent"
+            self.type_absent = kind in _PROVABLE and not any(
+                has_answer(kind, s3, norms) for _, s3, _ in sents if cov[s3] > 0)
+        window = [s] + ([self.second] if self.second else [])
+        cons = constraints_of(question)
+        self.missing_cons = [k for k in cons if not any(has_constraint(k, w) for w in window)]
+        values.update(
+            cov_win=coverage(terms, win),
+            cons_miss=len(self.missing_cons) / len(cons) if cons else 0.0,
+            type_gap={"none": 0.0, "sentence": 0.0, "window": 0.5, "absent": 1.0}[self.type_where],
+            # A sentence without any question word has no question word in its subject either.
+            subject=max((_subject_share(s3, norms) for _, s3, _ in sents if cov[s3] > 0), default=0.0),
+        )
 
 
 def question_features(question: str, index: ChunkIndex) -> tuple[dict[str, float], list[int], str, list[Term]]:
-    terms = terms_of(question)
-    best = index.ranked(terms, limit=2)
-    kind = _answer_type(question)
-    if not best:
-        values = {name: 0.0 for name in FEATURES}
-        values.update(typed=float(kind is not None), n_terms=math.log1p(len(terms)))
-        return values, [], "", terms
-    sentence, window = _window(index, best[0], terms)
-    win_piece = piece_of(window)
-    capitals = [t for t in terms if t.is_capital]
-    numbers = [t for t in terms if t.is_number]
-    chunk = index.pieces[best[0]]
-    idf_win, idf_miss = _local_idf(index, best, terms, win_piece)
-    values = {
-        # A passage that opens on the question's subject is about it, not merely mentioning it.
-        "cov_first": coverage(terms, [piece_of(sentences_of(index.texts[best[0]])[0])]),
-        "idf_win": idf_win,
-        "idf_miss": idf_miss,
-        # The window matches the question only on words the whole passage repeats (its topic),
-        # not on the words that make this question specific.
-        "topic_only": max(0.0, coverage(terms, [win_piece]) - idf_win),
-        "cov_sent": coverage(terms, [piece_of(sentence)]),
-        "cov_win": coverage(terms, [win_piece]),
-        "cov_chunk": coverage(terms, [index.pieces[i] for i in best]),
-        "pair_win": pair_coverage(terms, win_piece),
-        "cap_miss": sum(chunk.has(t) == 0.0 for t in capitals) / len(capitals) if capitals else 0.0,
-        "num_miss": sum(t.norm not in chunk.numbers for t in numbers) / len(numbers) if numbers else 0.0,
-        "type_ok": float(kind is None or _has_type(kind, window, {t.norm for t in terms})),
-        "typed": float(kind is not None),
-        "n_terms": math.log1p(len(terms)),
-    }
-    return values, best, window, terms
+    """(feature values by FEATURES name, best chunk indices, best window text, the question's terms)."""
+    r = _Reading(question, index)
+    window = r.sentence + (" " + r.second if r.second else "")
+    # Not a model input: the date/number rule's verdict, so a trainer can score the judge's full decision.
+    values = dict(r.values, rule_insufficient=float(r.type_absent))
+    return values, r.chunks, window, r.terms
 
 
-def judge_question(sq: SubQuestionIn, index: ChunkIndex) -> SufficiencyItem:
-    terms = terms_of(sq.text)
-    required = [t.text for t in terms][:8]
-    if not index.pieces:
+def _quote(chunk_text: str, sentence: str) -> str:
+    """`sentence` as a verbatim (whitespace-collapsed) substring of the chunk, at most _QUOTE_MAX chars."""
+    flat = " ".join(chunk_text.split())
+    quote = " ".join(sentence.split())[:_QUOTE_MAX]
+    if quote not in flat:
+        # Segmentation put a space between glued sentences ("hits.Bryan"): keep the longest prefix
+        # that is verbatim (a prefix of a found prefix is found, so bisect on its length).
+        lo, hi = 0, len(quote)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if quote[:mid] in flat else (lo, mid - 1)
+        quote = quote[:lo] if lo >= 20 else flat[:_QUOTE_MAX]
+    return quote.rstrip()
+
+
+def _listing(words: list[str], limit: int = 3) -> str:
+    quoted = [f"'{w}'" for w in words[:limit]]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def _reasons(r: _Reading, cid: str, sufficient: bool) -> tuple[str, list[str]]:
+    """(a reasoning sentence a person would write, the facts the chunks lack)."""
+    found = [t.text for t in r.terms if piece_of(r.sentence).has(t) or (r.second and piece_of(r.second).has(t))]
+    lacking = [t.text for t in sorted(r.terms, key=lambda t: -t.weight) if t.text not in found]
+    if sufficient:
+        about = _listing(found) if found else "the question's words"
+        if r.kind is not None and r.type_where in ("sentence", "window"):
+            return f"Sufficient: chunk {cid} states {kind_label(r.kind)} next to {about}.", []
+        return f"Sufficient: chunk {cid} speaks directly to {about}.", []
+    if r.chunk < 0:
+        words = [t.text for t in r.terms]
+        if not words:
+            return "Insufficient: the question has no content words to look for in the chunks.", []
+        return f"Insufficient: no chunk mentions {_listing(words)}.", words[:8]
+    if r.type_absent:
+        about = _listing(found) if found else "the question's subject"
+        return (f"Insufficient: no chunk gives {kind_label(r.kind)} anywhere near {about}.",
+                [f"{kind_label(r.kind)} for {about}"])
+    if r.missing_names:
+        return (f"Insufficient: no chunk names {_listing(r.missing_names)}; chunk {cid} is about something else.",
+                r.missing_names[:8])
+    if r.kind is not None and r.type_where == "absent":
+        about = _listing(found) if found else "the question's subject"
+        what = f"{kind_label(r.kind)} for {about}"
+        return f"Insufficient: no chunk gives {what}.", [what] + lacking[:7]
+    if r.missing_cons:
+        shown = ["a negation" if k == "not" else k for k in r.missing_cons]
+        return (f"Insufficient: chunk {cid} is on topic but never states {_listing(shown)} as the question asks.",
+                [f"'{k}'" for k in shown][:8])
+    if lacking:
+        head = f"chunk {cid} mentions {_listing(found)} but" if found else f"chunk {cid}"
+        return f"Insufficient: {head} says nothing about {_listing(lacking)}.", lacking[:8]
+    return (f"Insufficient: chunk {cid} uses the question's words, but no sentence there reads as an answer to it.",
+            ["a sentence that answers the question"])
+
+
+def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tuple[SufficiencyItem, float]:
+    """One sub-question's item and the confidence (in [0, 1]) that its verdict is right."""
+    if not any(text.strip() for text in index.texts):
+        required = [t.text for t in terms_of(sq.text)][:8]
         return SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=[], missing_facts=required,
-                               reasoning="The context is empty, so nothing can answer this.", sufficient="no",
-                               supporting_chunk_ids=[])
-    model = load()["sufficiency"]
-    values, best, window, terms = question_features(sq.text, index)
-    p_insufficient = model.probability(values)
-    missing = [t.text for t in terms if not any(index.pieces[i].has(t) for i in best)][:8]
-    kind = _answer_type(sq.text)
-    if kind and not values["type_ok"]:
-        missing.append(f"a {kind} near the matched terms")
-    summary = (f"best chunk window covers {values['cov_win']:.0%} of the question's weighted terms"
-               + (f"; missing: {', '.join(missing)}" if missing else "")
-               + f" (score {p_insufficient:.2f}, threshold {model.threshold:.2f}).")
-    evidence = [Evidence(chunk_id=index.ids[best[0]], quote=window[:300])] if best else []
-    if p_insufficient < model.threshold and best:
-        ids = [index.ids[i] for i in best[:1]]
-        if len(best) > 1 and values["cov_chunk"] > coverage(terms, [index.pieces[best[0]]]) + 0.05:
-            ids = [index.ids[i] for i in best]
-        return SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence,
-                               missing_facts=missing, reasoning="Sufficient: " + summary, sufficient="yes",
-                               supporting_chunk_ids=ids)
-    return SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence, missing_facts=missing,
-                           reasoning="Insufficient: " + summary, sufficient="no", supporting_chunk_ids=[])
+                               reasoning="Insufficient: the context is empty, so nothing can answer this.",
+                               sufficient="no", supporting_chunk_ids=[]), 1.0
+    r = _Reading(sq.text, index)
+    required = [t.text for t in r.terms][:8]
+    p_insufficient = model.probability(r.values)
+    sufficient = r.chunk >= 0 and not r.type_absent and p_insufficient < model.threshold
+    cid = index.ids[r.chunk] if r.chunk >= 0 else ""
+    evidence = []
+    if r.chunk >= 0:
+        text = index.texts[r.chunk]
+        evidence = [Evidence(chunk_id=cid, quote=_quote(text, r.sentence))]
+        if r.second:
+            evidence.append(Evidence(chunk_id=cid, quote=_quote(text, r.second)))
+    reasoning, missing = _reasons(r, cid, sufficient)
+    if sufficient:
+        ids = [cid]
+        other = [i for i in r.chunks if i != r.chunk]
+        if other and coverage(r.terms, [index.pieces[r.chunk], index.pieces[other[0]]]) > \
+                coverage(r.terms, [index.pieces[r.chunk]]) + 0.05:
+            ids.append(index.ids[other[0]])  # the second chunk supplies terms the first lacks
+        item = SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence, missing_facts=[],
+                               reasoning=reasoning, sufficient="yes", supporting_chunk_ids=ids)
+        return item, 1.0 - p_insufficient
+    item = SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence,
+                           missing_facts=missing or required, reasoning=reasoning, sufficient="no",
+                           supporting_chunk_ids=[])
+    return item, p_insufficient
 
 
-def sufficiency(payload: SufficiencyInput) -> SufficiencyOutput:
+def sufficiency(payload: SufficiencyInput) -> tuple[SufficiencyOutput, dict[str, float]]:
+    """The items (one per sub-question) and each verdict's confidence by sub-question id."""
     index = ChunkIndex([c.id for c in payload.chunks], [c.text for c in payload.chunks])
-    return SufficiencyOutput(items=[judge_question(sq, index) for sq in payload.sub_questions])
+    model = active_model()
+    items, confidence = [], {}
+    for sq in payload.sub_questions:
+        item, conf = judge_question(sq, index, model)
+        items.append(item)
+        confidence[sq.id] = conf
+    return SufficiencyOutput(items=items), confidence

@@ -1,0 +1,183 @@
+"""The local faithfulness judge on hand-written cases: swaps in copied sentences are caught and
+quoted, paraphrases pass, support may span two chunks, and every output keeps the contract.
+
+Runs veralith.llm.local.grounding.faithfulness directly (no pipeline, no data folder, no network).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from veralith.llm.local.grounding import FEATURES, claim_features, faithfulness
+from veralith.llm.tasks import ChunkIn, ClaimIn, FaithfulnessInput
+
+KETTLE = "You can buy the Halvard kettle for 64 dollars at the Brindle market."
+LIBRARY = "The Corran library is not open on Sundays."
+BAKERY = "Mira Solberg opened the bakery in Tromsdal in 2004."
+VESKA = "The Veska 2 drone weighs 3 kilograms and flies for 40 minutes."
+FESTIVAL = "The lantern festival starts on 12 March every year."
+TRAILS = "The northern trail is longer than the river trail."
+SALES = "Sales at Pellow Foods increased after the new packaging was introduced."
+BRIDGE = "The old bridge was finished before the railway station opened."
+FERRY = "The Ostby ferry carries twenty cars on each crossing."
+STAFF = "The bakery employs 14 bakers and two drivers."
+
+
+def judge(claims: list[str], chunks: list[str], query: str = ""):
+    payload = FaithfulnessInput(query=query, claims=[ClaimIn(id=f"c{i + 1}", text=t) for i, t in enumerate(claims)],
+                                chunks=[ChunkIn(id=f"k{i + 1}", text=t) for i, t in enumerate(chunks)])
+    output, confidence = faithfulness(payload)
+    _check_contract(payload, output, confidence)
+    return output.items, confidence
+
+
+def _collapse(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _check_contract(payload, output, confidence) -> None:
+    chunks = {c.id: c.text for c in payload.chunks}
+    assert [i.claim_id for i in output.items] == [c.id for c in payload.claims]
+    assert set(confidence) == {c.id for c in payload.claims}
+    for item in output.items:
+        assert 0.0 <= confidence[item.claim_id] <= 1.0
+        for ev in item.evidence:
+            assert _collapse(ev.quote) in _collapse(chunks[ev.chunk_id]), ev.quote
+            assert "…" not in ev.quote
+        if item.relation in ("supported", "conflicting"):
+            assert item.grounding_chunk_ids
+        if item.relation in ("contradicted", "conflicting"):
+            assert item.contradicting_chunk_ids
+        if item.relation in ("unsupported", "contradicted"):
+            assert not item.grounding_chunk_ids
+        if item.relation in ("unsupported", "supported"):
+            assert not item.contradicting_chunk_ids
+
+
+CONTRADICTIONS = [
+    # (context sentence, claim, a word of the context that the quoted evidence must show)
+    pytest.param(KETTLE, "You can buy the Halvard kettle for 72 dollars at the Brindle market.", "64", id="number"),
+    pytest.param(KETTLE, "You can buy the Halvard kettle for $72 at the Brindle market.", "64", id="number-currency"),
+    pytest.param(LIBRARY, "The Corran library is open on Sundays.", "not", id="negation"),
+    pytest.param("The Corran library is open on Sundays.", "The Corran library is never open on Sundays.", "open",
+                 id="negation-never"),
+    pytest.param("The Corran library still lends maps.", "The Corran library no longer lends maps.", "still",
+                 id="negation-no-longer"),
+    pytest.param(VESKA, "The Veska 5 drone weighs 3 kilograms and flies for 40 minutes.", "Veska 2", id="model-number"),
+    pytest.param(BAKERY, "Mira Solberg opened the bakery in Elmsford in 2004.", "Tromsdal", id="city"),
+    pytest.param(BAKERY, "Anton Reyes opened the bakery in Tromsdal in 2004.", "Mira", id="person"),
+    pytest.param(BAKERY, "Mira Solberg opened the bakery in Tromsdal in 2009.", "2004", id="year"),
+    pytest.param(FESTIVAL, "The lantern festival starts on 12 June every year.", "March", id="month"),
+    pytest.param(FESTIVAL, "The lantern festival starts on 19 March every year.", "12", id="day"),
+    pytest.param(FESTIVAL, "The lantern festival starts on 12 May every year.", "March", id="month-may"),
+    pytest.param(TRAILS, "The northern trail is shorter than the river trail.", "longer", id="comparison"),
+    pytest.param(SALES, "Sales at Pellow Foods decreased after the new packaging was introduced.", "increased",
+                 id="direction"),
+    pytest.param(BRIDGE, "The old bridge was finished after the railway station opened.", "before", id="before-after"),
+]
+
+
+@pytest.mark.parametrize("context, claim, shown", CONTRADICTIONS)
+def test_a_swap_in_a_copied_sentence_is_contradicted_and_quoted(context: str, claim: str, shown: str) -> None:
+    filler = "The harbour museum has a small cafe on the ground floor."
+    items, confidence = judge([claim], [filler, context])
+    item = items[0]
+    assert item.relation == "contradicted", item.reasoning
+    assert item.contradicting_chunk_ids == ["k2"]
+    assert any(shown in ev.quote and ev.chunk_id == "k2" for ev in item.evidence)
+    assert 0.5 < confidence["c1"] <= 1.0  # at least the contradiction rule's measured precision
+
+
+PARAPHRASES = [
+    pytest.param(BAKERY, "In 2004, the bakery in Tromsdal was opened by Mira Solberg.", id="reordered"),
+    pytest.param(BAKERY, "Mira Solberg opens a bakery in Tromsdal in 2004.", id="inflected"),
+    pytest.param(KETTLE, "The Halvard kettle can be purchased at the Brindle market for 64 dollars.", id="synonym"),
+    pytest.param(KETTLE, "At the Brindle market, the Halvard kettle costs $64.", id="currency-symbol"),
+    pytest.param(FERRY, "The Ostby ferry carries 20 vehicles on each crossing.", id="number-as-word"),
+    pytest.param(FESTIVAL, "Every year the lantern festival begins on March 12.", id="date-order-synonym"),
+    pytest.param(LIBRARY, "The Corran library is not open on Sunday.", id="negation-kept"),
+    pytest.param(TRAILS, "The northern trail is longer than the river trail.", id="verbatim"),
+]
+
+
+@pytest.mark.parametrize("context, claim", PARAPHRASES)
+def test_a_paraphrase_is_supported(context: str, claim: str) -> None:
+    filler = "The harbour museum has a small cafe on the ground floor."
+    items, confidence = judge([claim], [context, filler])
+    item = items[0]
+    assert item.relation == "supported", item.reasoning
+    assert item.grounding_chunk_ids == ["k1"]
+    assert confidence["c1"] > 0.5
+
+
+def test_a_claim_needing_two_chunks_is_supported_with_both() -> None:
+    items, _ = judge(["Mira Solberg opened the bakery in Tromsdal in 2004 and it employs 14 bakers."],
+                     [BAKERY, "The harbour museum has a small cafe on the ground floor.", STAFF])
+    assert items[0].relation == "supported", items[0].reasoning
+    assert sorted(items[0].grounding_chunk_ids) == ["k1", "k3"]
+    assert {ev.chunk_id for ev in items[0].evidence} == {"k1", "k3"}
+
+
+def test_a_claim_two_chunks_disagree_on_is_conflicting() -> None:
+    items, _ = judge(["Mira Solberg opened the bakery in Tromsdal in 2004."],
+                     [BAKERY, "Mira Solberg opened the bakery in Tromsdal in 2007."])
+    assert items[0].relation == "conflicting"
+    assert items[0].grounding_chunk_ids == ["k1"]
+    assert items[0].contradicting_chunk_ids == ["k2"]
+
+
+@pytest.mark.parametrize("claim", [
+    "The Orbitra 4 costs 189 euros.",           # a name the context never mentions
+    "The bakery in Tromsdal sells 350 loaves a day.",  # a figure the context never gives
+])
+def test_a_name_or_number_found_nowhere_is_never_supported(claim: str) -> None:
+    items, confidence = judge([claim], [BAKERY, "The Orbitra 3 costs 189 euros in the Skylark shop."])
+    assert items[0].relation in ("unsupported", "contradicted")
+    assert not items[0].grounding_chunk_ids
+
+
+def test_a_claim_about_something_else_is_unsupported_with_a_confidence() -> None:
+    items, confidence = judge(["The river trail is lit by solar lamps at night."], [BAKERY, FESTIVAL])
+    assert items[0].relation == "unsupported"
+    assert confidence["c1"] > 0.5
+
+
+def test_empty_context_is_unsupported() -> None:
+    items, confidence = judge(["The Halvard kettle costs 64 dollars."], [])
+    assert items[0].relation == "unsupported"
+    assert confidence["c1"] == 1.0
+
+
+def test_quotes_are_verbatim_even_for_long_and_glued_sentences() -> None:
+    long_sentence = ("The Brindle market, which opens at dawn on weekdays and at nine on weekends, sells kettles, "
+                     "lamps, rope, lanterns, woollen blankets, tin cups, fishing hooks, brass bells, candles and "
+                     "maps of the coast, and it keeps a stall for travelling bakers who bring bread from Tromsdal "
+                     "and cakes from the villages further up the valley every Saturday morning.")
+    glued = "The ferry leaves at noon.Tickets cost 9 dollars   at the\n pier."
+    claims = ["The Brindle market sells brass bells and woollen blankets.", "Tickets for the ferry cost 9 dollars.",
+              "Tickets for the ferry cost 12 dollars at the pier."]
+    items, _ = judge(claims, [long_sentence, glued])
+    assert items[0].relation == "supported"
+    assert len(items[0].evidence[0].quote) <= 300
+    assert items[1].relation == "supported"
+    assert items[2].relation == "contradicted"
+
+
+def test_bare_answer_to_a_question() -> None:
+    chunks = ["Acme was founded by Ruth Calder in 1947 in the port town of Velm."]
+    items, _ = judge(["1947"], chunks, query="When was Acme founded?")
+    assert items[0].relation == "supported"
+    items, _ = judge(["1952"], chunks, query="When was Acme founded?")
+    assert items[0].relation == "contradicted"
+    items, _ = judge(["Ruth Calder"], chunks, query="Who founded Acme?")
+    assert items[0].relation == "supported"
+
+
+def test_features_are_the_models_inputs_and_deterministic() -> None:
+    claim = ClaimIn(id="c1", text="Mira Solberg opened the bakery in 2004.")
+    first = claim_features(claim, "", [BAKERY, STAFF])
+    assert list(first) == FEATURES or set(first) == set(FEATURES)
+    assert first == claim_features(claim, "", [BAKERY, STAFF])
+    assert all(isinstance(v, float) for v in first.values())
