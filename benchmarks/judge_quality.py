@@ -1,6 +1,12 @@
 """Cross-validated judge quality of the local backend on the labelled dev sets in ../shared/data.
 
     .venv/bin/python benchmarks/judge_quality.py [--data DIR] [--limit N] [--markdown]
+    .venv/bin/python benchmarks/judge_quality.py --backend openai --limit N [--model NAME]
+
+With `--backend openai` nothing is fitted: the first N records of each set go through
+`veralith.evaluate(..., persist=False)` on the configured OpenAI-compatible judge (OPENAI_API_KEY or
+VERALITH_BASE_URL; VERALITH_JUDGE_MODEL or --model), scored by the same trace-level rule, with the
+word-overlap baseline beside it and the calls, tokens and USD spent (docs/backends.md).
 
 Method (every figure printed is out of sample):
 
@@ -221,16 +227,45 @@ def render(report: dict, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
+def with_llm(data: Path, limit: int | None, model: str | None) -> str:
+    """Score the configured LLM judge on the first `limit` records of each set (nothing fitted)."""
+    from veralith.observability.cost import CostScope
+
+    lines = [f"{'set':34s} {'n':>4s} {'bal.acc':>8s} {'TPR':>6s} {'TNR':>6s} {'overlap@best':>12s} {'target':>7s}"]
+    overrides = {"backend": "openai", **({"judge_model": model} if model else {})}
+    with settings.override(**overrides), CostScope() as spent:
+        for name in [*F_SETS, *S_SETS]:
+            rows = train_local.rows_of(data, name)[:limit]
+            pairs = [(predict(name, row), train_local.positive(name, row)) for row in rows]
+            score, tpr, tnr = balanced(pairs)
+            # No training folds here: the overlap threshold is the best one on these same records, a
+            # bar the judge must clear even when the baseline is given the advantage.
+            scored = [(overlap_score(name, row), train_local.positive(name, row)) for row in rows]
+            cut = _threshold(scored)
+            over = balanced([(v < cut, y) for v, y in scored])[0]
+            lines.append(f"{name:34s} {len(pairs):4d} {score:8.3f} {tpr:6.3f} {tnr:6.3f} {over:12.3f} "
+                         f"{TARGETS.get(name, 0.0):7.2f}")
+    usd = "unknown" if spent.usd is None else f"${spent.usd:.4f}"
+    lines.append(f"spent: {spent.calls} calls, {spent.input_tokens} input / {spent.output_tokens} output tokens, {usd}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
     parser.add_argument("--limit", type=int, default=None, help="records per set (default: all)")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/benchmarks.md)")
+    parser.add_argument("--backend", choices=("local", "openai"), default="local",
+                        help="local: cross-validate the offline judges; openai: score the configured LLM judge")
+    parser.add_argument("--model", default=None, help="judge model for --backend openai (else VERALITH_JUDGE_MODEL)")
     args = parser.parse_args(argv)
     if not args.data.is_dir():
         print(f"no data folder at {args.data}: pass --data DIR (the folder with the *.dev.jsonl files)",
               file=sys.stderr)
         return 1
+    if args.backend == "openai":
+        print(with_llm(args.data, args.limit, args.model))
+        return 0
     report = cross_validate(args.data, args.limit)
     print(render(report, args.markdown))
     return 0

@@ -30,14 +30,15 @@ GOLDEN = Path(__file__).parent / "golden" / "traces.jsonl"
 # while tuning: the local figures on it are the out-of-sample ones.
 HOLDOUT = Path(__file__).parent / "golden" / "holdout.jsonl"
 
-# Floors for test (b), the local backend. Set from the measured figures, a little below them so
-# that noise from unrelated changes does not flip the test; raise them when the judges improve.
-# 0.0 for now: set by the lead after the local judges land.
-LOCAL_CELL_ACCURACY_FLOOR = 0.0
-LOCAL_GATE_ACCURACY_FLOOR = 0.0
-LOCAL_MAX_FALSE_PASSES_ON_SWAPS = None   # an int once set (the issue asks for 0); None: not enforced yet
-HELD_OUT_CELL_ACCURACY_FLOOR = 0.0
-HELD_OUT_GATE_ACCURACY_FLOOR = 0.0
+# Floors for test (b), the local backend, set a little below the measured figures (traces.jsonl:
+# cell 0.750, gate 0.793, no false pass on a swap; holdout.jsonl: cell 0.571, gate 0.738) so that a
+# change that makes the offline judges worse fails here. They are floors, not the goals (cell 0.80,
+# gate 0.90): raise them as the judges improve, never lower them to let a change through.
+LOCAL_CELL_ACCURACY_FLOOR = 0.72
+LOCAL_GATE_ACCURACY_FLOOR = 0.76
+LOCAL_MAX_FALSE_PASSES_ON_SWAPS = 0
+HELD_OUT_CELL_ACCURACY_FLOOR = 0.52
+HELD_OUT_GATE_ACCURACY_FLOOR = 0.70
 
 SWAP_TAGS = {"number_swap", "negation_flip", "entity_swap"}
 TAGS = SWAP_TAGS | {"comparison_flip", "multi_part_one_claim", "paraphrase", "partial_refusal_correct",

@@ -370,7 +370,10 @@ _SOURCE_CLAUSES = re.compile(r",\s+(?:and|with|while|whereas|but|although|though
 
 def clauses_of(sent: Sentence) -> list[Sentence]:
     """The sentence's clauses as sentences (verbatim slices), or [] when it has only one."""
-    cuts = [0] + [m.start() for m in _SOURCE_CLAUSES.finditer(sent.text)] + [len(sent.text)]
+    # ", and" closing a list ("directed, written, and co-edited by") joins items, not statements.
+    cuts = [0] + [m.start() for m in _SOURCE_CLAUSES.finditer(sent.text)
+                  if not (m.group(0).strip(", ").lower() == "and" and "," in sent.text[max(0, m.start() - 30):m.start()])
+                  ] + [len(sent.text)]
     if len(cuts) < 3:
         return []
     out = []
@@ -409,7 +412,7 @@ def _number_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | No
     if not claim_numbers or claim_numbers <= sent.norms:
         return None
     region = _region(claim, sent)
-    rest, shared = _rest(claim, sent, claim_numbers, ctx)
+    rest, shared = _rest(claim, sent, claim_numbers, ctx if own is None else None)
     if rest < _REST_MIN or shared < _MIN_SHARED:
         return None
     # A figure the context states elsewhere with the same unit: the claim may be about that place,
@@ -479,7 +482,9 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
         lacking = [t for t in claim.toks[i:j] if name(t) and not sent.has(t)]
         if not lacking or (own is not None and not any(t.norm in own for t in claim.toks[i:j])):
             continue
-        rest, shared = _rest(claim, sent, {t.norm for t in lacking}, ctx)
+        # Coreference credit (topic_coverage) only for a claim that states its fact whole: a bare
+        # answer's "rest" is the question's wording, too loose to vouch for a name swap.
+        rest, shared = _rest(claim, sent, {t.norm for t in lacking}, ctx if own is None else None)
         if rest < _REST_MIN or shared < _MIN_SHARED:
             continue
         # A name the context uses elsewhere is no swap here (the claim may be about that other
@@ -499,6 +504,8 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
         for a, b, extra in theirs:
             if kind != _kind(extra):
                 continue  # a month stands against a month, a weekday against a weekday, a name against a name
+            if _acronym(claim.toks[i:j], region[a:b]):
+                continue   # "UK" and "United Kingdom" name one thing
             alone = len(kept) == 1 and len(theirs) == 1 and rest >= _SAME_STATEMENT
             if kind == "month" or keys & _neighbours(region, a, b) or alone:
                 said = " ".join(t.low for t in claim.toks[i:j])
@@ -509,6 +516,17 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
 
 # "valid on all buses except the Airport Express": an exclusion denies what follows it.
 _EXCLUDING = frozenset("except excluding excepting".split())
+
+
+def _acronym(one: tuple[Tok, ...], other: tuple[Tok, ...]) -> bool:
+    """Is one run the initials of the other ("UK" / "United Kingdom", "NASA" / "National ... Administration")?"""
+    def initials(run: tuple[Tok, ...]) -> str:
+        return "".join(t.low[0] for t in run if t.low and t.low not in STOPWORDS)
+
+    def letters(run: tuple[Tok, ...]) -> str:
+        return "".join(t.low for t in run).replace(".", "")
+
+    return any(len(letters(x)) >= 2 and letters(x) == initials(y) for x, y in ((one, other), (other, one)))
 
 
 def _scoped(toks: tuple[Tok, ...], shared: set[str]) -> int:
