@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from veralith.config import settings  # noqa: E402
 import veralith  # noqa: E402
+from veralith.config import settings  # noqa: E402
 
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 

@@ -57,7 +57,7 @@ class HashingEmbeddingFunction(EmbeddingFunction[Documents]):
         vector = [0.0] * self.dim
         words = tokens(text)
         # Each feature counts once: repeating a product name should not outweigh the words that differ.
-        features = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:])}
+        features = set(words) | {f"{a} {b}" for a, b in zip(words, words[1:], strict=False)}
         for feature in sorted(features):
             # sha1, not hash(): Python salts str hashes per process, and the index must survive one.
             digest = hashlib.sha1(feature.encode()).digest()

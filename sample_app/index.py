@@ -59,4 +59,4 @@ def retrieve(collection: chromadb.Collection, question: str, k: int = 3) -> list
     """The k nearest passages as Veralith context dicts (id, text, source)."""
     found = collection.query(query_texts=[question], n_results=k)
     return [{"id": doc_id, "text": text, "source": (meta or {}).get("source", doc_id)}
-            for doc_id, text, meta in zip(found["ids"][0], found["documents"][0], found["metadatas"][0])]
+            for doc_id, text, meta in zip(found["ids"][0], found["documents"][0], found["metadatas"][0], strict=True)]

@@ -93,8 +93,9 @@ def configuration_markdown() -> str:
 
     lines = ["# Configuration", "", _NOTICE.format(source="the `Settings` model in `veralith/config.py`"), "",
              "Veralith reads its settings once, at import, from environment variables; a `.env` file in the "
-             "working directory is loaded first (variables already set win). A value Veralith cannot use "
-             "fails at import with the variable's name. Booleans accept `1`/`true`/`yes`/`on` and "
+             "working directory (and no folder above it) is loaded first (variables already set win). A value "
+             "Veralith cannot use raises a ConfigError naming the variable when it is first read; the CLI "
+             "prints one line, `error: VERALITH_X: ...`, and exits 2. Booleans accept `1`/`true`/`yes`/`on` and "
              "`0`/`false`/`no`/`off`, in any case. `.env.example` lists every variable with a comment.", "",
              "| variable | type | default | meaning |", "|---|---|---|---|"]
     for name, field in Settings.model_fields.items():
@@ -108,7 +109,8 @@ def configuration_markdown() -> str:
               "`veralith.config.settings` holds the values. It is read-only; `settings.override(...)` "
               "changes some for the duration of a `with` block, validates them like the environment "
               "does, and restores the previous values on exit, also after an exception. Overrides are "
-              "process-wide, so background workers see them too.", "",
+              "context-local: each thread and asyncio task sees its own, and work `log()` hands to its "
+              "background worker runs under the settings of the caller that logged it.", "",
               "```python", "from veralith.config import settings", "",
               "print(settings.judge_model)", "with settings.override(batch_size=1, backend=\"local\"):",
               "    assert settings.batch_size == 1", "```", "",

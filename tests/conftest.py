@@ -9,8 +9,19 @@ import pytest
 from fake_openai_server import openai_server  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# The optional shared folder (labelled data, an offline tiktoken cache) beside the checkout. Tests
+# that need it skip with a reason when it is absent, so a fresh clone passes anywhere;
+# VERALITH_SHARED_DIR=/nonexistent simulates that clone.
+SHARED = Path(os.environ.get("VERALITH_SHARED_DIR") or REPO.parent / "shared")
 DATA = SHARED / "data"
+
+
+def data_file(name: str) -> Path:
+    """A file of the shared data folder, or skip the calling test, naming what is missing."""
+    path = DATA / name
+    if not path.is_file():
+        pytest.skip(f"needs {path}: labelled data from the optional shared folder, absent on this checkout")
+    return path
 
 # Tests never touch the network: no real key, no real base URL, tiktoken from the shared folder.
 for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):

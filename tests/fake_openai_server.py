@@ -31,7 +31,8 @@ yields a 500 carrying its error. Faults apply only to unscripted requests.
 
 As a subprocess (benchmarks, crash and CLI tests):
 
-    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1] [--count-tokens] [--logprobs]
+    python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1] \
+        [--count-tokens] [--logprobs]
 
 prints `READY http://127.0.0.1:PORT/v1` on its first stdout line; GET /v1/_stats returns counts.
 
@@ -289,7 +290,7 @@ def counted_usage(body: dict[str, Any], content: str) -> dict[str, int]:
     import os
     from pathlib import Path
 
-    shared = Path(__file__).resolve().parents[2] / "shared" / "tiktoken"
+    shared = Path(os.environ.get("VERALITH_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared") / "tiktoken"
     if shared.is_dir():  # the offline copy of the encodings; tiktoken would otherwise download them
         os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(shared))
     import tiktoken

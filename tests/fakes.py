@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict, deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -27,13 +28,13 @@ class FakeClient:
     def prompt_version(self, task: str) -> str:
         return f"fake-{task}-1"
 
-    def enqueue(self, task: str, reply: Any, confidence: dict[str, float] | None = None) -> "FakeClient":
+    def enqueue(self, task: str, reply: Any, confidence: dict[str, float] | None = None) -> FakeClient:
         """reply: an output model instance, a dict for it, or an exception to raise; `confidence`
         is what a backend that knows its certainty would report (item id -> probability)."""
         self._queues[task].append((reply, confidence or {}))
         return self
 
-    def respond(self, task: str, fn: Callable[[Any], Any]) -> "FakeClient":
+    def respond(self, task: str, fn: Callable[[Any], Any]) -> FakeClient:
         """Compute replies from the payload when nothing is queued."""
         self._responders[task] = fn
         return self

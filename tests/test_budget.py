@@ -10,7 +10,7 @@ import time
 import warnings
 
 import pytest
-from conftest import DATA
+from conftest import SHARED, data_file
 
 import veralith
 from veralith.config import ConfigError, settings
@@ -98,7 +98,14 @@ def test_a_budget_on_an_unpriced_model_fails_loudly(openai_server):
         assert enforce_budget(QUERY, CONTEXT, RESPONSE, budget_usd=1e-9).usd == 0
 
 
+def _needs_tiktoken_files() -> None:
+    if not (SHARED / "tiktoken").is_dir():
+        pytest.skip(f"needs {SHARED / 'tiktoken'}: the offline tiktoken encodings, absent on this checkout "
+                    "(tiktoken would otherwise download them)")
+
+
 def test_the_estimate_follows_the_pipelines_batching(openai_server):
+    _needs_tiktoken_files()
     response = " ".join(f"Fact number {n} is true." for n in range(1, 14))  # 13 sentences
     with _judge(openai_server, batch_size=5):
         est = estimate_trace(QUERY, CONTEXT, response)
@@ -112,12 +119,13 @@ def test_the_estimate_follows_the_pipelines_batching(openai_server):
 def _dev_traces(n: int) -> list[dict]:
     rows = []
     for name in ("faithfulness_halueval_qa", "faithfulness_begin_wow", "claims_wice"):
-        with open(DATA / f"{name}.dev.jsonl", encoding="utf-8") as handle:
+        with open(data_file(f"{name}.dev.jsonl"), encoding="utf-8") as handle:
             rows += [row for row in map(json.loads, handle) if row["query"].strip()][:n]
     return rows
 
 
 def test_the_estimate_is_within_30_percent_of_what_the_server_counted(openai_server):
+    _needs_tiktoken_files()
     openai_server.count_tokens = True
     estimated = received = 0
     for row in _dev_traces(4):

@@ -191,4 +191,4 @@ def test_a_budget_that_cannot_be_enforced_stops_the_run_with_a_message(runner, t
     settings.reload()
     result = runner.invoke(app, ["eval", str(_write(tmp_path / "g.jsonl", GOOD)), "--backend", "openai",
                                  "--model", "unpriced-model"])
-    assert result.exit_code == 1 and "VERALITH_PRICING" in result.stderr and _stored() == []
+    assert result.exit_code == 2 and "VERALITH_PRICING" in result.stderr and _stored() == []  # a config error

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import threading
 import time
 
@@ -28,9 +27,9 @@ from veralith.models import (
     Relation,
     Status,
     SubQuestion,
-    Suggestion,
     SufficiencyJudgment,
     SufficiencyLevel,
+    Suggestion,
     ThresholdSource,
     Usage,
     Verdict,

@@ -28,16 +28,20 @@ CHILD = textwrap.dedent("""
 def test_eight_processes_log_into_one_database():
     db = open_db()  # migrated once here; the children race only on writes
     started = time.perf_counter()
-    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(p), str(PER_PROCESS)], env=dict(os.environ),
+    # Each child drains its whole queue at exit (the default 10 s deadline is for host programs;
+    # eight interpreters on a small machine may need longer, and this test is about losing nothing).
+    env = {**os.environ, "VERALITH_SHUTDOWN_TIMEOUT_S": "600"}
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(p), str(PER_PROCESS)], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for p in range(PROCESSES)]
-    outputs = [child.communicate(timeout=240) for child in children]
+    outputs = [child.communicate(timeout=900) for child in children]
     elapsed = time.perf_counter() - started
-    for child, (_, err) in zip(children, outputs):
+    for child, (_, err) in zip(children, outputs, strict=True):
         assert child.returncode == 0, err
         assert "Traceback" not in err and "failed" not in err, err
     ids = [int(i) for out, _ in outputs for i in out.split()]
     assert len(ids) == len(set(ids)) == PROCESSES * PER_PROCESS
+    assert sorted(ids) == sorted(r[0] for r in db.execute("SELECT id FROM traces"))  # spooled ones moved in
     statuses = dict(db.execute("SELECT status, COUNT(*) FROM traces GROUP BY status").fetchall())
     assert statuses == {"done": PROCESSES * PER_PROCESS}, statuses
     assert db.execute("SELECT COUNT(*) FROM traces WHERE error_message IS NOT NULL").fetchone()[0] == 0
@@ -47,6 +51,6 @@ def test_eight_processes_log_into_one_database():
     assert sample.query.startswith("What does part") and sample.metadata["i"] == PER_PROCESS - 1
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     # The work is about 50 CPU-seconds (8 interpreters starting, 2,400 evaluations), so wall time
-    # depends on free cores; the bound catches a pathological slowdown (writers stuck in lock
-    # waits), not a busy machine.
-    assert elapsed < 300, f"took {elapsed:.0f}s"
+    # depends on free cores; the generous bound catches a pathological slowdown (writers stuck in
+    # lock waits), not a busy machine.
+    assert elapsed < 600, f"took {elapsed:.0f}s"

@@ -42,15 +42,12 @@ def test_override_validates_and_restores():
     with settings.override(batch_size=1) as s:
         assert settings.batch_size == 1 == s.batch_size
     assert settings.batch_size == before
-    with pytest.raises(ConfigError, match="unknown"):
-        with settings.override(bach_size=2):
-            pass
-    with pytest.raises(ConfigError, match="batch_size"):
-        with settings.override(batch_size=0):
-            pass
-    with pytest.raises(RuntimeError):
-        with settings.override(batch_size=3):
-            raise RuntimeError("x")
+    with pytest.raises(ConfigError, match="unknown"), settings.override(bach_size=2):
+        pass
+    with pytest.raises(ConfigError, match="batch_size"), settings.override(batch_size=0):
+        pass
+    with pytest.raises(RuntimeError), settings.override(batch_size=3):
+        raise RuntimeError("x")
     assert settings.batch_size == before
     with pytest.raises(AttributeError):
         settings.batch_size = 3

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import contextvars
+import json
 import threading
 import warnings
 
@@ -227,8 +227,9 @@ def test_scope_usd_is_the_servers_usage_times_the_table_price(openai_server):
 
 
 def test_two_traces_evaluated_concurrently_each_get_only_their_own_cost(openai_server):
-    import veralith
     from fake_openai_server import Reply, auto_reply
+
+    import veralith
 
     # Trace A's requests are reported as 1000 prompt tokens, trace B's as 7000.
     def responder(body):
@@ -305,11 +306,10 @@ def test_instrument_records_a_streamed_call_from_its_usage_chunk():
     stream = Stream()
     completions = SimpleNamespace(create=lambda **kw: stream if kw.get("stream") else None, parse=lambda **kw: None)
     client = instrument(SimpleNamespace(chat=SimpleNamespace(completions=completions)))
-    with CostScope() as scope:
-        with client.chat.completions.create(model="gpt-4o-mini", messages=[], stream=True,
-                                            stream_options={"include_usage": True}) as metered:
-            assert scope.calls == 0  # nothing is known until the usage chunk arrives
-            assert len(list(metered)) == 2
+    with CostScope() as scope, client.chat.completions.create(model="gpt-4o-mini", messages=[], stream=True,
+                                        stream_options={"include_usage": True}) as metered:
+        assert scope.calls == 0  # nothing is known until the usage chunk arrives
+        assert len(list(metered)) == 2
     assert stream.closed
     assert (scope.calls, scope.input_tokens, scope.output_tokens) == (1, 900, 40)
     assert scope.usd == pytest.approx(price_usd("gpt-4o-mini", 900, 0, 40))

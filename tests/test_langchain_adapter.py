@@ -313,9 +313,8 @@ def test_importing_veralith_or_the_adapter_does_not_import_langchain():
 
 def test_install_without_langchain_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "langchain_core.callbacks", None)
-    with warnings.catch_warnings():
-        with pytest.raises(ImportError, match=r'pip install "veralith\[langchain\]"'):
-            adapter.install()
+    with warnings.catch_warnings(), pytest.raises(ImportError, match=r'pip install "veralith\[langchain\]"'):
+        adapter.install()
     assert not adapter.is_installed()
 
 
@@ -326,8 +325,7 @@ def test_install_without_langchain_names_the_extra(monkeypatch):
 def stored():
     """Return a reader of every stored result, oldest first, after draining the background worker."""
     sdk_log = pytest.importorskip("veralith.sdk.log")
-    from veralith.store import db as store_db
-    from veralith.store import repository as repo
+    from veralith.store import db as store_db, repository as repo
 
     def read():
         sdk_log.shutdown(wait=True)

@@ -4,8 +4,8 @@ seed quickstart and the six cell fixtures where DESIGN §4 says. Offline and fas
 from __future__ import annotations
 
 import pytest
-
 from six_cell_traces import SIX_CELL_TRACES
+
 from veralith.llm.base import JudgeClient
 from veralith.llm.local import LocalClient
 from veralith.llm.tasks import (

@@ -71,8 +71,6 @@ def test_version_attribute_comes_from_metadata():
     assert veralith.__version__ == PROJECT["version"]
 
 
-@pytest.mark.xfail(strict=True, reason="the lead moves __version__ to importlib.metadata (issue 17); "
-                                       "remove this marker with that change")
 def test_no_version_literal_in_the_package():
     tree = ast.parse((REPO / "veralith" / "__init__.py").read_text(encoding="utf-8"))
     literals = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)
@@ -81,7 +79,6 @@ def test_no_version_literal_in_the_package():
     assert not literals, "veralith/__init__.py writes the version again; read it from package metadata"
 
 
-@pytest.mark.xfail(strict=True, reason="the lead adds `veralith --version` (issue 17); remove this marker with it")
 def test_cli_prints_the_version():
     from typer.testing import CliRunner
 

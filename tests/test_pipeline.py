@@ -6,8 +6,8 @@ import json
 import math
 
 import pytest
-
 from fakes import FakeClient, decomposition, mapping, suff, supported, unsupported
+
 from veralith.errors import JudgeCallError
 from veralith.models import Availability, Execution, FailureCell, Gate, Relation, SufficiencyLevel, Verdict
 from veralith.pipeline.evaluate import evaluate

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from conftest import REPO
+
 from veralith.models import SCHEMA_VERSION
 from veralith.schema import current_schema, schema_path
 

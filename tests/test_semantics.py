@@ -4,8 +4,8 @@ refusal gate rules, empty inputs, confidence and needs_review."""
 from __future__ import annotations
 
 import pytest
-
 from fakes import FakeClient, decomposition, mapping, suff, supported, unsupported
+
 from veralith.models import Coverage, FailureCell, Gate, ResponseKind
 from veralith.pipeline.evaluate import evaluate
 

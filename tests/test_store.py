@@ -37,12 +37,18 @@ from veralith.models import (
     Usage,
     Verdict,
 )
-from veralith.store import TraceNotEvaluated, TraceNotFound, load_result
-from veralith.store import migrate
+from veralith.store import TraceNotEvaluated, TraceNotFound, load_result, migrate
 from veralith.store.db import connect, open_db
 from veralith.store.repository import (
-    claim_trace, create_trace, iter_results, list_traces, load_trace_input, mark_error, resumable_trace_ids,
-    save_result, stats,
+    claim_trace,
+    create_trace,
+    iter_results,
+    list_traces,
+    load_trace_input,
+    mark_error,
+    resumable_trace_ids,
+    save_result,
+    stats,
 )
 
 CHUNKS = [ContextChunk(id="c0", text="The P/E ratio is price divided by earnings.", source="wiki",

@@ -4,6 +4,8 @@ This module only re-exports the public surface; nothing optional (LangChain, chr
 is imported here.
 """
 
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError, version as _version
+
 from veralith.models import (
     Claim,
     CompletenessJudgment,
@@ -27,7 +29,10 @@ from veralith.pipeline.evaluate import evaluate
 from veralith.sdk.log import log, resume, shutdown
 from veralith.sdk.trace import TraceReturn, trace
 
-__version__ = "0.1.0"
+try:
+    __version__ = _version("veralith")  # written once, in pyproject.toml
+except _PackageNotFoundError:  # imported from a source tree that was never installed: no metadata
+    __version__ = "0+unknown"
 
 __all__ = [
     "Claim",

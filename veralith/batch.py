@@ -24,8 +24,8 @@ from typing import Any, Generic, TypeVar
 from veralith.models import EvaluationResult
 from veralith.records import BadLine, Record, read_records
 
-__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "record_outcome", "release",
-           "resume_jobs", "run_ordered"]
+__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "record_outcome",
+           "release", "resume_jobs", "run_ordered"]
 
 J = TypeVar("J")
 
@@ -200,9 +200,19 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, db: Any, client: An
         if persist:
             from veralith.store.repository import create_trace
 
-            # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
-            trace_id = create_trace(db, query=item.query, context=item.context, response=item.response,
-                                    knowledge_base=item.knowledge_base, metadata=item.metadata, queued=True)
+            try:
+                # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
+                trace_id = create_trace(db, query=item.query, context=item.context, response=item.response,
+                                        knowledge_base=item.knowledge_base, metadata=item.metadata, queued=True)
+            except Exception as exc:
+                from veralith.store.errors import writes_stopped
+
+                stop = writes_stopped(exc)
+                if stop is not None:
+                    raise stop from None
+                tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
+                report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
+                continue
             item = replace(item, trace_id=trace_id)
         yield item
     tally.unread = False
@@ -218,8 +228,10 @@ def resume_jobs(db: Any, trace_ids: Iterable[int]) -> Iterator[Record]:
                      metadata=metadata, trace_id=trace_id)
 
 
-def evaluate_record(record: Record, *, persist: bool, client: Any) -> EvaluationResult | None:
-    """Evaluate one record in a worker thread; None when another process claimed the trace first."""
+def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False) -> EvaluationResult | None:
+    """Evaluate one record in a worker thread; None when another process claimed the trace first.
+
+    `failed`: the trace is re-judged after a failed evaluation (`veralith resume --failed`)."""
     from veralith.pipeline.evaluate import evaluate_checked
 
     db = None
@@ -229,7 +241,7 @@ def evaluate_record(record: Record, *, persist: bool, client: Any) -> Evaluation
 
         db = open_db()
         # Claim before evaluating, so a concurrent `veralith resume` never evaluates it twice.
-        if record.trace_id is not None and not claim_trace(db, record.trace_id):
+        if record.trace_id is not None and not claim_trace(db, record.trace_id, failed=failed):
             return None
     # The record was validated when read and budget-checked in eval_jobs (or when it was logged).
     return evaluate_checked(record.query, record.context, record.response, db=db, client=client,
@@ -240,13 +252,30 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
                    persist: bool, db: Any, report: Callable[[str], None], where: str) -> None:
     """Count one finished record and report what went wrong with it, naming where it came from."""
     if error is not None:
-        tally.failed += 1
-        message = f"evaluation failed: {type(error).__name__}: {error}"
-        report(f"{where}: {message}")
-        if persist and job.trace_id is not None:
-            from veralith.store.repository import mark_error
+        from veralith.redact import redact_configured
 
-            mark_error(db, job.trace_id, message)
+        tally.failed += 1
+        message = redact_configured(f"evaluation failed: {type(error).__name__}: {error}")  # printed and stored
+        report(f"{where}: {message}")
+        from veralith.store.errors import writes_stopped
+
+        stop = writes_stopped(error)
+        if stop is not None:
+            raise stop  # its trace stays pending/running under a lease that dies with us: resumable
+        if persist and job.trace_id is not None:
+            from veralith.store.repository import drop_lease, mark_error
+
+            try:
+                mark_error(db, job.trace_id, message)
+            except Exception as exc:
+                from veralith.store.errors import writes_stopped
+
+                stop = writes_stopped(exc)
+                if stop is not None:
+                    raise stop from None
+                report(f"{where}: could not record the failure: {type(exc).__name__}: {exc}")
+            finally:
+                drop_lease(db, job.trace_id)
     elif result is None:
         tally.skipped += 1
         report(f"{where}: trace {job.trace_id} was claimed by another process; left to it")

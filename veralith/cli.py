@@ -4,13 +4,16 @@ Commands only wire options to the library and choose exit codes; reading and run
 in veralith.batch, and everything shown is built by veralith.render. Heavy modules are imported
 inside the commands so `veralith --help` stays instant.
 
-Exit codes: 0 clean; 1 missing or empty input, unknown trace, unusable configuration; 2 finished
-with per-record errors (bad lines, failed records, judge errors); 130 interrupted by Ctrl-C.
+Exit codes: 0 clean; 1 missing or empty input, unknown trace, bad invocation; 2 finished with
+per-record errors (bad lines, failed records, judge errors), an invalid VERALITH_* setting, or a
+database that stopped accepting writes (full disk, read-only); 130 interrupted by Ctrl-C.
+Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import time
 from enum import Enum
@@ -28,6 +31,25 @@ app = typer.Typer(name="veralith", help="Diagnose why a RAG answer went wrong.",
                   add_completion=False, pretty_exceptions_enable=False)
 
 EXIT_INPUT, EXIT_RECORD_ERRORS, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_CONFIG = 2
+MAX_ID = 2**63 - 1  # SQLite's largest integer; larger ids cannot exist and would overflow the driver
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from veralith import __version__
+
+        typer.echo(f"veralith {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Show the version and exit.", callback=_print_version,
+                                          is_eager=True)] = False,
+) -> None:
+    # No docstring: the app's help (above) stays the one shown by `veralith --help`.
+    pass
 
 
 class Backend(str, Enum):
@@ -52,8 +74,24 @@ def _err() -> Console:
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
-    _err().print(render.literal(f"error: {message}", "red"), soft_wrap=True)
+    _err().print(render.literal(f"error: {_redacted(message)}", "red"), soft_wrap=True)
     return typer.Exit(code)
+
+
+def _redacted(message: object) -> str:
+    """The message with the API key and any URL password masked (veralith.redact)."""
+    from veralith.redact import redact_configured
+
+    return redact_configured(message)
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an output that is the database or one of its -wal/-shm files, before opening it."""
+    from veralith.store.db import output_conflict
+
+    problem = output_conflict(output)
+    if problem is not None:
+        raise _fail(f"--output {problem}")
 
 
 def _open_output(path: Path, *, newline: str | None) -> Any:
@@ -93,6 +131,8 @@ def eval_command(
         raise _fail(f"{file}: not a regular file")
     if output is not None and output.exists() and output.resolve() == file.resolve():
         raise _fail(f"--output {output} is the input file; it would be overwritten before it is read")
+    if output is not None:
+        _check_output(output)
     try:
         total = records.count_lines(file)
     except OSError as exc:
@@ -118,24 +158,31 @@ def resume_command(
         "--concurrency", "-c", min=1, max=256, help="Traces evaluated in parallel (default: from settings)")] = None,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(help="Judge model name (default: from settings)")] = None,
+    failed: Annotated[bool, typer.Option(
+        "--failed", help="Instead re-judge stored traces whose last evaluation failed (judge errors, e.g. an "
+        "outage); earlier errors stay in their history.")] = False,
 ) -> None:
-    """Evaluate traces left pending (or abandoned by a crashed process)."""
-    if _existing_db() is None:
+    """Evaluate traces left pending (or abandoned by a crashed process); with --failed, re-judge failed ones."""
+    db = _existing_db()
+    if db is None:
         _out().print("nothing to resume: no database yet")
         return
-    from veralith.store.db import open_db
+    from veralith.store.db import resolve_path
     from veralith.store.repository import resumable_trace_ids
+    from veralith.store.spool import recover
 
-    ids = resumable_trace_ids(open_db())
+    if not failed:
+        recover(db, resolve_path())  # traces spooled by a process that is gone
+    ids = resumable_trace_ids(db, failed=failed)
     if not ids:
-        _out().print("nothing to resume: no pending traces")
+        _out().print("nothing to resume: " + ("no traces with judge errors" if failed else "no pending traces"))
         return
 
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.resume_jobs(db, ids)
 
     def work(job: records.Record, client: Any) -> Any:
-        return batch.evaluate_record(job, persist=True, client=client)
+        return batch.evaluate_record(job, persist=True, client=client, failed=failed)
 
     _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model,
          concurrency=concurrency, output=None, where=lambda r: f"trace {r.trace_id}")
@@ -146,6 +193,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
     from veralith.config import ConfigError, settings
     from veralith.errors import StoreError
+    from veralith.store.errors import WritesStopped
 
     # A dry run must not create or touch the database, and the judge-reply cache lives in it.
     overrides: dict[str, Any] = {} if persist else {"cache": False}
@@ -183,7 +231,11 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                     tally.left_pending, tally.left_running = len(stop.cancelled), len(stop.abandoned)
                     if persist:
                         batch.release(db, stop.cancelled)
-    except (ConfigError, StoreError) as exc:
+    except ConfigError as exc:
+        raise _fail(str(exc), EXIT_CONFIG) from None
+    except WritesStopped as exc:  # full disk, read-only file: what was committed stays
+        raise _fail(str(exc), EXIT_RECORD_ERRORS) from None
+    except StoreError as exc:
         raise _fail(str(exc)) from None
     finally:
         if sink is not None:
@@ -205,7 +257,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
 
 @app.command("inspect")
 def inspect_command(
-    trace_id: Annotated[int, typer.Argument(metavar="ID", help="Trace id (see `veralith list`).")],
+    trace_id: Annotated[int, typer.Argument(metavar="ID", min=1, max=MAX_ID, help="Trace id (see `veralith list`).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
 ) -> None:
     """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only)."""
@@ -219,6 +271,8 @@ def inspect_command(
         result = load_result(trace_id, db=db)
     except StoreError as exc:  # unknown id, or a trace with no result yet (pending, running, error)
         raise _fail(str(exc)) from None
+    except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
+        raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)") from None
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
@@ -227,7 +281,7 @@ def inspect_command(
 
 @app.command("list")
 def list_command(
-    limit: Annotated[int, typer.Option(min=1, help="Most recent traces to show.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_ID, help="Most recent traces to show.")] = 50,
     cell: Annotated[str | None, typer.Option(help="Only this failure cell, e.g. incomplete_ungrounded.")] = None,
     kb: Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")] = None,
     status: Annotated[str | None, typer.Option(help="Only traces in this state: pending, running, done, error.")]
@@ -239,6 +293,10 @@ def list_command(
 
     if cell is not None and cell not in FailureCell.__members__:
         raise _fail(f"--cell {cell!r} is not a cell; use one of {', '.join(FailureCell.__members__)}", 2)
+    from veralith.store.queries import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise _fail(f"--status {status!r} is not a status; use one of {', '.join(STATUSES)}", 2)
     db = _existing_db()
     rows = [] if db is None else list_traces(db, limit=limit, cell=cell, kb=kb, status=status)
     if not rows:
@@ -263,8 +321,8 @@ def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this
 def export_command(
     fmt: Annotated[Format, typer.Option("--format", help="jsonl: full results; csv: one flat row each.")]
     = Format.jsonl,
-    since: Annotated[str | None, typer.Option(help="Only traces created at or after this ISO date/time (UTC unless it names a zone).")]
-    = None,
+    since: Annotated[str | None, typer.Option(
+        help="Only traces created at or after this ISO date/time (UTC unless it names a zone).")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")]
     = None,
 ) -> None:
@@ -282,26 +340,46 @@ def export_command(
         # Stored times are UTC ISO text; a time without a zone is taken as UTC.
         aware = parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
         when = aware.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    if output is not None:
+        _check_output(output)
     db = _existing_db()
-    results = iter([]) if db is None else iter_results(db, since=when)
+    unreadable: list[int] = []
+
+    def skip(trace_id: int, exc: Exception) -> None:  # a damaged page spoils its traces, not the export
+        unreadable.append(trace_id)
+        _err().print(render.literal(f"error: trace {trace_id} cannot be read: {exc}; skipped", "red"),
+                     soft_wrap=True)
+
+    results = iter([]) if db is None else iter_results(db, since=when, on_error=skip)
     sink = _open_output(output, newline="") if output else sys.stdout
+    # On a terminal, control and bidi characters in stored text are shown escaped, never obeyed.
+    escape = render.terminal_safe if output is None and sys.stdout.isatty() else None
     try:
-        count = records.write_export(results, sink, fmt.value)
+        count = records.write_export(results, sink, fmt.value, escape=escape)
+    except sqlite3.DatabaseError as exc:  # the listing itself hit a damaged page
+        raise _fail(f"the database file is damaged ({exc}); export stopped", EXIT_RECORD_ERRORS) from None
     finally:
         if output:
             sink.close()
     if output:
         _err().print(render.literal(f"exported {count} traces to {output}"))
+    if unreadable:
+        raise _fail(f"{len(unreadable)} trace(s) could not be read (damaged database pages): "
+                    f"{', '.join(map(str, unreadable[:20]))}", EXIT_RECORD_ERRORS)
 
 
 def main() -> None:
     """Console-script entry point (pyproject: veralith = "veralith.cli:main")."""
+    from veralith.config import ConfigError
     from veralith.errors import VeralithError
 
     try:
         app()
+    except ConfigError as exc:    # an invalid VERALITH_* value: `error: VERALITH_X: ...`
+        _err().print(render.literal(f"error: {_redacted(exc)}", "red"), soft_wrap=True)
+        sys.exit(EXIT_CONFIG)
     except VeralithError as exc:  # e.g. a database newer than this code: a message, not a traceback
-        _err().print(render.literal(f"error: {exc}", "red"), soft_wrap=True)
+        _err().print(render.literal(f"error: {_redacted(exc)}", "red"), soft_wrap=True)
         sys.exit(EXIT_INPUT)
     except KeyboardInterrupt:     # Ctrl-C before a batch started (imports, opening the database)
         sys.exit(EXIT_INTERRUPTED)

@@ -1,30 +1,40 @@
 """Configuration: read once at import from the environment (and `.env`), held by `settings`.
 
 Every setting is an environment variable `VERALITH_<NAME>`; `OPENAI_API_KEY` and `OPENAI_BASE_URL`
-are honoured the way the OpenAI SDK honours them. A wrong value fails at import with the variable's
-name, so a typo never turns into a silent default.
+are honoured the way the OpenAI SDK honours them. A wrong value raises ConfigError naming the
+variable (`VERALITH_BATCH_SIZE: ...`) the first time a setting is read, so a typo never turns into a
+silent default, and `veralith --help` still works with a broken environment.
+
+`.env` is read from the current working directory only, never from a parent folder or from next
+to the installed package: a `.env` elsewhere on disk must not be able to redirect the judge server
+(and the API key sent to it). Variables already in the environment win over `.env`.
 
     from veralith.config import settings
     settings.judge_model                      # 'gpt-4o'
     with settings.override(batch_size=1):     # validated; restored on exit, also on exception
-        ...
+        ...                                   # context-local: other threads/tasks do not see it
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
+import math
 import os
 import threading
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from dotenv import load_dotenv
+from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from veralith.errors import VeralithError
+from veralith.redact import redact_url
 
-__all__ = ["ConfigError", "Settings", "env_name", "load_settings", "settings"]
+__all__ = ["ConfigError", "Settings", "env_name", "load_dotenv_cwd", "load_settings", "settings"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -37,7 +47,7 @@ class ConfigError(VeralithError, ValueError):
 class Settings(BaseModel):
     """All tunables. Field descriptions are the documentation (docs/configuration.md is generated)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=True, allow_inf_nan=False)
 
     backend: Literal["auto", "openai", "local"] = Field(
         "auto", description="Judge backend: `openai` (any OpenAI-compatible server), `local` (offline "
@@ -51,7 +61,8 @@ class Settings(BaseModel):
         "logged or printed.")
     batch_size: int = Field(6, ge=1, le=50, description="Items (claims or sub-questions) per judge call.")
     concurrency: int = Field(4, ge=1, le=256, description="Traces evaluated in parallel by `veralith eval`.")
-    timeout_s: float = Field(60.0, gt=0, description="Per-call timeout in seconds for the judge server.")
+    timeout_s: float = Field(60.0, gt=0, le=3600, description="Deadline in seconds for one judge call (the "
+                             "whole request, however slowly the server sends its reply).")
     max_retries: int = Field(
         3, ge=0, le=20, description="Retries with backoff on 429/5xx/timeouts (Retry-After honoured).")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of judge calls.")
@@ -62,6 +73,12 @@ class Settings(BaseModel):
         None, gt=0, description="Refuse a trace whose estimated judge cost exceeds this many USD.")
     sync: bool = Field(False, description="`log()` evaluates in the caller's thread instead of the background.")
     queue_size: int = Field(1000, ge=1, description="Background queue length; when full, traces stay pending.")
+    shutdown_timeout_s: float = Field(
+        10.0, ge=0, le=86400, description="The most the at-exit drain of background evaluations waits; what "
+        "is left stays pending for `veralith resume`.")
+    log_timeout_ms: float = Field(
+        50.0, gt=0, le=60000, description="The most `log()` waits for the database's write lock before it "
+        "appends the trace to this process's spool file instead (the worker moves it into the database).")
     sufficiency_fallback: float = Field(
         1.0, ge=0, le=1, description="Sufficiency threshold used until a knowledge base is calibrated.")
     calibration_min_traces: int = Field(
@@ -80,7 +97,31 @@ class Settings(BaseModel):
             if unknown or "input" not in prices or "output" not in prices:
                 raise ValueError(f"price of {model!r} needs 'input' and 'output' (and optionally "
                                  f"'cached_input'), got {sorted(prices)}")
+            for kind, price in prices.items():
+                # A negative or NaN price would silently corrupt every cost total and budget check.
+                if not math.isfinite(price) or price < 0:
+                    raise ValueError(f"price {kind!r} of {model!r} must be a finite number >= 0, got {price}")
         return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        shown = redact_url(value)
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+        except ValueError as exc:
+            raise ValueError(f"{shown!r} is not a usable URL ({exc})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{shown!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
+        return value
+
+    def __repr_args__(self) -> Any:
+        # The key is a SecretStr already; a password in the base URL must be hidden the same way.
+        for name, value in super().__repr_args__():
+            yield name, (redact_url(value) if name == "base_url" else value)
 
 
 def env_name(field: str) -> str:
@@ -131,58 +172,106 @@ def _explain(exc: ValidationError, *, from_env: bool) -> str:
     for err in exc.errors():
         field = str(err["loc"][0]) if err["loc"] else "?"
         name = env_name(field) if from_env and field in Settings.model_fields else field
-        parts.append(f"{name}: {err['msg']}")
-    return "invalid configuration: " + "; ".join(parts)
+        # Pydantic echoes the input; for the base URL that could carry a password.
+        parts.append(f"{name}: {redact_url(str(err['msg']))}")
+    return "; ".join(parts)
+
+
+def load_dotenv_cwd(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """Put `.env` of the working directory (only) into os.environ without overriding what is set.
+
+    Returns the variables it set. No climbing to parent folders: which file configures the run
+    must be obvious from where the command runs.
+    """
+    path = Path.cwd() if cwd is None else Path(cwd)
+    dotenv = path / ".env"
+    if not dotenv.is_file():
+        return {}
+    added = {}
+    for key, value in dotenv_values(dotenv).items():
+        if value is not None and key not in os.environ:
+            os.environ[key] = added[key] = value
+    return added
 
 
 class _SettingsHandle:
-    """The `settings` singleton: attribute access reads the current Settings; `override` swaps it.
+    """The `settings` singleton: attribute access reads the current Settings; `override` replaces
+    them for the current context only.
 
-    Overrides are process-wide (not per thread) because background workers must see what the
-    caller configured; they nest and always restore on exit.
+    Overrides live in a ContextVar: each thread and each asyncio task sees its own, they nest, and
+    they always restore on exit. Work handed to another thread carries the caller's settings along
+    (contextvars.copy_context, or `snapshot()` + `using()` for a long-lived worker).
     """
 
-    def __init__(self, current: Settings) -> None:
-        object.__setattr__(self, "_current", current)
-        object.__setattr__(self, "_lock", threading.RLock())
+    def __init__(self) -> None:
+        object.__setattr__(self, "_base", None)
+        object.__setattr__(self, "_error", None)
+        object.__setattr__(self, "_var", contextvars.ContextVar("veralith_settings", default=None))
+        object.__setattr__(self, "_lock", threading.Lock())
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._current, name)
+        return getattr(self.current, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("settings are read-only; use `with settings.override(name=value):`")
 
     def __repr__(self) -> str:
-        return f"settings({self._current!r})"
+        return f"settings({self.current!r})"
 
     @property
     def current(self) -> Settings:
-        return self._current
+        """The Settings in force here. Raises ConfigError when the environment is invalid."""
+        local = self._var.get()
+        if local is not None:
+            return local
+        if self._base is None:
+            raise ConfigError(self._error or "settings were not loaded")
+        return self._base
+
+    def snapshot(self) -> Settings:
+        """The Settings in force here, to hand to another thread with `using()`."""
+        return self.current
+
+    @contextlib.contextmanager
+    def using(self, values: Settings) -> Iterator[Settings]:
+        """Make an already validated Settings current in this context (see `snapshot`)."""
+        token = self._var.set(values)
+        try:
+            yield values
+        finally:
+            self._var.reset(token)
 
     @contextlib.contextmanager
     def override(self, **changes: Any) -> Iterator[Settings]:
         unknown = sorted(set(changes) - set(Settings.model_fields))
         if unknown:
             raise ConfigError(f"unknown setting(s) {unknown}; known: {sorted(Settings.model_fields)}")
-        with self._lock:
-            previous = self._current
-            try:
-                updated = Settings(**{**previous.model_dump(), **changes})
-            except ValidationError as exc:
-                raise ConfigError(_explain(exc, from_env=False)) from None
-            object.__setattr__(self, "_current", updated)
         try:
+            updated = Settings(**{**self.current.model_dump(), **changes})
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, from_env=False)) from None
+        with self.using(updated):
             yield updated
-        finally:
-            with self._lock:
-                object.__setattr__(self, "_current", previous)
 
     def reload(self, environ: Mapping[str, str] | None = None) -> Settings:
-        """Re-read the environment (used by tests and by the CLI after it sets variables)."""
+        """Re-read the environment (used by tests and by the CLI after it sets variables).
+
+        Raises ConfigError for an invalid value; until a later reload succeeds, reading a setting
+        raises it again.
+        """
         with self._lock:
-            object.__setattr__(self, "_current", load_settings(environ))
-        return self._current
+            try:
+                loaded = load_settings(environ)
+            except ConfigError as exc:
+                object.__setattr__(self, "_base", None)
+                object.__setattr__(self, "_error", str(exc))
+                raise
+            object.__setattr__(self, "_base", loaded)
+            object.__setattr__(self, "_error", None)
+        return loaded
 
 
-load_dotenv(override=False)
-settings = _SettingsHandle(load_settings())
+load_dotenv_cwd()
+settings = _SettingsHandle()
+with contextlib.suppress(ConfigError):  # reported on first use, so that `--help` still works
+    settings.reload()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -50,7 +50,14 @@ def _reject_constant(name: str) -> float:
 
 def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
     """Validate one line; every problem becomes a BadLine whose message says what is wrong."""
-    from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
+    from veralith.pipeline.inputs import (
+        check_knowledge_base,
+        check_metadata,
+        check_query,
+        check_text,
+        normalize_context,
+    )
+    from veralith.validate import check_stored_inputs, check_unicode
 
     try:
         text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
@@ -81,7 +88,7 @@ def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
             # The record's own id travels in metadata so results and exports can be joined back to it.
             metadata["id"] = ident
         kb = obj.get("knowledge_base")
-        return Record(
+        record = Record(
             line=lineno,
             query=check_query(obj["query"]),
             context=normalize_context(obj["context"]),
@@ -89,6 +96,10 @@ def parse_line(lineno: int, raw: bytes, *, default_kb: str) -> Record | BadLine:
             knowledge_base=default_kb if kb is None else check_knowledge_base(kb),
             metadata=metadata,
         )
+        # What log() and evaluate() refuse: lone surrogates ("a\ud800"), 1e400 (inf), deep nesting.
+        check_stored_inputs(record.query, record.context, record.response, record.metadata)
+        check_unicode("knowledge_base", record.knowledge_base)
+        return record
     except (TypeError, ValueError) as exc:
         return BadLine(lineno, str(exc))
 
@@ -151,16 +162,23 @@ def _cell_safe(value: Any) -> Any:
     return value
 
 
-def write_export(results: Iterable[EvaluationResult], sink: IO[str], fmt: str) -> int:
-    """Stream results to `sink` as JSON lines or CSV; return how many were written."""
+def write_export(results: Iterable[EvaluationResult], sink: IO[str], fmt: str,
+                 escape: Callable[[str], str] | None = None) -> int:
+    """Stream results to `sink` as JSON lines or CSV; return how many were written.
+
+    `escape` (render.terminal_safe when the sink is a terminal) rewrites control and bidi
+    characters as visible \\uXXXX escapes, which keeps a JSON line valid JSON."""
     count = 0
     writer = csv.DictWriter(sink, fieldnames=CSV_FIELDS) if fmt == "csv" else None
     if writer is not None:
         writer.writeheader()
     for result in results:
         if writer is not None:
-            writer.writerow(csv_row(result))
+            row = csv_row(result)
+            writer.writerow(row if escape is None else {k: escape(v) if isinstance(v, str) else v
+                                                        for k, v in row.items()})
         else:
-            sink.write(result.model_dump_json() + "\n")
+            line = result.model_dump_json()
+            sink.write((line if escape is None else escape(line)) + "\n")
         count += 1
     return count

@@ -9,7 +9,7 @@ those characters instead of styling, linking or moving the terminal cursor.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -20,11 +20,13 @@ from rich.text import Text
 from veralith.models import Coverage, EvaluationResult, Relation, Verdict
 
 __all__ = ["RELATION_LABEL", "fmt_fraction", "fmt_usd", "literal", "result_view", "stats_view", "summary_view",
-           "traces_table"]
+           "terminal_safe", "traces_table"]
 
-# C0/C1 controls (but newline and tab), DEL, and the bidi overrides/isolates that can reorder what a
-# reader sees ("Trojan Source"). Shown as \xNN / \uNNNN so the text stays literal and inert.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls (but newline and tab), DEL, the bidi overrides/isolates and the invisible bidi
+# marks (U+061C ALM, U+200E LRM, U+200F RLM) that can reorder what a reader sees ("Trojan
+# Source"), and the Unicode line/paragraph separators. Shown as \xNN / \uNNNN so the text stays
+# literal and inert.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
                   Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
@@ -42,6 +44,12 @@ def literal(value: Any, style: str = "") -> Text:
     escaped = _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                           else f"\\u{ord(m.group()):04x}", text)
     return Text(escaped, style=style)
+
+
+def terminal_safe(text: str) -> str:
+    """Plain text for a terminal (export to a TTY): the same characters as `literal` escapes, as
+    \\uNNNN, which is also a valid escape inside a JSON string, so a JSON line stays JSON."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def fmt_usd(usd: float | None) -> str:
@@ -132,7 +140,8 @@ def _coverage(result: EvaluationResult, question_id: str) -> Text:
         from veralith.pipeline.classify import coverage as coverage_of
 
         grounded = {j.claim_id for j in result.faithfulness if j.verdict is Verdict.Y}
-        coverage = coverage_of([q for q in result.sub_questions if q.id == question_id], grounded, comp).get(question_id)
+        asked = [q for q in result.sub_questions if q.id == question_id]
+        coverage = coverage_of(asked, grounded, comp).get(question_id)
     if coverage is None or comp is None:
         return Text("unknown", style="dim")
     answering = comp.mappings.get(question_id, [])
@@ -265,7 +274,7 @@ def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
     return table
 
 
-def traces_table(rows: list[Mapping[str, Any]]) -> Table:
+def traces_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     """`veralith list`: one row per stored trace, newest first (rows as store.list_traces returns them)."""
     # Narrow on purpose: cell names must stay whole on an 80-column terminal; the query preview
     # takes what is left. `veralith inspect ID` shows the rest.

@@ -32,7 +32,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["VeralithAdapterWarning", "VeralithCallbackHandler", "install", "is_installed", "uninstall"]
+# VeralithCallbackHandler is built on first use by the module __getattr__ (LangChain loads lazily).
+__all__ = ["VeralithAdapterWarning", "VeralithCallbackHandler", "install", "is_installed", "uninstall"]  # noqa: F822
 
 _INSTALL_HINT = 'LangChain is not installed; install the extra with: pip install "veralith[langchain]"'
 _CHAIN_MODULES = ("langchain_classic.chains", "langchain.chains")  # LangChain 1.x, then 0.3
@@ -75,7 +76,7 @@ def install(*, knowledge_base: str = "default") -> int:
         for cls in _chain_classes():
             if cls not in _patched:
                 _patched[cls] = cls.__dict__.get("invoke", _MISSING)
-                cls.invoke = _patched_invoke(cls.invoke)
+                setattr(cls, "invoke", _patched_invoke(getattr(cls, "invoke")))  # noqa: B009, B010 (keeps mypy off type.invoke)
         _register_hook()
         _installed = True
         return len(_patched)
@@ -88,9 +89,9 @@ def uninstall() -> None:
     with _lock:
         for cls, own in _patched.items():
             if own is _MISSING:
-                del cls.invoke
+                delattr(cls, "invoke")
             else:
-                cls.invoke = own
+                setattr(cls, "invoke", own)  # noqa: B010
         _patched.clear()
         _installed = False
 
@@ -120,7 +121,8 @@ def _register_hook() -> None:
     handler_class = _langchain_classes()[0]
     # The handler is the ContextVar's *default*: a value set() in one context would be invisible to
     # plain threads and thread pools, which start from an empty context.
-    _hook_var = contextvars.ContextVar("veralith_langchain_handler", default=handler_class(_global=True))
+    # One shared handler is the intended default: every context that sets none uses the global one.
+    _hook_var = contextvars.ContextVar("veralith_langchain_handler", default=handler_class(_global=True))  # noqa: B039
     # handle_class makes LangChain skip the global instance when the caller passed one explicitly.
     register_configure_hook(_hook_var, inheritable=True, handle_class=handler_class)
 

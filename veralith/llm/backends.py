@@ -42,7 +42,7 @@ def get_client(backend: str | None = None) -> JudgeClient:
             log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
                         "heuristic judges (set VERALITH_BACKEND=local to silence this)")
     if choice == "local":
-        from veralith.llm.local import LocalClient   # lazy: the openai path never loads the heuristics
+        from veralith.llm.local import LocalClient  # lazy: the openai path never loads the heuristics
         return LocalClient()
     if not configured:
         raise ConfigError("backend 'openai' needs an API key or a server: set OPENAI_API_KEY (or "

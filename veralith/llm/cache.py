@@ -71,16 +71,16 @@ class LLMCache:
             if text is not None:
                 self._lru.move_to_end(key)
                 self.stats.memory_hits += 1
-                return json.loads(text)  # type: ignore[no-any-return]
+                return json.loads(text)
         try:
             rows = self._sql("SELECT value FROM llm_cache WHERE key = ?", (key,))
         except (sqlite3.Error, StoreError) as exc:  # an unreadable cache is a miss, never a failed judge call
             log.warning("LLM cache unreadable (%s); calling the model instead", exc)
             rows = []
         row = rows[0] if rows else None
-        value = _decode(row[0]) if row else None
+        value = _decode(row[0]) if row is not None else None
         with self._lock:
-            if value is None:
+            if value is None or row is None:
                 self.stats.misses += 1
                 self.stats.corrupt += row is not None
                 return None

@@ -48,6 +48,7 @@ from veralith.llm.confidence import label_confidence
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.tasks import Task
 from veralith.observability.cost import record_call
+from veralith.redact import redact, redact_url
 
 __all__ = ["TRUNCATION_MIN_TOKENS", "TRUNCATION_RATIO", "OpenAIClient", "ReplyCache",
            "request_key", "strict_schema"]
@@ -143,7 +144,7 @@ class OpenAIClient:
             max_retries=current.max_retries if max_retries is None else max_retries)
 
     def __repr__(self) -> str:
-        return f"OpenAIClient(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIClient(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
 
     def prompt_version(self, task: str) -> str:
         return PROMPT_VERSIONS[task]
@@ -263,7 +264,8 @@ class OpenAIClient:
                 # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 5 times.
                 if not json_mode and _rejects(exc, "response_format", "json_schema", "structured output"):
                     log.warning("judge server at %s rejects json_schema structured outputs; using JSON mode "
-                                "with the schema in the prompt from now on", self.base_url or "api.openai.com")
+                                "with the schema in the prompt from now on",
+                                redact_url(self.base_url) or "api.openai.com")
                     self.json_mode = True
                     continue
                 if "prompt_cache_key" in options and _rejects(exc, "prompt_cache_key"):
@@ -308,7 +310,8 @@ class OpenAIClient:
         return self.price(self.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "[redacted]") if len(self._secret) >= 4 else text
+        """The key, a password in the base URL and echoed auth headers, masked (veralith/redact.py)."""
+        return redact(text, [self._secret])
 
     def _error(self, kind: str, message: str, usage: CallUsage) -> JudgeCallError:
         err = JudgeCallError(kind, self._redact(message), attempts=max(usage.calls, 1))

@@ -286,7 +286,7 @@ def system_prompt(task_name: str, schema: dict[str, Any] | None = None) -> str:
     return text
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _static(task_name: str) -> str:
     examples = "\n".join(f"Example:\n{_example_input(payload)}\n→\n"
                          + "\n".join(_example_output(task_name, output)) for payload, output in EXAMPLES[task_name])

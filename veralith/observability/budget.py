@@ -187,7 +187,7 @@ def _chunks(context: Sequence[Any]) -> list[Any]:
         if isinstance(item, str):
             text, cid, source = item, None, None
         elif isinstance(item, dict):
-            text = item.get("text", item.get("page_content", item.get("content", "")))
+            text = str(item.get("text", item.get("page_content", item.get("content", ""))))
             cid, source = item.get("id"), item.get("source")
         else:
             text = getattr(item, "text", getattr(item, "page_content", ""))

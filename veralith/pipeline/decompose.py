@@ -66,7 +66,7 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
     usage = CallUsage()
     usage.add(q_call.usage)
     usage.add(c_call.usage)
-    by_id = {s.id: (s, span) for s, span in zip(claims_in.sentences, sentence_spans(response))}
+    by_id = {s.id: (s, span) for s, span in zip(claims_in.sentences, sentence_spans(response), strict=True)}
 
     def spans_of(ids: list[str]) -> list[tuple[int, int]]:
         return [by_id[i][1] for i in ids if i in by_id]

@@ -31,12 +31,19 @@ from veralith.models import (
 )
 from veralith.pipeline import classify as classify_mod
 from veralith.pipeline.decompose import Decomposition, decompose
-from veralith.pipeline.inputs import as_of as as_of_date
-from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
+from veralith.pipeline.inputs import (
+    as_of as as_of_date,
+    check_knowledge_base,
+    check_metadata,
+    check_query,
+    check_text,
+    normalize_context,
+)
 from veralith.pipeline.judges import completeness, faithfulness, sufficiency
 from veralith.pipeline.review import review
 from veralith.pipeline.suggest import suggest
 from veralith.policy import REFUSAL_KINDS, status
+from veralith.validate import check_flag, check_stored_inputs
 
 __all__ = ["evaluate", "evaluate_checked", "run_pipeline"]
 
@@ -57,6 +64,8 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
     metadata = check_metadata(metadata)
     if trace_id is not None and (isinstance(trace_id, bool) or not isinstance(trace_id, int)):
         raise TypeError(f"trace_id must be an int or None, got {type(trace_id).__name__}")
+    persist = check_flag("persist", persist)
+    check_stored_inputs(query, chunks, response, metadata)   # the same checks log() makes, before any call
     if client is None:
         from veralith.llm import get_client
         client = get_client()
@@ -173,7 +182,7 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
     model (no context, no claims) is decided in code and makes no call."""
     size = settings.batch_size
     sqs, claims, gaps = parts.sub_questions, parts.claims, parts.gaps
-    plans: dict[Phase, tuple[Task, list[BaseModel], Callable[[list[Any]], Any], Callable[[], Any]]] = {
+    plans: dict[Phase, tuple[Any, list[Any], Callable[[list[Any]], Any], Callable[[], Any]]] = {
         Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, sqs, chunks, size, as_of),
                             lambda calls: sufficiency.assemble(calls, sqs),
                             lambda: sufficiency.without_call(sqs)),
@@ -194,7 +203,7 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
         pending[phase] = [_submit(pool, client, task, p) for p in payloads]
     results: dict[Phase, Any] = {}
     try:
-        for phase, (task, payloads, assemble, decided) in plans.items():
+        for phase, (_task, payloads, assemble, decided) in plans.items():
             calls, failure = [], None
             for future in pending[phase]:
                 try:

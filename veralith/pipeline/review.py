@@ -75,7 +75,8 @@ def review(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap
             current = completeness.statuses.get(q)
             if not _low(conf) or current is None or current is CompletenessStatus.unanswered:
                 continue   # an unanswered status has no answering claim to promote
-            other = CompletenessStatus.partial if current is CompletenessStatus.answered else CompletenessStatus.answered
+            answered = CompletenessStatus.answered
+            other = CompletenessStatus.partial if current is answered else answered
             changed = completeness.model_copy(update={"statuses": {**completeness.statuses, q: other}})
             if outcome(*args, sufficiency, faithfulness, changed) != base and q not in flagged:
                 flagged.append(q)

@@ -4,7 +4,7 @@ generator is at fault) and the LOW wording (retrieval fell short, so fix that fi
 
 from __future__ import annotations
 
-from veralith.models import FailureCell, FaithfulnessJudgment, Relation, Suggestion, SufficiencyLevel
+from veralith.models import FailureCell, FaithfulnessJudgment, Relation, SufficiencyLevel, Suggestion
 
 __all__ = ["SUGGESTIONS", "suggest"]
 

@@ -72,7 +72,7 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
         signature = inspect.signature(func)
         if query_arg is not None and query_arg not in signature.parameters:
             raise ValueError(f"query_arg {query_arg!r} is not a parameter of {func.__qualname__}")
-        options = dict(sync=sync, knowledge_base=knowledge_base)
+        options: dict[str, Any] = dict(sync=sync, knowledge_base=knowledge_base)
 
         def record(args: tuple, kwargs: dict, value: Any) -> tuple[Any, Any]:
             """(what the caller gets, what to log or None)."""

@@ -23,11 +23,14 @@ from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.store.migrate import apply_migrations
 
-__all__ = ["BUSY_TIMEOUT_MS", "close_all", "connect", "open_db", "resolve_path", "write"]
+__all__ = ["BUSY_TIMEOUT_MS", "close_all", "connect", "database_files", "lock_wait", "open_db", "output_conflict",
+           "resolve_path", "write"]
 
 # Long enough to ride out a burst of writers from many processes; a lock held longer than this
 # means something is stuck, and an error is better than hanging the host program.
 BUSY_TIMEOUT_MS = 60_000
+
+_AUTOCHECKPOINT_PAGES = 1000  # SQLite's default
 
 _local = threading.local()
 
@@ -44,10 +47,34 @@ def _absolute(raw: str, cwd: str) -> str:
     return str((Path(cwd) / Path(raw).expanduser()).resolve())
 
 
+def database_files(path: str | os.PathLike[str] | None = None) -> list[str]:
+    """The database file and its companions SQLite writes beside it (symlinks resolved)."""
+    target = resolve_path(path)
+    return [] if target == ":memory:" else [target + suffix for suffix in ("", "-wal", "-shm", "-journal")]
+
+
+def output_conflict(output: str | os.PathLike[str], path: str | os.PathLike[str] | None = None) -> str | None:
+    """Why writing `output` would destroy the database (it is the file, a companion, or a link to
+    one of them), or None when it is safe. Checked before the output is opened."""
+    files = database_files(path)
+    if not files:
+        return None
+    resolved = str(Path(os.fspath(output)).expanduser().resolve())
+    for name in files:
+        if resolved == name or (os.path.exists(name) and os.path.exists(resolved)
+                                and os.path.samefile(resolved, name)):  # hard links too
+            what = "the database" if name == files[0] else f"the database's {name[len(files[0]):]} file"
+            return f"{output} is {what} ({files[0]}); writing it would destroy the stored traces"
+    return None
+
+
 def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
     """A new connection to `path`, configured and (by default) migrated. Callers own it."""
     target = resolve_path(path)
     if target != ":memory:":
+        # /dev/null, a directory or a FIFO "opens" but cannot hold a database: say so plainly.
+        if os.path.exists(target) and not os.path.isfile(target):
+            raise StoreError(f"cannot use {target} as the database: not a regular file (VERALITH_DB_PATH)")
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -59,10 +86,13 @@ def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
             # NORMAL is durable against a crash of the process (the case that matters for log());
             # only an OS crash or power loss can drop the last commits. FULL would fsync every log().
             db.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise StoreError(f"cannot open the database at {target}: {exc}") from exc
     if migrate:
-        apply_migrations(db)
+        try:
+            apply_migrations(db)
+        except sqlite3.Error as exc:  # e.g. not a database, or a damaged file
+            raise StoreError(f"cannot use the database at {target}: {exc}") from exc
     return db
 
 
@@ -99,6 +129,20 @@ def close_all() -> None:
 
 
 @contextlib.contextmanager
+def lock_wait(db: Database, ms: float) -> Iterator[Database]:
+    """Inside the block (log() on the caller's thread): wait at most `ms` for locks, and leave
+    checkpointing the WAL to other writes (a commit that crosses the auto-checkpoint size would copy
+    and fsync pages, hundreds of ms on a busy disk). Then the usual settings again."""
+    db.execute(f"PRAGMA busy_timeout = {max(1, int(ms))}")
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    try:
+        yield db
+    finally:
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
+        db.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
+
+
+@contextlib.contextmanager
 def write(db: Database) -> Iterator[Database]:
     """One write transaction that takes the write lock at BEGIN.
 
@@ -112,7 +156,7 @@ def write(db: Database) -> Iterator[Database]:
     try:
         yield db
     except BaseException:
-        if conn.in_transaction:
+        if db.conn.in_transaction:   # the statement that failed may have ended it already
             conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")

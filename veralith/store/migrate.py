@@ -20,6 +20,7 @@ import functools
 import hashlib
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,7 +122,7 @@ def _as_migrations(files: list[MigrationFile]) -> Migrations:
     return migrations
 
 
-def _runner(file: MigrationFile):
+def _runner(file: MigrationFile) -> Callable[[Database], None]:
     def run(db: Database) -> None:
         db.executescript(file.sql)   # inside a transaction: statement by statement, no implicit commit
         db.execute(

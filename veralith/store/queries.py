@@ -14,10 +14,10 @@ from sqlite_utils import Database
 from veralith.config import settings
 from veralith.store.calibration import calibration_count, percentile_threshold
 
-__all__ = ["PREVIEW_CHARS", "list_traces", "stats"]
+__all__ = ["PREVIEW_CHARS", "STATUSES", "list_traces", "stats"]
 
 PREVIEW_CHARS = 80
-_STATUSES = ("pending", "running", "done", "error")
+STATUSES = ("pending", "running", "done", "error")  # a trace's work states (migrations/0001)
 
 
 def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
@@ -56,7 +56,7 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
         params.append(kb)
     by_cell: dict[str, int] = {}
     by_gate: dict[str, int] = {}
-    by_status = dict.fromkeys(_STATUSES, 0)
+    by_status = dict.fromkeys(STATUSES, 0)
     sums = dict.fromkeys(("s_sum", "s_n", "f_sum", "f_n", "calls", "input_tokens", "output_tokens",
                           "usd_unknown"), 0)
     usd = 0.0

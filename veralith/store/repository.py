@@ -4,14 +4,24 @@ A trace's life: `create_trace` (pending) → `claim_trace` (running, leased to o
 `save_result` (done, in one transaction with every judgment) or `mark_error` (error, message kept).
 A crash leaves the trace pending or running under a lease whose process is gone; such traces are
 `resumable_trace_ids` and can be claimed again. Two processes never evaluate one trace at once
-because a claim is a single `BEGIN IMMEDIATE` check-and-update.
+because a claim is a single `BEGIN IMMEDIATE` check-and-update; while an evaluation runs its lease
+is renewed, and its result is saved only while this process still owns the lease (`LeaseLost`
+otherwise), so a slow evaluation is never taken over and paid for twice.
+
+Traces whose last evaluation failed (judge errors, or status error) can be re-judged:
+`resumable_trace_ids(failed=True)` and `claim_trace(failed=True)`; the superseded outcome is kept
+in `trace_history`.
+
+New trace ids are always above every block of ids a process reserved (`reserve_ids`), so an id
+handed out from a block (a trace spooled while the database was locked) is never taken by another.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+import sqlite3
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlite_utils import Database
@@ -20,13 +30,13 @@ from veralith.errors import StoreError
 from veralith.models import ContextChunk, EvaluationResult
 from veralith.store import leases
 from veralith.store.db import open_db, write
+from veralith.store.ownership import LeaseLost, check_owner, db_path, drop_lease, history, keep_history, renewer
 from veralith.store.queries import list_traces, stats
 from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_columns, to_rows
 
-__all__ = ["TraceNotEvaluated", "TraceNotFound", "claim_trace", "create_trace", "iter_results", "list_traces",
-           "load_result", "load_trace_input", "mark_error", "release_trace", "resumable_trace_ids", "save_result",
-           "trace_created_at",
-           "stats"]
+__all__ = ["LeaseLost", "TraceNotEvaluated", "TraceNotFound", "claim_trace", "create_trace", "history",
+           "iter_results", "list_traces", "load_result", "load_trace_input", "mark_error", "release_trace",
+           "drop_lease", "reserve_ids", "resumable_trace_ids", "save_result", "stats", "trace_created_at"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
@@ -66,51 +76,84 @@ class TraceNotEvaluated(StoreError):
 
 def create_trace(db: Database, *, query: str, context: list[ContextChunk], response: str,
                  knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
-                 queued: bool = False) -> int:
+                 queued: bool = False, trace_id: int | None = None, created_at: str | None = None) -> int:
     """Write a pending trace and its context in one transaction; return its id.
 
-    `queued=True` reserves it for this process's in-memory queue (the lease records host and
-    pid), so that no other process resumes it while this one is alive and about to evaluate it.
+    `queued=True` reserves it for this process's in-memory queue (the lease records host, pid and
+    token), so that no other process resumes it while this one is alive and about to evaluate it.
+    `trace_id` (from `reserve_ids`) and `created_at` write a spooled trace under the id and time
+    `log()` gave it; writing the same spooled trace twice is a no-op.
     """
     now = now_iso()
     meta = dumps(metadata or {}, what="metadata")
-    lease = leases.mine() if queued else (None, None, None)
+    lease = leases.mine() if queued else (None, None, None, None)
     with write(db):
-        trace_id = db.execute(
-            "INSERT INTO traces (created_at, updated_at, status, lease_host, lease_pid, lease_at, knowledge_base,"
-            " metadata, query, response) VALUES (?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?)",
-            [now, now, *lease, knowledge_base, meta, query, response]).lastrowid
+        if trace_id is None:
+            trace_id = _next_id(db)
+        elif db.execute("SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone() is not None:
+            return int(trace_id)  # already moved in from the spool
+        db.execute(
+            "INSERT INTO traces (id, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
+            " knowledge_base, metadata, query, response) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)",
+            [trace_id, created_at or now, now, *lease, knowledge_base, meta, query, response])
         _insert(db, "context_chunks", chunk_rows(trace_id, context))
     return int(trace_id)
 
 
-def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = None) -> bool:
+def _next_id(db: Database) -> int:
+    """Above every trace and every reserved block (inside the caller's write transaction)."""
+    row = db.execute("SELECT max(coalesce((SELECT max(id) FROM traces), 0),"
+                     " coalesce((SELECT hi FROM trace_id_blocks ORDER BY lo DESC LIMIT 1), 0))").fetchone()
+    return int(row[0]) + 1
+
+
+def reserve_ids(db: Database, count: int) -> range:
+    """Reserve `count` trace ids for this process (for traces spooled while the lock is busy)."""
+    with write(db):
+        lo = _next_id(db)
+        db.execute("INSERT INTO trace_id_blocks (lo, hi, owner, taken_at) VALUES (?, ?, ?, ?)",
+                   [lo, lo + count - 1, leases.owner(), now_iso()])
+    return range(lo, lo + count)
+
+
+def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = None, failed: bool = False) -> bool:
     """Atomically take a trace for evaluation: pending → running under this process's lease.
 
     Also takes a running trace whose lease is stale (its process is gone from this host, or the
     lease is older than the timeout). Refuses a pending trace reserved by another live process's
-    queue, and anything done or in error. Raises TraceNotFound for an unknown id.
+    queue, and anything done or in error — unless `failed`, which also takes a trace whose last
+    evaluation failed (status error, or done with judge errors). Raises TraceNotFound for an
+    unknown id. The lease is renewed in the background until the result or error is saved.
     """
     with write(db):
-        row = db.execute("SELECT status, lease_host, lease_pid, lease_at FROM traces WHERE id = ?",
+        row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at FROM traces WHERE id = ?",
                          [trace_id]).fetchone()
         if row is None:
             raise TraceNotFound(f"no trace with id {trace_id}")
-        if not leases.claimable(*row, timeout_s=lease_timeout_s):
+        if not (leases.claimable(*row, timeout_s=lease_timeout_s) or (failed and _failed(db, trace_id, row[0]))):
             return False
-        host, pid, at = leases.mine()
-        db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_at = ?,"
-                   " attempts = attempts + 1, updated_at = ? WHERE id = ?", [host, pid, at, now_iso(), trace_id])
+        host, pid, token, at = leases.mine()
+        db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
+                   " lease_at = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
+                   [host, pid, token, at, now_iso(), trace_id])
+    renewer.hold((db_path(db), trace_id))
     return True
+
+
+def _failed(db: Database, trace_id: int, status: str) -> bool:
+    if status == "error":
+        return True
+    return status == "done" and db.execute("SELECT 1 FROM judge_errors WHERE trace_id = ? LIMIT 1",
+                                           [trace_id]).fetchone() is not None
 
 
 def release_trace(db: Database, trace_id: int) -> None:
     """Drop this process's reservation of a pending trace (its queue was full): anyone may resume it."""
-    host, pid, _ = leases.mine()
+    host, pid, token, _ = leases.mine()
     with write(db):
-        db.execute("UPDATE traces SET lease_host = NULL, lease_pid = NULL, lease_at = NULL, updated_at = ?"
-                   " WHERE id = ? AND status = 'pending' AND lease_host = ? AND lease_pid = ?",
-                   [now_iso(), trace_id, host, pid])
+        db.execute("UPDATE traces SET lease_host = NULL, lease_pid = NULL, lease_token = NULL, lease_at = NULL,"
+                   " updated_at = ? WHERE id = ? AND status = 'pending' AND lease_host = ? AND lease_pid = ?"
+                   " AND lease_token IS ?", [now_iso(), trace_id, host, pid, token])
 
 
 def save_result(db: Database, result: EvaluationResult) -> int:
@@ -126,33 +169,51 @@ def save_result(db: Database, result: EvaluationResult) -> int:
     # Rows are built before taking the write lock, so the lock is held only for SQL; they carry
     # a placeholder id (0) when the trace is new, swapped for the real one below.
     child_rows = to_rows(result.trace_id or 0, result)
+    key = (db_path(db), result.trace_id or 0)
+    held = result.trace_id is not None and key in renewer.held()
     with write(db):
         trace_id = result.trace_id
         if trace_id is None:
-            trace_id = db.execute(
-                "INSERT INTO traces (created_at, updated_at, query, response) VALUES (?, ?, '', '')",
-                [now, now]).lastrowid
-        elif db.execute("SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone() is None:
-            raise TraceNotFound(f"no trace with id {trace_id}")
+            trace_id = _next_id(db)
+            db.execute("INSERT INTO traces (id, created_at, updated_at, query, response) VALUES (?, ?, ?, '', '')",
+                       [trace_id, now, now])
+        else:
+            keep_history(db, trace_id, check_owner(db, trace_id, held), now)
         for table in reversed(list(_CHILD_TABLES)):  # children of completeness first
             db.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
         values = {**inputs, **columns, "status": "done", "lease_host": None, "lease_pid": None, "lease_at": None,
-                  "error_message": None, "evaluated_at": now, "updated_at": now}
+                  "lease_token": None, "error_message": None, "evaluated_at": now, "updated_at": now}
         assignments = ", ".join(f"{name} = ?" for name in values)
         db.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values.values(), trace_id])
         for table, rows in child_rows.items():
             _insert(db, table, rows if result.trace_id else [(trace_id, *row[1:]) for row in rows])
+    if held:
+        renewer.drop(key)
     return int(trace_id)
 
 
-def mark_error(db: Database, trace_id: int, message: str) -> None:
-    """Record that evaluating the trace failed. A result stored earlier, if any, stays readable."""
-    with write(db):
-        cursor = db.execute("UPDATE traces SET status = 'error', error_message = ?, lease_host = NULL,"
-                            " lease_pid = NULL, lease_at = NULL, updated_at = ? WHERE id = ?",
-                            [str(message), now_iso(), trace_id])
-        if cursor.rowcount == 0:
-            raise TraceNotFound(f"no trace with id {trace_id}")
+def mark_error(db: Database, trace_id: int, message: str) -> bool:
+    """Record that evaluating the trace failed. A result stored earlier, if any, stays readable.
+
+    Returns False (and writes nothing) when this process had claimed the trace but lost the lease:
+    the process that took it over decides the outcome.
+    """
+    key = (db_path(db), trace_id)
+    held = key in renewer.held()
+    try:
+        with write(db):
+            try:
+                row = check_owner(db, trace_id, held)
+            except LeaseLost:
+                return False
+            keep_history(db, trace_id, row, now_iso())
+            db.execute("UPDATE traces SET status = 'error', error_message = ?, lease_host = NULL,"
+                       " lease_pid = NULL, lease_token = NULL, lease_at = NULL, updated_at = ? WHERE id = ?",
+                       [str(message), now_iso(), trace_id])
+    finally:
+        if held:
+            renewer.drop(key)
+    return True
 
 
 def load_result(trace_id: int, db: Database | None = None) -> EvaluationResult:
@@ -188,17 +249,28 @@ def trace_created_at(db: Database, trace_id: int) -> str | None:
     return None if row is None else str(row[0])
 
 
-def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None) -> list[int]:
+def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None, failed: bool = False) -> list[int]:
     """Traces nobody is working on: pending and unreserved (or reserved by a gone process), or
-    running under a stale lease. Never another live process's fresh work. Oldest first."""
-    rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_at FROM traces"
+    running under a stale lease. Never another live process's fresh work. Oldest first.
+
+    With `failed`, instead the traces whose last evaluation failed: status error, or done with
+    judge errors (a judge outage leaves them `indeterminate`)."""
+    if failed:
+        return [r[0] for r in db.execute(
+            "SELECT id FROM traces WHERE status = 'error' OR (status = 'done' AND EXISTS"
+            " (SELECT 1 FROM judge_errors WHERE judge_errors.trace_id = traces.id)) ORDER BY id").fetchall()]
+    rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
                       " WHERE status IN ('pending', 'running') ORDER BY id").fetchall()
     return [row[0] for row in rows if leases.claimable(*row[1:], timeout_s=lease_timeout_s, own_is_fresh=True)]
 
 
-def iter_results(db: Database, since: str | dt.datetime | None = None) -> Iterator[EvaluationResult]:
+def iter_results(db: Database, since: str | dt.datetime | None = None,
+                 on_error: Callable[[int, Exception], None] | None = None) -> Iterator[EvaluationResult]:
     """Every stored result, oldest first; `since` keeps traces created at or after it (an ISO-8601
-    string or a datetime; a naive datetime is taken as UTC, the zone timestamps are stored in)."""
+    string or a datetime; a naive datetime is taken as UTC, the zone timestamps are stored in).
+
+    With `on_error`, a trace that cannot be read (a damaged page of the file) is reported to it
+    and skipped, so one bad page does not end an export; without, the error is raised."""
     if isinstance(since, dt.datetime):
         since = (since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)).astimezone(
             dt.timezone.utc).isoformat(timespec="microseconds")
@@ -213,7 +285,14 @@ def iter_results(db: Database, since: str | dt.datetime | None = None) -> Iterat
         if not ids:
             return
         for trace_id in ids:
-            yield load_result(trace_id, db)
+            try:
+                result = load_result(trace_id, db)
+            except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: unreadable stored JSON
+                if on_error is None:
+                    raise
+                on_error(trace_id, exc)
+                continue
+            yield result
         last = ids[-1]
 
 

@@ -33,7 +33,8 @@ one transaction together with its record in `_sqlite_migrations`; `_veralith_mig
 keeps a SHA-256 of every applied file. A database migrated by newer code is refused.
 
 Work states of a trace: `pending` (logged, not evaluated) → `running` (claimed under a lease:
-host, pid, time) → `done` (result stored in the same transaction) or `error` (message kept).
+host, pid, a per-process token and a time renewed while it runs) → `done` (result stored in the same
+transaction) or `error` (message kept). Earlier failed outcomes of a re-judged trace stay in `trace_history`.
 Lists keep their order in `position` columns; ids such as `claim_id` are the result model's ids.
 
 Applied migrations: {migrations}.
@@ -71,7 +72,7 @@ def render() -> str:
         out.append(f"\n## `{name}`\n")
         out.append("| column | type | not null | default | key | notes |")
         out.append("|---|---|---|---|---|---|")
-        for cid, col, ctype, notnull, default, pk in db.execute(f"PRAGMA table_info({_quote(name)})"):
+        for _cid, col, ctype, notnull, default, pk in db.execute(f"PRAGMA table_info({_quote(name)})"):
             key = f"PK{pk}" if pk else ""
             out.append(f"| `{col}` | {ctype} | {'yes' if notnull else ''} | {_cell(default)} | {key} | "
                        f"{_cell(notes.get(col, ''))} |")

@@ -7,6 +7,8 @@ measured on labelled data by benchmarks/judge_quality.py; docs/benchmarks.md has
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel
 
 from veralith.errors import JudgeCallError
@@ -49,7 +51,7 @@ class LocalClient:
         if not isinstance(payload, task.input_model):
             raise JudgeCallError("bad_request", f"task {task.name!r} takes {task.input_model.__name__}, "
                                  f"got {type(payload).__name__}")
-        produced = runner(payload)
+        produced: Any = runner(payload)  # type: ignore[operator]  # each runner takes its own input model
         # The judges with a fitted model also say how sure they are: (output, {item id: probability}).
         output, confidence = produced if isinstance(produced, tuple) else (produced, {})
         problems = task.check(payload, output)

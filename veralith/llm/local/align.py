@@ -372,7 +372,8 @@ def clauses_of(sent: Sentence) -> list[Sentence]:
     """The sentence's clauses as sentences (verbatim slices), or [] when it has only one."""
     # ", and" closing a list ("directed, written, and co-edited by") joins items, not statements.
     cuts = [0] + [m.start() for m in _SOURCE_CLAUSES.finditer(sent.text)
-                  if not (m.group(0).strip(", ").lower() == "and" and "," in sent.text[max(0, m.start() - 30):m.start()])
+                  if not (m.group(0).strip(", ").lower() == "and"
+                          and "," in sent.text[max(0, m.start() - 30):m.start()])
                   ] + [len(sent.text)]
     if len(cuts) < 3:
         return []

@@ -200,7 +200,7 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
                 role[claim.id] = ("supports", list(role[previous][1]), f"refers back to {previous}")
         previous = claim.id
     items = [ClaimRole(claim_id=c.id, reasoning=role.get(c.id, ("", [], "answers nothing that was asked"))[2],
-                       role=role.get(c.id, ("extra", [], ""))[0],  # type: ignore[arg-type]
+                       role=role.get(c.id, ("extra", [], ""))[0],
                        sub_question_ids=role.get(c.id, ("", [], ""))[1])
              for c in payload.claims]
     answering = {q: [c for c, (r, targets, _) in role.items() if r == "answers" and q in targets] for q in sqs}

@@ -187,8 +187,9 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
     bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= 6
     reply = ""   # a lone "No." opening the response replies through the sentence after it
     for sentence in sentences:
-        if not reply and not found and _REPLY.match(sentence.text) and _YES_NO.match(sentence.text):
-            reply = _REPLY.match(sentence.text).group(1).lower()
+        opening = _REPLY.match(sentence.text)
+        if not reply and not found and opening and _YES_NO.match(sentence.text):
+            reply = opening.group(1).lower()
         body, _ = _strip_prefix(sentence.text.strip())
         body = body.strip()
         if not body:
@@ -216,7 +217,7 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
             # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
             continue
         note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else ""
-        said = _REPLY.match(sentence.text).group(1).lower() if _REPLY.match(sentence.text) else reply
+        said = opening.group(1).lower() if opening else reply
         if not note and said and payload.query.strip():
             # "Yes, dogs are welcome..." replies to a yes/no question; the reply word is trimmed, so say so.
             note = f"replies {said} to: {payload.query.strip()}"

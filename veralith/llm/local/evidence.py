@@ -119,7 +119,7 @@ def coverage(terms: list[Term], pieces: list[Piece]) -> float:
 
 def pair_coverage(terms: list[Term], piece: Piece) -> float:
     """Share of adjacent term pairs of the text that also occur near each other in `piece`."""
-    pairs = [(a.norm, b.norm) for a, b in zip(terms, terms[1:])]
+    pairs = [(a.norm, b.norm) for a, b in zip(terms, terms[1:], strict=False)]
     if not pairs:
         return 1.0
     return sum((a, b) in piece.pairs or (b, a) in piece.pairs for a, b in pairs) / len(pairs)

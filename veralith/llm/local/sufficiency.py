@@ -22,8 +22,6 @@ right: 1 - p(insufficient) for "yes", p(insufficient) for "no" (1.0 for an empty
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from veralith.llm.local.answer_types import (
     asked_for,
     constraints_of,
@@ -183,7 +181,7 @@ def _reasons(r: _Reading, cid: str, sufficient: bool) -> tuple[str, list[str]]:
         if not words:
             return "Insufficient: the question has no content words to look for in the chunks.", []
         return f"Insufficient: no chunk mentions {_listing(words)}.", words[:8]
-    if r.type_absent:
+    if r.type_absent and r.kind is not None:
         about = _listing(found) if found else "the question's subject"
         return (f"Insufficient: no chunk gives {kind_label(r.kind)} anywhere near {about}.",
                 [f"{kind_label(r.kind)} for {about}"])

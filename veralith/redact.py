@@ -1,0 +1,59 @@
+"""Secrets out of text: API keys and the password (user info) of a URL.
+
+One place for the rule, used wherever text may reach a person or a file: `repr(settings)`, the
+CLI's error lines, the OpenAI client's repr and the judge errors it records.
+
+    redact_url("http://user:pw@host:8000/v1")      # 'http://***@host:8000/v1'
+    redact("GET http://u:p@h/v1 key sk-abc", ["sk-abc"])   # 'GET http://***@h/v1 key ***'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["MASK", "redact", "redact_configured", "redact_url"]
+
+MASK = "***"
+
+# scheme://userinfo@ — userinfo runs up to the last '@' before the host part ends; a user name alone
+# can be a token too (https://TOKEN@host), so all of it goes, not only what follows a ':'.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^\s/?#@]*(?:@[^\s/?#@]*)*)@")
+# Authorization headers echoed back by a server in an error body.
+_AUTH = re.compile(r"(?i)(?P<head>\b(?:authorization|api[-_]?key|x-api-key)\b[\"']?\s*[:=]\s*[\"']?"
+                   r"(?:bearer\s+|basic\s+)?)(?P<value>[^\s\"',;}]+)")
+
+
+def redact_url(url: str | None) -> str | None:
+    """The URL with its user info (user name and password) replaced by ***; None stays None."""
+    if url is None:
+        return None
+    return _USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", url)
+
+
+def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
+    """`text` as a string with every given secret, any URL user info and any echoed
+    Authorization/API-key header value replaced by ***.
+
+    Secrets shorter than 4 characters are ignored: masking "a" would garble the message and
+    protect nothing.
+    """
+    out = str(text)
+    for secret in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
+        out = out.replace(secret, MASK)
+    out = _USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", out)
+    return _AUTH.sub(lambda m: f"{m.group('head')}{MASK}", out)
+
+
+def redact_configured(text: object) -> str:
+    """`redact` with the configured API key as the secret: for messages that are stored or printed
+    (judge errors, failure messages, CLI error lines)."""
+    secrets: list[str] = []
+    try:
+        from veralith.config import settings  # imported here: config itself uses this module
+
+        if settings.api_key is not None:
+            secrets.append(settings.api_key.get_secret_value())
+    except Exception:  # an invalid environment: there is no usable key to mask
+        pass
+    return redact(text, secrets)

@@ -1,0 +1,90 @@
+"""Checks of free-form values (metadata, chunk metadata) before anything is written or paid for.
+
+Metadata is stored as JSON and shown by the CLI, so it must be JSON as SQLite and every reader
+see it: string keys, finite numbers, text that is valid Unicode (no lone surrogates), bounded
+nesting and size. `evaluate()` and `log()` apply the same rule (pipeline.inputs.check_metadata
+calls `check_json_value`), so a value is refused before the first judge call, not after four.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from veralith.errors import InputError
+
+__all__ = ["MAX_JSON_CHARS", "MAX_JSON_DEPTH", "check_flag", "check_json_value", "check_unicode"]
+
+MAX_JSON_DEPTH = 32          # deeper metadata is a bug (or an attack on the recursive JSON code)
+MAX_JSON_CHARS = 1_000_000   # roughly the serialised size; metadata is a label, not a payload
+
+
+def check_json_value(name: str, value: Any) -> None:
+    """Raise TypeError/InputError naming `name` (and the path inside it) unless `value` is plain,
+    finite, valid-Unicode JSON within MAX_JSON_DEPTH levels and about MAX_JSON_CHARS characters."""
+    budget = [MAX_JSON_CHARS]
+    # Iterative walk: a 5,000-deep value must not hit Python's recursion limit on the way in.
+    stack: list[tuple[str, Any, int]] = [(name, value, 0)]
+    while stack:
+        where, item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise InputError(f"{name} is nested more than {MAX_JSON_DEPTH} levels deep")
+        budget[0] -= 8
+        if item is None or isinstance(item, bool):
+            pass
+        elif isinstance(item, int):
+            budget[0] -= 12
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise InputError(f"{where} is {item}; JSON has no NaN or infinity (use null or a string)")
+        elif isinstance(item, str):
+            check_unicode(where, item)
+            budget[0] -= len(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"{where} keys must be str (JSON objects have text keys), got "
+                                    f"{type(key).__name__} {key!r}")
+                check_unicode(f"{where} key", key)
+                budget[0] -= len(key)
+                stack.append((f"{where}[{key!r}]", child, depth + 1))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((f"{where}[{i}]", child, depth + 1) for i, child in enumerate(item))
+        else:
+            raise TypeError(f"{where} must be JSON-serialisable (str, number, bool, None, list, dict), "
+                            f"got {type(item).__name__}")
+        if budget[0] < 0:
+            raise InputError(f"{name} is larger than about {MAX_JSON_CHARS:,} characters as JSON")
+
+
+def check_unicode(name: str, text: str) -> None:
+    """Refuse text SQLite and UTF-8 files cannot hold: a lone surrogate such as '\\ud800'."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{name} contains a lone surrogate ({text[exc.start]!a} at index {exc.start}); "
+                         "it is not valid Unicode") from None
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """A real bool: `persist="no"` would otherwise be truthy and store what the caller refused."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return value
+
+
+def check_stored_inputs(query: str, chunks: list[Any], response: str, metadata: dict[str, Any]) -> None:
+    """Everything of a trace that is stored as text or JSON, checked the same way for every entry
+    point (log(), evaluate() via pipeline.inputs, `veralith eval` lines). `chunks` are ContextChunks."""
+    check_unicode("query", query)
+    check_unicode("response", response)
+    check_json_value("metadata", metadata)
+    for i, chunk in enumerate(chunks):
+        where = f"context[{i}]"
+        if not isinstance(chunk.id, str):
+            raise TypeError(f"{where} id must be a str, got {type(chunk.id).__name__}")
+        check_unicode(f"{where} id", chunk.id)
+        check_unicode(f"{where} text", chunk.text)
+        if chunk.source is not None:
+            check_unicode(f"{where} source", chunk.source)
+        check_json_value(f"{where} metadata", chunk.metadata)
