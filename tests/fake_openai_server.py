@@ -78,7 +78,7 @@ __all__ = ["FakeOpenAIServer", "Reply", "auto_reply", "openai_server"]
 class Reply:
     """One scripted answer. Plain dicts/strings passed to `enqueue` become `Reply.content(...)`."""
 
-    kind: str = "content"                 # content | error | raw | hang
+    kind: str = "content"                 # content | error | raw | hang | trickle
     content: Any = None                   # dict/list -> JSON text; str -> verbatim content
     status: int = 200
     retry_after: float | None = None
@@ -108,6 +108,11 @@ class Reply:
     @staticmethod
     def hang(seconds: float) -> Reply:
         return Reply("hang", seconds=seconds)
+
+    @staticmethod
+    def trickle(content: Any, seconds_per_byte: float) -> Reply:
+        """A valid reply sent one byte at a time: every read succeeds, the whole takes long."""
+        return Reply("trickle", content=content, seconds=seconds_per_byte)
 
 
 class _Server(ThreadingHTTPServer):
@@ -336,11 +341,29 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server._stopping.wait(reply.seconds)
                 self.close_connection = True
                 return
+            if reply.kind == "trickle":
+                self._trickle(json.dumps(server._completion(body, reply)).encode("utf-8"), reply.seconds)
+                return
             if reply.kind in ("error", "raw"):
                 extra = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else {}
                 self._send(reply.status, reply.body or "", extra)
                 return
             self._send(200, json.dumps(server._completion(body, reply)))
+
+        def _trickle(self, data: bytes, pause: float) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                for i in range(len(data)):
+                    if server._stopping.wait(pause):
+                        break
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
         def _send(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
             data = text.encode("utf-8")

@@ -185,6 +185,18 @@ def test_hung_server_times_out_within_the_configured_timeout(openai_server):
     assert time.perf_counter() - started < 2.5
 
 
+def test_a_server_trickling_its_reply_meets_a_deadline_for_the_whole_call(openai_server):
+    # Every byte arrives well within the per-read timeout, but the whole reply would take ~40 s.
+    openai_server.enqueue(Reply.trickle(faith_reply(["c1"]), seconds_per_byte=0.1))
+    client = client_for(openai_server, timeout_s=0.5, max_retries=0)
+    assert client.deadline_s == 0.5
+    started = time.perf_counter()
+    with pytest.raises(JudgeCallError) as info:
+        client.run(FAITHFULNESS, faith_input(1))
+    assert info.value.kind == "timeout" and "0.5 s" in info.value.message
+    assert time.perf_counter() - started < 20   # generous: the point is "not the 40 s the trickle takes"
+
+
 def test_unreachable_server_is_a_connection_error():
     with socket.socket() as sock:   # a port that was free a moment ago: nothing listens there
         sock.bind(("127.0.0.1", 0))

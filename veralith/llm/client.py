@@ -30,6 +30,7 @@ The API key is handed to the SDK and nowhere else: every message this module bui
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -138,6 +139,11 @@ class OpenAIClient:
         self.send_logprobs = True       # flips to False once the server rejects logprobs
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
+        timeout = current.timeout_s if timeout_s is None else timeout_s
+        retries = current.max_retries if max_retries is None else max_retries
+        # The SDK's timeout bounds each read, so a server trickling a byte at a time never trips it:
+        # the whole call (every attempt and the backoff between them) gets a deadline of its own.
+        self.deadline_s = timeout * (retries + 1) + _BACKOFF_ALLOWANCE_S * retries
         self._sdk = openai.OpenAI(
             api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url,
             timeout=current.timeout_s if timeout_s is None else timeout_s,
@@ -256,8 +262,14 @@ class OpenAIClient:
             options["response_format"] = {"type": "json_object"} if json_mode else {
                 "type": "json_schema", "json_schema": {"name": task.name, "strict": True, "schema": schema}}
             try:
-                raw = self._sdk.chat.completions.with_raw_response.create(
-                    model=self.model, messages=messages, **options)  # type: ignore[arg-type]
+                create = functools.partial(self._sdk.chat.completions.with_raw_response.create,
+                                           model=self.model, messages=messages, **options)
+                raw = _within(self.deadline_s, create)
+            except _DeadlinePassed:
+                usage.calls += 1
+                raise self._error("timeout", f"no complete reply within {self.deadline_s:g} s (VERALITH_TIMEOUT_S x "
+                                  "the attempts VERALITH_MAX_RETRIES allows); the server may be sending its reply "
+                                  "very slowly", usage) from None
             except openai.APIError as exc:
                 attempts = _attempts(exc)
                 usage.calls += attempts
@@ -346,6 +358,38 @@ def _content(completion: Any) -> str:
             raise _Malformed(["the reply was cut off at the token limit; keep every reasoning field to one "
                               "short sentence and send the complete JSON object"], content) from None
     return content
+
+
+_BACKOFF_ALLOWANCE_S = 8.0   # the SDK's longest wait between two attempts
+
+
+class _DeadlinePassed(Exception):
+    """The call did not finish within its deadline."""
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """Run `call` and return its result, or raise _DeadlinePassed after `seconds`.
+
+    The call runs on a daemon thread: when the deadline passes it is abandoned (its connection
+    closes when the server finishes or its read timeout fires), and it never delays interpreter exit.
+    """
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:   # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
+    if not done.wait(seconds):
+        raise _DeadlinePassed()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _prompt_cache_key(task_name: str, messages: list[dict[str, str]]) -> str:
