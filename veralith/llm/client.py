@@ -384,7 +384,10 @@ def _within(seconds: float, call: Callable[[], Any]) -> Any:
         finally:
             done.set()
 
-    threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
+    try:
+        threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
+    except RuntimeError:   # interpreter shutdown (the at-exit drain, Python 3.12+): no new threads
+        return call()      # the SDK's per-read timeout still applies; the drain has its own deadline
     if not done.wait(seconds):
         raise _DeadlinePassed()
     if "error" in box:

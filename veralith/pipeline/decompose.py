@@ -47,20 +47,8 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
     if not claims_in.sentences:
         q_call = client.run(QUESTIONS, QuestionsInput(query=query))
         c_call = CallResult(ClaimsOutput(claims=[], gaps=[], asks_clarification=False))
-    elif client.concurrent:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
-            asked = pool.submit(contextvars.copy_context().run, client.run, QUESTIONS, QuestionsInput(query=query))
-            said = pool.submit(contextvars.copy_context().run, client.run, CLAIMS, claims_in)
-            # Wait for both before raising, so a failure never leaves the other call running unseen.
-            errors = [f.exception() for f in (asked, said)]
-            for error in errors:
-                if error is not None:
-                    raise error
-            q_call, c_call = asked.result(), said.result()
     else:
-        q_call = client.run(QUESTIONS, QuestionsInput(query=query))
-        c_call = client.run(CLAIMS, claims_in)
+        q_call, c_call = _both(client, QuestionsInput(query=query), claims_in)
     questions: QuestionsOutput = q_call.output  # type: ignore[assignment]
     out: ClaimsOutput = c_call.output  # type: ignore[assignment]
     usage = CallUsage()
@@ -81,6 +69,26 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         asks_clarification=out.asks_clarification,
         usage=usage,
     )
+
+
+def _both(client: JudgeClient, asked: QuestionsInput, said: ClaimsInput) -> tuple[CallResult, CallResult]:
+    """The two decomposition calls: at once on an I/O-bound client, else (or when no thread can
+    start, as during the at-exit drain) one after the other."""
+    if client.concurrent:
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
+                futures = [pool.submit(contextvars.copy_context().run, client.run, QUESTIONS, asked),
+                           pool.submit(contextvars.copy_context().run, client.run, CLAIMS, said)]
+                # Wait for both before raising, so a failure never leaves the other call running unseen.
+                for error in [f.exception() for f in futures]:
+                    if error is not None:
+                        raise error
+                return futures[0].result(), futures[1].result()
+        except RuntimeError as exc:
+            if "shutdown" not in str(exc):
+                raise
+    return client.run(QUESTIONS, asked), client.run(CLAIMS, said)
 
 
 def _locate(response: str, text: str, sentence_spans_: list[tuple[int, int]]) -> dict[str, int | None]:

@@ -251,8 +251,11 @@ def _submit(pool: ThreadPoolExecutor | None, client: JudgeClient, task: Task, pa
         return result, time.perf_counter()
     if pool is None:
         return _Done(call)
-    # Copy the caller's context so per-trace cost scopes see the calls made in worker threads.
-    return pool.submit(contextvars.copy_context().run, call)
+    try:
+        # Copy the caller's context so per-trace cost scopes see the calls made in worker threads.
+        return pool.submit(contextvars.copy_context().run, call)
+    except RuntimeError:   # interpreter shutdown (the at-exit drain): no new threads, so run it here
+        return _Done(call)
 
 
 def _as_call_error(exc: BaseException) -> JudgeCallError:
