@@ -145,8 +145,12 @@ class Renewer:
             self._held[key] = self._held.get(key, 0) + 1
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="veralith-lease-renewer", daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name="veralith-lease-renewer", daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:   # interpreter shutdown (Python 3.12+): the at-exit drain is bounded
+                    return             # by its own deadline, far shorter than the lease timeout
+                self._thread = thread
 
     def drop(self, key: tuple[str, int]) -> None:
         with self._lock:
