@@ -60,7 +60,6 @@ class Execution(str, Enum):
     partial = "partial"      # some judge failed; the rest is reported
     error = "error"          # nothing could be judged
     timeout = "timeout"      # nothing could be judged because the judge server timed out
-    cancelled = "cancelled"  # interrupted before it finished
 
 
 class ResponseKind(str, Enum):

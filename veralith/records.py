@@ -167,7 +167,7 @@ def write_export(results: Iterable[EvaluationResult], sink: IO[str], fmt: str,
     """Stream results to `sink` as JSON lines or CSV; return how many were written.
 
     `escape` (render.terminal_safe when the sink is a terminal) rewrites control and bidi
-    characters as visible \\uXXXX escapes, which keeps a JSON line valid JSON."""
+    characters as visible \\u escapes (four hex digits), which keeps a JSON line valid JSON."""
     count = 0
     writer = csv.DictWriter(sink, fieldnames=CSV_FIELDS) if fmt == "csv" else None
     if writer is not None:
