@@ -32,7 +32,7 @@ def cli_markdown() -> str:
 
     # Typer may vendor its own click, so the objects are handled by their attributes, not isinstance.
     root = typer.main.get_command(app)
-    lines = ["# Command line", "", _NOTICE.format(source="the typer app in `veralith/cli.py`"), "",
+    lines = ["# Command line", "", _NOTICE.format(source="the typer app in `veralith/cli/app.py`"), "",
              _cell(root.help or ""), "",
              "Every command reads the same configuration as the library (see "
              "[configuration.md](configuration.md)), so `VERALITH_DB_PATH` and friends apply.", "",

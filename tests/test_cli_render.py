@@ -10,7 +10,7 @@ import time
 import pytest
 from rich.console import Console
 
-from veralith import batch, records, render
+from veralith.cli import batch, records, render
 from veralith.models import (
     Availability,
     Claim,

@@ -39,6 +39,9 @@ FORBIDDEN = {
     "veralith.pipeline": ["veralith.sdk", "veralith.cli", "veralith.adapters"],
     "veralith.store": ["veralith.pipeline", "veralith.llm", "veralith.sdk", "veralith.cli", "veralith.adapters",
                        "veralith.observability"],
+    # The command line's modules (app, batch, records, render) are private to it.
+    "veralith.sdk": ["veralith.cli"],
+    "veralith.adapters": ["veralith.cli"],
 }
 # The one sanctioned exception: the LLM cache keeps its rows in the same SQLite file as the store.
 ALLOWED = {("veralith.llm.cache", "veralith.store")}

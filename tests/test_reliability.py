@@ -444,7 +444,7 @@ def test_13_cli_edge_inputs_are_messages_not_tracebacks(runner, tmp_path):
 
 
 def test_13_bidi_marks_are_escaped_and_terminal_exports_are_inert():
-    from veralith import records, render
+    from veralith.cli import records, render
     assert "\u200f" not in render.literal("a\u200fb\u061cc\u200e").plain
     log(QUERY + "\u202e\x1b[31m\x9b", CONTEXT, RESPONSE, sync=True)
     for fmt in ("csv", "jsonl"):

@@ -1,7 +1,7 @@
 """The `veralith` command: eval, resume, inspect, list, stats, export.
 
 Commands only wire options to the library and choose exit codes; reading and running batches lives
-in veralith.batch, and everything shown is built by veralith.render. Heavy modules are imported
+in veralith.cli.batch, and everything shown is built by veralith.cli.render. Heavy modules are imported
 inside the commands so `veralith --help` stays instant.
 
 Exit codes: 0 clean; 1 missing or empty input, unknown trace, bad invocation; 2 finished with
@@ -23,7 +23,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith import batch, records, render
+from veralith.cli import batch, records, render
 
 __all__ = ["app", "main"]
 
@@ -388,5 +388,4 @@ def main() -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(EXIT_INPUT)
 
-if __name__ == "__main__":
-    main()
+

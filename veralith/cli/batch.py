@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from veralith.cli.records import BadLine, Record, read_records
 from veralith.models import EvaluationResult
-from veralith.records import BadLine, Record, read_records
 
 __all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "record_outcome",
            "release", "resume_jobs", "run_ordered"]
@@ -318,7 +318,7 @@ class Reporter:
             self._progress.stop()
 
     def report(self, message: str) -> None:
-        from veralith.render import literal
+        from veralith.cli.render import literal
 
         # soft_wrap: one report stays one line, so `grep FILE:LINE` works on captured stderr.
         self.console.print(literal(message, "yellow"), soft_wrap=True)
