@@ -2,8 +2,8 @@
 
 Metadata is stored as JSON and shown by the CLI, so it must be JSON as SQLite and every reader
 see it: string keys, finite numbers, text that is valid Unicode (no lone surrogates), bounded
-nesting and size. `evaluate()` and `log()` apply the same rule (pipeline.inputs.check_metadata
-calls `check_json_value`), so a value is refused before the first judge call, not after four.
+nesting and size. `evaluate()`, `log()` and `veralith eval` apply the same rule
+(`check_stored_inputs`, once per trace), so a value is refused before the first judge call.
 """
 
 from __future__ import annotations

@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import contextvars
 import re
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from veralith.llm.base import CallResult, CallUsage, JudgeClient
-from veralith.llm.tasks import CLAIMS, QUESTIONS, ClaimsInput, ClaimsOutput, QuestionsInput, QuestionsOutput, Sentence
+from veralith.llm.tasks import (
+    CLAIMS,
+    QUESTIONS,
+    ClaimsInput,
+    ClaimsOutput,
+    QuestionsInput,
+    QuestionsOutput,
+    Sentence,
+    Task,
+)
 from veralith.llm.text import sentence_spans
 from veralith.models import Claim, Gap, SubQuestion
 
@@ -72,23 +83,31 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
 
 
 def _both(client: JudgeClient, asked: QuestionsInput, said: ClaimsInput) -> tuple[CallResult, CallResult]:
-    """The two decomposition calls: at once on an I/O-bound client, else (or when no thread can
-    start, as during the at-exit drain) one after the other."""
-    if client.concurrent:
-        try:
-            with ThreadPoolExecutor(max_workers=2) as pool:
+    """The two decomposition calls: at once on an I/O-bound client, else one after the other. A call
+    whose thread cannot start (interpreter shutdown, during the at-exit drain) runs here instead."""
+    calls: list[tuple[Task, BaseModel]] = [(QUESTIONS, asked), (CLAIMS, said)]
+    if not client.concurrent:
+        return client.run(*calls[0]), client.run(*calls[1])
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures: list[Future[CallResult]] = []
+        for task, payload in calls:
+            try:
                 # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
-                futures = [pool.submit(contextvars.copy_context().run, client.run, QUESTIONS, asked),
-                           pool.submit(contextvars.copy_context().run, client.run, CLAIMS, said)]
-                # Wait for both before raising, so a failure never leaves the other call running unseen.
-                for error in [f.exception() for f in futures]:
-                    if error is not None:
-                        raise error
-                return futures[0].result(), futures[1].result()
-        except RuntimeError as exc:
-            if "shutdown" not in str(exc):
-                raise
-    return client.run(QUESTIONS, asked), client.run(CLAIMS, said)
+                futures.append(pool.submit(contextvars.copy_context().run, client.run, task, payload))
+            except RuntimeError:
+                break
+        inline: list[CallResult | BaseException] = []
+        for task, payload in calls[len(futures):]:
+            try:
+                inline.append(client.run(task, payload))
+            except Exception as exc:   # raised below, once the threaded call has finished too
+                inline.append(exc)
+        # Wait for every call before raising, so a failure never leaves the other running unseen.
+        outcomes: list[CallResult | BaseException] = [f.exception() or f.result() for f in futures] + inline
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes[0], outcomes[1]  # type: ignore[return-value]
 
 
 def _locate(response: str, text: str, sentence_spans_: list[tuple[int, int]]) -> dict[str, int | None]:

@@ -10,7 +10,6 @@ from typing import Any
 
 from veralith.errors import InputError
 from veralith.models import ContextChunk
-from veralith.validate import check_json_value
 
 __all__ = ["MAX_CHUNKS", "MAX_TEXT_CHARS", "as_of", "check_knowledge_base", "check_metadata", "check_query",
            "check_text", "normalize_context"]
@@ -72,7 +71,6 @@ def check_metadata(value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping):
         raise TypeError(f"metadata must be a dict or None, got {type(value).__name__}")
-    check_json_value("metadata", value)   # string keys, finite numbers, bounded depth and size
     if "as_of" in value:
         as_of(value)   # a bad date fails now, before the trace is written
     return dict(value)
