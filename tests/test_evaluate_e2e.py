@@ -49,15 +49,15 @@ def _scripted_quickstart(body: dict) -> dict | None:
              "supporting_chunk_ids": []}]}
     if task == "faithfulness":
         return {"items": [
-            {"claim_id": "c1", "evidence": [{"chunk_id": "c0", "quote": "share price divided by its earnings per share"}],
+            {"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "share price divided by its earnings per share"}],
              "reasoning": "Paraphrase of c0.", "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []},
-            {"claim_id": "c2", "evidence": [], "reasoning": "No chunk mentions Apple or 42.7.", "relation": "unsupported",
+            {"claim_id": "k2", "evidence": [], "reasoning": "No chunk mentions Apple or 42.7.", "relation": "unsupported",
              "grounding_chunk_ids": [], "contradicting_chunk_ids": []}]}
-    return {"claims": [{"claim_id": "c1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
-                       {"claim_id": "c2", "reasoning": "Apple's figure", "role": "answers", "sub_question_ids": ["q2"]}],
+    return {"claims": [{"claim_id": "k1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
+                       {"claim_id": "k2", "reasoning": "Apple's figure", "role": "answers", "sub_question_ids": ["q2"]}],
             "gaps": [],
-            "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1", "status": "answered"},
-                              {"sub_question_id": "q2", "reasoning": "c2", "status": "answered"}]}
+            "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
+                              {"sub_question_id": "q2", "reasoning": "k2", "status": "answered"}]}
 
 
 def test_quickstart_on_the_openai_backend(openai_server):
@@ -187,9 +187,9 @@ def test_a_background_claim_never_covers_a_sub_question(openai_server):
     # c2 (grounded) is only background to q1 and answers nothing: q2 stays uncovered, c2 is not extra.
     def responder(body):
         if task_of(body) == "completeness":
-            return {"claims": [{"claim_id": "c1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
-                               {"claim_id": "c2", "reasoning": "background", "role": "supports", "sub_question_ids": ["q1"]}],
-                    "gaps": [], "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1", "status": "answered"},
+            return {"claims": [{"claim_id": "k1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
+                               {"claim_id": "k2", "reasoning": "background", "role": "supports", "sub_question_ids": ["q1"]}],
+                    "gaps": [], "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
                                                   {"sub_question_id": "q2", "reasoning": "none", "status": "unanswered"}]}
         if task_of(body) == "faithfulness":
             reply = _scripted_quickstart(body)
@@ -199,7 +199,7 @@ def test_a_background_claim_never_covers_a_sub_question(openai_server):
     openai_server.responder = responder
     with _openai(openai_server):
         result = evaluate(Q, CTX, R, persist=False)
-    assert result.completeness.supports["q1"] == ["c2"] and "c2" not in result.completeness.extra_claim_ids
+    assert result.completeness.supports["q1"] == ["k2"] and "k2" not in result.completeness.extra_claim_ids
     assert result.failure_cell is FailureCell.incomplete_grounded
 
 
@@ -216,15 +216,15 @@ def test_a_gap_statement_makes_a_partial_refusal_not_a_negated_claim(openai_serv
         if task == "faithfulness":
             return {"items": [_scripted_quickstart(body)["items"][0]]}
         if task == "completeness":
-            return {"claims": [{"claim_id": "c1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]}],
+            return {"claims": [{"claim_id": "k1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]}],
                     "gaps": [{"gap_id": "g1", "sub_question_ids": ["q2"]}],
-                    "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1", "status": "answered"},
+                    "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
                                       {"sub_question_id": "q2", "reasoning": "declined", "status": "unanswered"}]}
         return _scripted_quickstart(body)
     openai_server.responder = responder
     with _openai(openai_server):
         result = evaluate(Q, CTX, response, persist=False)
-    assert [c.id for c in result.claims] == ["c1"] and [g.id for g in result.gaps] == ["g1"]
+    assert [c.id for c in result.claims] == ["k1"] and [g.id for g in result.gaps] == ["g1"]
     assert result.response_kind.value == "partial_refusal" and result.refusal
     assert result.failure_cell is FailureCell.incomplete_grounded
     assert result.status.quality_gate is Gate.pass_   # q2 was unanswerable from the context: a correct refusal

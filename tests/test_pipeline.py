@@ -24,8 +24,8 @@ def quickstart_client(**kw) -> FakeClient:
                   [("A P/E ratio divides share price by earnings per share.", ["S1"]),
                    ("Apple's P/E in 2023 was 42.7.", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True), suff("q2", False)]})
-    client.enqueue("faithfulness", {"items": [supported("c1"), unsupported("c2")]})
-    client.enqueue("completeness", mapping({"c1": ["q1"], "c2": ["q2"]}))
+    client.enqueue("faithfulness", {"items": [supported("k1"), unsupported("k2")]})
+    client.enqueue("completeness", mapping({"k1": ["q1"], "k2": ["q2"]}))
     return client
 
 
@@ -58,7 +58,7 @@ def test_fabricated_answer_does_not_cover_its_sub_question():
     # Same mapping, but c2 grounded: now q2 is covered and the trace is complete_grounded.
     client = quickstart_client()
     client._queues["faithfulness"].clear()
-    client.enqueue("faithfulness", {"items": [supported("c1"), supported("c2")]})
+    client.enqueue("faithfulness", {"items": [supported("k1"), supported("k2")]})
     result = evaluate(Q, CTX, R, persist=False, client=client)
     assert result.failure_cell is FailureCell.complete_grounded
     assert result.status.quality_gate is Gate.pass_
@@ -157,13 +157,13 @@ def test_claims_are_batched():
     decomposition(client, ["What facts are true?"], claims)
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
     client.respond("faithfulness", lambda p: {"items": [supported(c.id) for c in p.claims]})
-    client.enqueue("completeness", mapping({f"c{i + 1}": ["q1"] for i in range(12)}))
+    client.enqueue("completeness", mapping({f"k{i + 1}": ["q1"] for i in range(12)}))
     from veralith.config import settings
     with settings.override(batch_size=5):
         result = evaluate("What facts are true?", CTX, response, persist=False, client=client)
     assert [len(p.claims) for p in client.calls("faithfulness")] == [5, 5, 2]
     assert all(j.verdict is Verdict.Y for j in result.faithfulness)
-    assert [j.claim_id for j in result.faithfulness] == [f"c{i + 1}" for i in range(12)]
+    assert [j.claim_id for j in result.faithfulness] == [f"k{i + 1}" for i in range(12)]
 
 
 def test_extra_claim_and_conflict_action():
@@ -171,10 +171,10 @@ def test_extra_claim_and_conflict_action():
     decomposition(client, ["What is a P/E ratio?"], [
         ("A P/E ratio divides share price by earnings per share.", ["S1"]), ("Apple sells phones.", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
-    client.enqueue("faithfulness", {"items": [supported("c1"), {
-        "claim_id": "c2", "evidence": [], "reasoning": "c0 says yes, c1 says no", "relation": "conflicting",
+    client.enqueue("faithfulness", {"items": [supported("k1"), {
+        "claim_id": "k2", "evidence": [], "reasoning": "c0 says yes, c1 says no", "relation": "conflicting",
         "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": ["c1"]}]})
-    client.enqueue("completeness", mapping({"c1": ["q1"], "c2": []}))
+    client.enqueue("completeness", mapping({"k1": ["q1"], "k2": []}))
     result = evaluate("What is a P/E ratio?", CTX + ["Apple sells no phones."],
                       "A P/E ratio divides share price by earnings per share. Apple sells phones.",
                       persist=False, client=client)

@@ -20,11 +20,11 @@ def test_one_claim_answers_two_sub_questions():
     client = decomposition(FakeClient(), ["Who founded Acme?", "When was Acme founded?"],
                            [("Acme was founded by Ruth Calder in 1947.", ["S1"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True), suff("q2", True)]})
-    client.enqueue("faithfulness", {"items": [supported("c1")]})
-    client.enqueue("completeness", mapping({"c1": ["q1", "q2"]}))
+    client.enqueue("faithfulness", {"items": [supported("k1")]})
+    client.enqueue("completeness", mapping({"k1": ["q1", "q2"]}))
     result = run(client, response="Acme was founded by Ruth Calder in 1947.")
     assert result.failure_cell is FailureCell.complete_grounded and result.passed
-    assert result.completeness.mappings == {"q1": ["c1"], "q2": ["c1"]}
+    assert result.completeness.mappings == {"q1": ["k1"], "q2": ["k1"]}
 
 
 def test_a_grounded_caveat_does_not_cover_an_invented_answer():
@@ -32,19 +32,19 @@ def test_a_grounded_caveat_does_not_cover_an_invented_answer():
     client = decomposition(FakeClient(), ["When was Acme founded?"],
                            [("Acme makes garden tools.", ["S1"]), ("Acme was founded in 1952.", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
-    client.enqueue("faithfulness", {"items": [supported("c1"), unsupported("c2")]})
-    client.enqueue("completeness", mapping({"c1": ["q1"], "c2": ["q1"]}, roles={"c1": "supports"}))
+    client.enqueue("faithfulness", {"items": [supported("k1"), unsupported("k2")]})
+    client.enqueue("completeness", mapping({"k1": ["q1"], "k2": ["q1"]}, roles={"k1": "supports"}))
     result = run(client, query="When was Acme founded?", response="Acme makes garden tools. Acme was founded in 1952.")
     assert result.failure_cell is FailureCell.incomplete_ungrounded
     assert result.diagnosis.coverage == {"q1": Coverage.ungrounded_answer}
-    assert result.completeness.supports == {"q1": ["c1"]} and result.completeness.extra_claim_ids == []
+    assert result.completeness.supports == {"q1": ["k1"]} and result.completeness.extra_claim_ids == []
 
 
 def test_a_partial_answer_is_not_complete():
     client = decomposition(FakeClient(), ["Who founded Acme?"], [("It depends on the source.", ["S1"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
-    client.enqueue("faithfulness", {"items": [supported("c1")]})
-    client.enqueue("completeness", mapping({"c1": ["q1"]}, statuses={"q1": "partial"}))
+    client.enqueue("faithfulness", {"items": [supported("k1")]})
+    client.enqueue("completeness", mapping({"k1": ["q1"]}, statuses={"q1": "partial"}))
     result = run(client, query="Who founded Acme?")
     assert result.failure_cell is FailureCell.incomplete_grounded and not result.passed
     assert result.diagnosis.n_partial_sub_questions == 1
@@ -56,9 +56,9 @@ def _partial_refusal(q2_sufficient: bool, c1_grounded: bool = True, extra: bool 
     client = decomposition(FakeClient(), ["Who founded Acme?", "How many staff does Acme have?"], claims,
                            gaps=[("how many staff Acme has", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True), suff("q2", q2_sufficient)]})
-    client.enqueue("faithfulness", {"items": [supported("c1") if c1_grounded else unsupported("c1")]
-                                    + ([supported("c2")] if extra else [])})
-    client.enqueue("completeness", mapping({"c1": ["q1"], **({"c2": []} if extra else {})}, sqs=["q1", "q2"],
+    client.enqueue("faithfulness", {"items": [supported("k1") if c1_grounded else unsupported("k1")]
+                                    + ([supported("k2")] if extra else [])})
+    client.enqueue("completeness", mapping({"k1": ["q1"], **({"k2": []} if extra else {})}, sqs=["q1", "q2"],
                                            gaps={"g1": ["q2"]}))
     return client
 
@@ -81,8 +81,8 @@ def test_a_gap_about_something_not_asked_is_not_a_refusal():
     client = decomposition(FakeClient(), ["Who founded Acme?"], [("Ruth Calder founded Acme.", ["S1"])],
                            gaps=[("the weather in Leeds", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
-    client.enqueue("faithfulness", {"items": [supported("c1")]})
-    client.enqueue("completeness", mapping({"c1": ["q1"]}, gaps={"g1": []}))
+    client.enqueue("faithfulness", {"items": [supported("k1")]})
+    client.enqueue("completeness", mapping({"k1": ["q1"]}, gaps={"g1": []}))
     result = run(client, query="Who founded Acme?")
     assert result.response_kind is ResponseKind.answer and not result.refusal
     assert result.failure_cell is FailureCell.complete_grounded and result.passed
@@ -98,7 +98,7 @@ def test_empty_query_is_an_input_error_before_any_call():
 
 def test_empty_context_is_decided_without_sufficiency_or_faithfulness_calls():
     client = decomposition(FakeClient(), ["Who founded Acme?"], [("Ruth Calder founded Acme.", ["S1"])])
-    client.enqueue("completeness", mapping({"c1": ["q1"]}))
+    client.enqueue("completeness", mapping({"k1": ["q1"]}))
     result = run(client, query="Who founded Acme?", context=[])
     assert client.calls("sufficiency") == [] and client.calls("faithfulness") == []
     assert result.failure_cell is FailureCell.incomplete_ungrounded
@@ -118,12 +118,12 @@ def test_confidence_is_carried_and_a_decisive_low_one_needs_review():
     client = decomposition(FakeClient(), ["Who founded Acme?"],
                            [("Ruth Calder founded Acme.", ["S1"]), ("Acme makes tools.", ["S2"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]}, confidence={"q1": 0.9})
-    client.enqueue("faithfulness", {"items": [supported("c1"), supported("c2")]}, confidence={"c1": 0.55, "c2": 0.95})
-    client.enqueue("completeness", mapping({"c1": ["q1"], "c2": ["q1"]}, roles={"c2": "supports"}))
+    client.enqueue("faithfulness", {"items": [supported("k1"), supported("k2")]}, confidence={"k1": 0.55, "k2": 0.95})
+    client.enqueue("completeness", mapping({"k1": ["q1"], "k2": ["q1"]}, roles={"k2": "supports"}))
     result = run(client, query="Who founded Acme?")
     assert [j.confidence for j in result.faithfulness] == [0.55, 0.95]
     assert result.sufficiency[0].confidence == 0.9
-    assert result.passed and result.needs_review and result.diagnosis.review_ids == ["c1"]
+    assert result.passed and result.needs_review and result.diagnosis.review_ids == ["k1"]
 
 
 def test_an_unknown_or_non_decisive_confidence_needs_no_review():
@@ -131,9 +131,9 @@ def test_an_unknown_or_non_decisive_confidence_needs_no_review():
                            [("Ruth Calder founded Acme.", ["S1"]), ("Acme is on Mars.", ["S2"]), ("It is 9.", ["S3"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
     # Two ungrounded claims: flipping either alone leaves the trace ungrounded, so neither decides.
-    client.enqueue("faithfulness", {"items": [supported("c1"), unsupported("c2"), unsupported("c3")]},
-                   confidence={"c2": 0.6, "c3": 0.6})
-    client.enqueue("completeness", mapping({"c1": ["q1"], "c2": ["q1"], "c3": ["q1"]},
+    client.enqueue("faithfulness", {"items": [supported("k1"), unsupported("k2"), unsupported("k3")]},
+                   confidence={"k2": 0.6, "k3": 0.6})
+    client.enqueue("completeness", mapping({"k1": ["q1"], "k2": ["q1"], "k3": ["q1"]},
                                            roles={"c2": "supports", "c3": "supports"}))
     result = run(client, query="Who founded Acme?", response="Ruth Calder founded Acme. Acme is on Mars. It is 9.")
     assert result.failure_cell is FailureCell.complete_ungrounded
@@ -143,8 +143,8 @@ def test_an_unknown_or_non_decisive_confidence_needs_no_review():
 def test_as_of_reaches_the_judges_and_a_bad_one_is_an_input_error():
     client = decomposition(FakeClient(), ["What is Acme's latest product?"], [("Acme sells rakes.", ["S1"])])
     client.enqueue("sufficiency", {"items": [suff("q1", True)]})
-    client.enqueue("faithfulness", {"items": [supported("c1")]})
-    client.enqueue("completeness", mapping({"c1": ["q1"]}))
+    client.enqueue("faithfulness", {"items": [supported("k1")]})
+    client.enqueue("completeness", mapping({"k1": ["q1"]}))
     result = evaluate("What is Acme's latest product?", CTX, "Acme sells rakes.", persist=False, client=client,
                       metadata={"as_of": "2025-06-30T10:00:00Z"})
     assert result.as_of == "2025-06-30"

@@ -399,8 +399,9 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes():
             assert rolled[key][column] == pytest.approx(value, abs=1e-9), (key, column)
 
 
-def test_a_result_stored_under_schema_1_0_reads_back_after_the_1_1_migration(tmp_path):
-    """Rows written before migration 0003 (no confidence, gaps, statuses...) load with the defaults."""
+def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(tmp_path):
+    """Rows written before migration 0003 (no confidence, gaps, statuses...) load with the defaults,
+    and migration 0005 renumbers their claims k1, ... while chunk ids keep their names."""
     import shutil
 
     old = tmp_path / "old_migrations"
@@ -424,11 +425,14 @@ def test_a_result_stored_under_schema_1_0_reads_back_after_the_1_1_migration(tmp
         db.execute("INSERT INTO claims VALUES (1, 0, 'c1', 'Ann.', 0, 4)")
         db.execute("INSERT INTO sufficiency_judgments VALUES (1, 0, 'q1', 'Y', 'r', '[\"c0\"]', 'sufficiency-v1')")
         db.execute("INSERT INTO faithfulness_judgments VALUES (1, 0, 'c1', 'Y', 'supported', 'r', 'faithfulness-v1')")
+        db.execute("INSERT INTO grounding VALUES (1, 0, 'supports', 0, 'c1', 'c1')")
         db.execute("INSERT INTO completeness VALUES (1, 'mapped', '[]', 'completeness-v1')")
         db.execute("INSERT INTO completeness_mappings VALUES (1, 0, 0, 'q1', 'c1')")
     db.conn.close()
     result = load_result(1, connect(path))
-    assert result.schema_version == "1.0" and result.failure_cell is FailureCell.complete_grounded
+    assert result.schema_version == "1.2" and result.failure_cell is FailureCell.complete_grounded
+    assert [c.id for c in result.claims] == ["k1"] and result.faithfulness[0].claim_id == "k1"
+    assert result.faithfulness[0].grounding_chunk_ids == ["c1"]      # a chunk id, untouched
     assert result.faithfulness[0].confidence is None and result.faithfulness[0].evidence == []
     assert result.gaps == [] and result.response_kind is None and not result.needs_review
-    assert result.completeness.mappings == {"q1": ["c1"]} and result.completeness.statuses == {}
+    assert result.completeness.mappings == {"q1": ["k1"]} and result.completeness.statuses == {}

@@ -11,9 +11,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "1.1"
-# Results written under these versions still read back (new fields take their defaults).
-READABLE_SCHEMA_VERSIONS = ("1.0", "1.1")
+SCHEMA_VERSION = "1.2"
+# Results written under these versions still read back (new fields take their defaults; claim ids
+# of results before 1.2 are renumbered k1, k2, ... on read, see EvaluationResult._upgrade).
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2")
+# Claim ids are k1, k2, ... in response order (1.2 on): "c" is the default chunk prefix (c0, c1, ...).
+CLAIM_ID_PREFIX = "k"
+
+
+def claim_id(n: int) -> str:
+    """The id of the n-th claim of a response, counting from 1."""
+    return f"{CLAIM_ID_PREFIX}{n}"
 
 
 class _Model(BaseModel):
@@ -268,6 +276,16 @@ class EvaluationResult(_Model):
     judge_model: str
     prompt_versions: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Read a result written before 1.2: its claims are renumbered k1, k2, ... in order, and every
+        reference to them follows (faithfulness, completeness, review ids). The upgraded result says
+        1.2, so writing it back stores the current shape."""
+        if not isinstance(data, dict) or data.get("schema_version") not in ("1.0", "1.1"):
+            return data
+        return _renumber_claims(data)
+
     @property
     def failure_cell(self) -> FailureCell | None:
         return self.diagnosis.failure_cell if self.diagnosis else None
@@ -279,3 +297,28 @@ class EvaluationResult(_Model):
     @property
     def passed(self) -> bool:
         return self.status.quality_gate is Gate.pass_
+
+
+def _renumber_claims(data: dict[str, Any]) -> dict[str, Any]:
+    claims = data.get("claims") or []
+    new_id = {c["id"]: claim_id(n) for n, c in enumerate(claims, 1) if isinstance(c, dict) and "id" in c}
+
+    def ren(ids: Any) -> Any:
+        return [new_id.get(i, i) for i in ids] if isinstance(ids, list) else ids
+
+    out = dict(data, schema_version=SCHEMA_VERSION)
+    out["claims"] = [dict(c, id=new_id.get(c["id"], c["id"])) if isinstance(c, dict) else c for c in claims]
+    out["faithfulness"] = [dict(j, claim_id=new_id.get(j["claim_id"], j["claim_id"]))
+                           if isinstance(j, dict) and "claim_id" in j else j for j in data.get("faithfulness") or []]
+    comp = data.get("completeness")
+    if isinstance(comp, dict):
+        comp = dict(comp)
+        for key in ("mappings", "supports"):
+            if isinstance(comp.get(key), dict):
+                comp[key] = {q: ren(ids) for q, ids in comp[key].items()}
+        comp["extra_claim_ids"] = ren(comp.get("extra_claim_ids", []))
+        out["completeness"] = comp
+    diag = data.get("diagnosis")
+    if isinstance(diag, dict) and "review_ids" in diag:
+        out["diagnosis"] = dict(diag, review_ids=ren(diag["review_ids"]))
+    return out

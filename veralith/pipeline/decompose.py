@@ -27,7 +27,7 @@ from veralith.llm.tasks import (
     Task,
 )
 from veralith.llm.text import sentence_spans
-from veralith.models import Claim, Gap, SubQuestion
+from veralith.models import Claim, Gap, SubQuestion, claim_id
 
 __all__ = ["Decomposition", "claims_input", "decompose"]
 
@@ -70,13 +70,16 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
     def spans_of(ids: list[str]) -> list[tuple[int, int]]:
         return [by_id[i][1] for i in ids if i in by_id]
 
+    # Claims are renumbered k1, k2, ... whatever ids the backend chose: chunk ids default to
+    # c0, c1, ..., and a claim id must never read like a chunk id on any screen or in any prompt.
+    claim_ids = [claim_id(n) for n in range(1, len(out.claims) + 1)]
     return Decomposition(
         sub_questions=[SubQuestion(id=q.id, text=q.text) for q in questions.sub_questions],
-        claims=[Claim(id=c.id, text=c.text, **_locate(response, c.text, spans_of(c.source_sentence_ids)))
-                for c in out.claims],
+        claims=[Claim(id=k, text=c.text, **_locate(response, c.text, spans_of(c.source_sentence_ids)))
+                for k, c in zip(claim_ids, out.claims, strict=True)],
         gaps=[Gap(id=g.id, text=g.text, **_locate(response, g.text, spans_of(g.source_sentence_ids)))
               for g in out.gaps],
-        context_notes={c.id: c.note or None for c in out.claims},
+        context_notes={k: c.note or None for k, c in zip(claim_ids, out.claims, strict=True)},
         asks_clarification=out.asks_clarification,
         usage=usage,
     )
