@@ -3,11 +3,12 @@
     .venv/bin/python benchmarks/local_backend.py [--data DIR] [--repeat 1]
 
 Every record of every *.dev.jsonl in ../shared/data with a context is evaluated once per repeat,
-in one process pinned to one CPU where the OS allows it. Both the process's CPU time (traces per
-CPU-second: the figure that does not depend on what else the machine runs) and wall time are
-shown. Each trace is new to the process on the first pass (the tokenizer caches only help within
-a trace; one untimed warm-up call pays the imports), so that pass is the honest figure; later
-repeats show the warm-cache ceiling.
+in one process pinned to one CPU where the OS allows it. A record without a query (WiCE's claims)
+is judged under train_local.NO_QUERY, as benchmarks/judge_quality.py does (the API refuses an
+empty one). Both the process's CPU time (traces per CPU-second: the figure that does not depend on
+what else the machine runs) and wall time are shown. Each trace is new to the process on the first
+pass (the tokenizer caches only help within a trace; one untimed warm-up call pays the imports), so
+that pass is the honest figure; later repeats show the warm-cache ceiling.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from train_local import query_of  # noqa: E402
 
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
@@ -47,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = records(args.data)
     with settings.override(backend="local"):
         # One untimed call pays the one-time imports (the judge client module, pydantic schemas).
-        veralith.evaluate(rows[0]["query"], rows[0]["context"], rows[0]["response"], persist=False)
+        veralith.evaluate(query_of(rows[0]), rows[0]["context"], rows[0]["response"], persist=False)
         for n in range(args.repeat):
             per_trace = []
             cpu_started = time.process_time()
             started = time.perf_counter()
             for row in rows:
                 t0 = time.perf_counter()
-                veralith.evaluate(row["query"], row["context"], row["response"], persist=False)
+                veralith.evaluate(query_of(row), row["context"], row["response"], persist=False)
                 per_trace.append(time.perf_counter() - t0)
             elapsed = time.perf_counter() - started
             # CPU time of this process: what one core delivers even when other jobs share the machine.

@@ -56,13 +56,13 @@ S_SETS = ["sufficiency_clapnq", "sufficiency_squad2"]
 SPAN_SETS = {"faithfulness_faithbench", "ragtruth_qa", "ragtruth_summary"}
 K = 5
 L2 = 0.01
-VERSION = "2"
+VERSION = "3"
 # Direction each feature may push p(failure): -1 only down, +1 only up, 0 free.
 SIGNS = {"cov_sent": -1, "cov_pair": -1, "cov_ctx": -1, "miss_w": 1, "order": -1, "num_absent": 1, "ent_absent": 1,
          "contra": 1, "personal": 1, "subjective": 1, "n_terms": 0, "anchor": -1, "bare": 0, "cov_new": -1,
          "miss_new": 1, "miss_name": 1, "ctx_size": 0,
          # sufficiency (names as that module defines them; a name not listed here is left free)
-         "cov_win": -1, "cons_miss": 1, "type_gap": 1, "name_miss": 1, "subject": -1}
+         "cov_win": -1, "cons_miss": 1, "type_gap": 1, "name_miss": 1, "word_miss": 1, "subject": -1}
 
 
 @dataclass

@@ -232,3 +232,13 @@ def test_a_gap_statement_is_refusal_text_not_a_claim():
     # A real claim that a thing does not exist is kept as a claim.
     dec = run_all("Is there an entry fee?", ["Entry is free."], "Per the guide, there is no entry fee.")["decompose"]
     assert len(dec.claims) == 1 and dec.gaps == []
+
+
+def test_lead_ins_and_layout_are_not_claims():
+    # A sentence ending in a colon introduces what follows; "(Passage 2)" and a service phrase state nothing.
+    sentences = ["Here is a concise summary of the passage, covering the core pieces of information described:",
+                 "Hamlet was written by William Shakespeare.", "(Passage 2)", "Instructions:", "I can help you with that!"]
+    payload = ClaimsInput(query="Who wrote Hamlet?", response=" ".join(sentences),
+                          sentences=[Sentence(id=f"s{i}", text=t) for i, t in enumerate(sentences, 1)])
+    output = CLIENT.run(CLAIMS, payload).output
+    assert [c.text for c in output.claims] == ["Hamlet was written by William Shakespeare."]

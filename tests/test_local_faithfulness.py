@@ -181,3 +181,51 @@ def test_features_are_the_models_inputs_and_deterministic() -> None:
     assert list(first) == FEATURES or set(first) == set(FEATURES)
     assert first == claim_features(claim, "", [BAKERY, STAFF])
     assert all(isinstance(v, float) for v in first.values())
+
+
+def test_a_list_of_names_is_checked_name_by_name() -> None:
+    # Commas end a name: the claim's list adds a first name to one player, which is no swap; a
+    # different player in the same list still is.
+    context = "Late goals from Ella Brandt, Moss, Kai Larsen and Tom Reyes sealed the Harriers' win."
+    items, _ = judge(["The Harriers' win was sealed by late goals from Ella Brandt, Ian Moss, Kai Larsen and Tom Reyes."],
+                     [context])
+    assert items[0].relation != "contradicted", items[0].reasoning
+    items, _ = judge(["The Harriers' win was sealed by late goals from Ella Brandt, Moss, Kai Larsen and Tom Vance."],
+                     [context])
+    assert items[0].relation == "contradicted", items[0].reasoning
+
+
+def test_a_rank_is_not_a_count() -> None:
+    # "first" ranks; "28" counts days: they fill no common slot. A rank against a rank still clashes.
+    context = "Harbour Lights is a 1972 drama directed by Ada Lunn, which premiered on 28 November 1972."
+    items, _ = judge(["The first film is a 1972 drama directed by Ada Lunn."], [context])
+    assert items[0].relation != "contradicted", items[0].reasoning
+    items, _ = judge(["The Vell bridge is the second longest bridge in Norway."],
+                     ["The Vell bridge is the third longest bridge in Norway."])
+    assert items[0].relation == "contradicted", items[0].reasoning
+
+
+def test_a_claim_using_both_directions_of_a_pair_has_no_direction_to_swap() -> None:
+    context = "More than 600 firefighters were sent to the blaze and the fire is now under control."
+    items, _ = judge(["The fire was brought under control by over 600 firefighters."], [context])
+    assert items[0].relation != "contradicted", items[0].reasoning
+
+
+def test_a_name_differing_only_in_a_figure_after_it_is_no_name_swap() -> None:
+    context = "Mara Quint is a stage actor. She narrated the revival of Blue Orchard (2019) at the Lyric."
+    items, _ = judge(["Mara Quint narrated the revival of Blue Orchard at the Lyric."], [context])
+    assert items[0].relation != "contradicted", items[0].reasoning
+
+
+def test_a_number_that_points_into_the_answers_layout_is_no_figure() -> None:
+    # "Passage 3", "step 2": the response numbering its sources or its steps states no figure.
+    chunks = ["The museum opens at nine every morning."]
+    for claim in ("Passage 3 says the museum opens at nine.", "Step 2: the museum opens at nine.",
+                  "Sources 1 and 4 say the museum opens at nine."):
+        assert claim_features(ClaimIn(id="c1", text=claim), "", chunks)["num_absent"] == 0.0, claim
+    items, _ = judge(["Passage 3 says the museum opens at nine."], chunks)
+    assert items[0].relation == "supported", items[0].reasoning
+    # A real figure found nowhere is still never supported.
+    assert claim_features(ClaimIn(id="c1", text="The museum opens at 9:30."), "", chunks)["num_absent"] == 1.0
+    items, _ = judge(["The museum opens at 9:30."], chunks)
+    assert items[0].relation != "supported"

@@ -93,6 +93,18 @@ def test_entity_the_chunks_never_name_is_insufficient():
     assert item.missing_facts
 
 
+def test_words_the_chunks_never_mention_count_against_sufficiency():
+    # The chunk is about the ferry but says nothing of pets or a fee: the asked-about words are absent,
+    # which raises p(insufficient) (the shipped weight is positive by SIGNS in train_local).
+    index = ChunkIndex(["c0"], [FERRY])
+    values = question_features("Does the Pellworth ferry charge a fee for pets?", index)[0]
+    assert values["name_miss"] == 0.0 and values["word_miss"] > 0.5
+    assert question_features("How many cars does the Pellworth ferry carry?", index)[0]["word_miss"] == 0.0
+    model = active_model()
+    assert model.weights[model.features.index("word_miss")] > 0
+    assert model.probability(values) > model.probability(dict(values, word_miss=0.0))
+
+
 def test_when_question_without_any_date_near_its_words_is_insufficient():
     item, _ = judge("When did the Pellworth ferry start sailing to Dunmore Island?", [FERRY])
     assert item.sufficient == "no"

@@ -21,18 +21,18 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
-from veralith.llm.local.lexicon import FIRST_PERSON, GENERIC, MONTHS, NEGATIONS, STOPWORDS, SUBJECTIVE, tokens
+from veralith.llm.local.lexicon import FIRST_PERSON, GENERIC, MONTHS, NEGATIONS, STOPWORDS, SUBJECTIVE, fold, tokens
 from veralith.llm.local.synonyms import canon, direction
 from veralith.llm.text import sentence_spans
 
 __all__ = ["Claim", "Context", "Sentence", "Tok", "claim_of", "context_of", "contradiction", "coverage", "negations",
-           "order_coverage", "personal", "strip_layout", "subjective", "toks_of"]
+           "order_coverage", "personal", "sentence_slices", "strip_layout", "subjective", "toks_of"]
 
-_PREFIX = 6  # morphological variants ("radiology"/"radiologist") share their first six letters
-_PREFIX_CREDIT = 0.7
+PREFIX = 6  # morphological variants ("radiology"/"radiologist") share their first six letters
+PREFIX_CREDIT = 0.7
 _CURRENCY = re.compile(r"([$€£¥])\s?(\d[\d,]*(?:\.\d+)?)")
 _CURRENCY_WORD = {"$": " dollars", "€": " euros", "£": " pounds", "¥": " yen"}
 _PERCENT = re.compile(r"(\d)\s?%")
@@ -57,6 +57,11 @@ meanwhile conversely similarly likewise instead nevertheless nonetheless consequ
 _OPENING_NAME = re.compile(r"^\W*[A-Z][\w'’.-]*\s+[A-Z]")
 # Number words that are mostly not figures ("one of", "one must", "once").
 _NOT_FIGURES = frozenset({"one", "once"})
+# A number after one of these words numbers a part of the text ("passage 3", "step 2", "sources 1 and 2"):
+# it points into the answer's own layout and states no figure about the world.
+_REFERENCES = frozenset("passage passages step steps source sources document documents doc docs chunk chunks "
+                        "snippet snippets excerpt excerpts".split())
+_JOINING = frozenset({"", "-", "'", "’", "&"})
 
 
 # Month names and abbreviations to one form ("Jun", "June" -> "june"); "may" is too often a verb.
@@ -83,6 +88,7 @@ class Tok(NamedTuple):
     weight: float   # how much its absence counts: numbers and names most, generic words least
     strong: bool    # a stated figure: written in digits
     cased: bool     # written with a capital (also at the start of a sentence)
+    joined: bool = True  # only space (or a hyphen, apostrophe, "&") separates it from the token before
 
 
 def _weight(low: str, norm: str, number: bool, capital: bool) -> float:
@@ -107,35 +113,58 @@ def _number_value(norm: str) -> str:
     return norm
 
 
+@lru_cache(maxsize=65536)
+def _word_tok(text: str, norm: str, capital: bool, joined: bool) -> Tok:
+    """The Tok of a word (not a figure) as the tokenizer gave it (cached: a word recurs across texts)."""
+    low = text.lower()
+    stop = low in STOPWORDS or low in _DISCOURSE
+    norm = _MONTH_NAMES.get(low) or canon(norm)
+    content = not stop and len(norm) > 1
+    capital = capital and content
+    return Tok(low, norm, False, capital, content, _weight(low, norm, False, capital), False, text[0].isupper(),
+               joined)
+
+
 @lru_cache(maxsize=16384)
 def toks_of(text: str) -> tuple[Tok, ...]:
     """All tokens of `text` with canonical norms (compound number words joined: "twenty-five" is 25)."""
-    raw = tokens(_prepare(text))
+    prepared = _prepare(text)
+    raw = tokens(prepared)
+    folded = fold(prepared)
     out: list[Tok] = []
     i = 0
-    while i < len(raw):
+    n = len(raw)
+    reference = False  # inside "passages 1 and 2"
+    while i < n:
         t = raw[i]
-        low = t.text.lower()
-        if t.is_number and low in _NOT_FIGURES:
-            out.append(Tok(low, low, False, False, False, 0.0, False, t.text[0].isupper()))
-        elif t.is_number:
-            norm = _number_value(t.norm)
-            nxt = raw[i + 1] if i + 1 < len(raw) else None
-            if nxt is not None and not low[0].isdigit() and norm in _TENS and nxt.is_number and nxt.norm in _UNITS \
-                    and not nxt.text[0].isdigit():
-                norm, i = str(int(norm) + int(nxt.norm)), i + 1
-            elif nxt is not None and nxt.text.lower() in _MULTIPLIERS and norm.isdigit():
-                norm, i = str(int(norm) * _MULTIPLIERS[nxt.text.lower()]), i + 1
-            out.append(Tok(low, norm, True, False, True, 2.0, low[0].isdigit(), False))
-        elif t.text == "May" and i and (raw[i - 1].is_number or i + 1 < len(raw) and raw[i + 1].is_number):
-            # "5 May", "May 2021": the month, not the modal verb.
-            out.append(Tok(low, "may", False, True, True, 1.5, False, True))
-        else:
-            stop = low in STOPWORDS or low in _DISCOURSE
-            norm = _MONTH_NAMES.get(low) or canon(t.norm)
-            content = not stop and len(norm) > 1
-            out.append(Tok(low, norm, False, t.is_capital and content, content,
-                           _weight(low, norm, False, t.is_capital and content), False, t.text[0].isupper()))
+        text_ = t.text
+        # Only names and figures form runs (_name_clash), so only theirs is looked up.
+        joined = i == 0 or not (t.is_number or text_[0].isupper()) \
+            or folded[raw[i - 1].start + len(raw[i - 1].text):t.start].strip() in _JOINING
+        if not t.is_number:
+            if reference:
+                reference = text_.lower() in ("and", "or", "to")
+            if text_ == "May" and i and (raw[i - 1].is_number or i + 1 < n and raw[i + 1].is_number):
+                # "5 May", "May 2021": the month, not the modal verb.
+                out.append(Tok("may", "may", False, True, True, 1.5, False, True, joined))
+            else:
+                out.append(_word_tok(text_, t.norm, t.is_capital, joined))
+            i += 1
+            continue
+        low = text_.lower()
+        if low in _NOT_FIGURES or reference or (i and raw[i - 1].text.lower() in _REFERENCES):
+            out.append(Tok(low, low, False, False, False, 0.0, False, text_[0].isupper(), joined))
+            reference = low not in _NOT_FIGURES
+            i += 1
+            continue
+        norm = _number_value(t.norm)
+        nxt = raw[i + 1] if i + 1 < n else None
+        if nxt is not None and not low[0].isdigit() and norm in _TENS and nxt.is_number and nxt.norm in _UNITS \
+                and not nxt.text[0].isdigit():
+            norm, i = str(int(norm) + int(nxt.norm)), i + 1
+        elif nxt is not None and nxt.text.lower() in _MULTIPLIERS and norm.isdigit():
+            norm, i = str(int(norm) * _MULTIPLIERS[nxt.text.lower()]), i + 1
+        out.append(Tok(low, norm, True, False, True, 2.0, low[0].isdigit(), False, joined))
         i += 1
     return tuple(out)
 
@@ -143,8 +172,8 @@ def toks_of(text: str) -> tuple[Tok, ...]:
 def _has(norms: frozenset[str], prefixes: frozenset[str], tok: Tok) -> float:
     if tok.norm in norms:
         return 1.0
-    if not tok.number and len(tok.norm) >= _PREFIX and tok.norm[:_PREFIX] in prefixes:
-        return _PREFIX_CREDIT
+    if not tok.number and len(tok.norm) >= PREFIX and tok.norm[:PREFIX] in prefixes:
+        return PREFIX_CREDIT
     return 0.0
 
 
@@ -156,11 +185,19 @@ class Sentence:
     order: tuple[str, ...] = field(init=False)  # content norms, in order
     norms: frozenset[str] = field(init=False)
     prefixes: frozenset[str] = field(init=False)
+    clauses: list[Sentence] | None = field(default=None, init=False, repr=False, compare=False)  # see clauses_of
+    _polar: bool | None = field(default=None, init=False, repr=False, compare=False)
+
+    def polar(self) -> bool:
+        """Does it negate or exclude anything (computed once: a sentence is checked against many claims)?"""
+        if self._polar is None:
+            self._polar = bool(negations(self.toks)) or any(t.low in _EXCLUDING for t in self.toks)
+        return self._polar
 
     def __post_init__(self) -> None:
         self.order = tuple(t.norm for t in self.toks if t.content)
         self.norms = frozenset(self.order)
-        self.prefixes = frozenset(n[:_PREFIX] for n in self.norms if len(n) >= _PREFIX and not n[0].isdigit())
+        self.prefixes = frozenset(n[:PREFIX] for n in self.norms if len(n) >= PREFIX and not n[0].isdigit())
 
     def has(self, tok: Tok) -> float:
         return _has(self.norms, self.prefixes, tok)
@@ -172,8 +209,10 @@ class Sentence:
 _CUTS = re.compile(r"\s•\s|[.!?][\"')\]]*[ \t]*\n|\s[.!?](?=\s)|" + _GLUED.pattern)
 
 
-def _sentence_slices(text: str) -> list[tuple[int, int]]:
-    """Sentence spans of a chunk (verbatim slices), cut where `sentence_spans` and _CUTS say."""
+@lru_cache(maxsize=4096)
+def sentence_slices(text: str) -> tuple[tuple[int, int], ...]:
+    """Sentence spans of a chunk (verbatim slices), cut where `sentence_spans` and _CUTS say (cached:
+    both judges read a chunk's sentences)."""
     out = []
     for start, end in sentence_spans(text):
         cuts = [start]
@@ -187,7 +226,7 @@ def _sentence_slices(text: str) -> list[tuple[int, int]]:
                 b -= 1
             if b > a:
                 out.append((a, b))
-    return out
+    return tuple(out)
 
 
 class Context:
@@ -197,7 +236,7 @@ class Context:
         self.texts = texts
         self.sentences: list[Sentence] = []
         for c, text in enumerate(texts):
-            for a, b in _sentence_slices(text):
+            for a, b in sentence_slices(text):
                 self.sentences.append(Sentence(c, text[a:b], toks_of(strip_layout(text[a:b]))))
         index: dict[str, list[int]] = {}
         pindex: dict[str, list[int]] = {}
@@ -219,9 +258,12 @@ class Context:
         self.chunk_names: list[set[str]] = [set() for _ in texts]
         for s in self.sentences:
             self.chunk_norms[s.chunk] |= s.norms
-            self.chunk_names[s.chunk] |= {t.norm for t in s.toks if t.capital and not t.number
-                                          and t.norm not in MONTHS and t.low not in _WEEKDAYS}
-            self.chunk_figures[s.chunk] |= {(t.norm, _number_unit(s.toks, i)) for i, t in enumerate(s.toks) if t.number}
+            names, figures = self.chunk_names[s.chunk], self.chunk_figures[s.chunk]
+            for i, t in enumerate(s.toks):  # one pass: the context's tokens are many
+                if t.number:
+                    figures.add((t.norm, _number_unit(s.toks, i)))
+                elif t.capital and t.norm not in MONTHS and t.low not in _WEEKDAYS:
+                    names.add(t.norm)
         self._n = len(self.sentences)
         self.size = sum(len(s.norms) for s in self.sentences)  # content words, counted per sentence
 
@@ -239,10 +281,10 @@ class Context:
             hit = self.index.get(t.norm, ())
             for i in hit:
                 scores[i] = scores.get(i, 0.0) + w
-            if not t.number and len(t.norm) >= _PREFIX:
-                for i in self.pindex.get(t.norm[:_PREFIX], ()):
+            if not t.number and len(t.norm) >= PREFIX:
+                for i in self.pindex.get(t.norm[:PREFIX], ()):
                     if i not in hit:
-                        scores[i] = scores.get(i, 0.0) + _PREFIX_CREDIT * w
+                        scores[i] = scores.get(i, 0.0) + PREFIX_CREDIT * w
         return sorted(scores, key=lambda i: (-scores[i], i))[:limit]
 
 
@@ -258,6 +300,15 @@ class Claim:
     toks: tuple[Tok, ...]
     terms: tuple[Tok, ...]         # distinct content tokens, first occurrence wins
     norms: frozenset[str]
+
+    @cached_property
+    def negated(self) -> bool:
+        return bool(negations(self.toks))
+
+    @cached_property
+    def directions(self) -> tuple[tuple[Tok, tuple[int, int]], ...]:
+        """Its direction and comparison words with (pair id, side) (synonyms.direction); most claims have none."""
+        return tuple((t, d) for t in self.toks if (d := direction(t.low)) is not None)
 
 
 @lru_cache(maxsize=8192)
@@ -369,7 +420,14 @@ _SOURCE_CLAUSES = re.compile(r",\s+(?:and|with|while|whereas|but|although|though
 
 
 def clauses_of(sent: Sentence) -> list[Sentence]:
-    """The sentence's clauses as sentences (verbatim slices), or [] when it has only one."""
+    """The sentence's clauses as sentences (verbatim slices), or [] when it has only one (kept on the
+    sentence: a context's sentences are checked against many claims)."""
+    if sent.clauses is None:
+        sent.clauses = _clauses(sent)
+    return sent.clauses
+
+
+def _clauses(sent: Sentence) -> list[Sentence]:
     # ", and" closing a list ("directed, written, and co-edited by") joins items, not statements.
     cuts = [0] + [m.start() for m in _SOURCE_CLAUSES.finditer(sent.text)
                   if not (m.group(0).strip(", ").lower() == "and"
@@ -397,6 +455,10 @@ def _neighbours(toks: tuple[Tok, ...], i: int, j: int) -> set[tuple[str, str]]:
 
 def _year(tok: Tok) -> bool:
     return tok.number and len(tok.norm) == 4 and tok.norm.isdigit() and 1000 <= int(tok.norm) <= 2199
+
+
+def _ordinal(tok: Tok) -> bool:
+    return tok.low[-2:] in ("st", "nd", "rd", "th")
 
 
 def _number_unit(toks: tuple[Tok, ...], i: int) -> str | None:
@@ -437,8 +499,8 @@ def _number_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | No
         keys = _neighbours(claim.toks, i, i + 1)
         for j in rivals:
             other = region[j]
-            if _year(mine) != _year(other):
-                continue
+            if _year(mine) != _year(other) or _ordinal(mine) != _ordinal(other):
+                continue  # a year stands against a year, a rank ("second") against a rank, not a count
             other_unit = _number_unit(region, j)
             same = (unit is not None and unit == other_unit) or bool(keys & _neighbours(region, j, j + 1))
             if same or (len(unmatched) == 1 and len(rivals) == 1 and unit is None and other_unit is None):
@@ -463,12 +525,13 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
         return (t.capital and t.norm not in ctx.common and t.low not in GENERIC) or t.norm in MONTHS
 
     def runs(toks: tuple[Tok, ...]) -> list[tuple[int, int]]:
-        # A name with the figure that follows it is one name: "Orbitra 3", "Model 5".
+        # A name with the figure that follows it is one name: "Orbitra 3", "Model 5". Punctuation ends
+        # a name: "Jonny May, Marshall, Mark Atkinson" lists three names, each tested on its own.
         out, i = [], 0
         while i < len(toks):
             if name(toks[i]) and (toks[i].low != "may" or toks[i].capital):
                 j = i + 1
-                while j < len(toks) and (name(toks[j]) or toks[j].number and name(toks[j - 1])):
+                while j < len(toks) and toks[j].joined and (name(toks[j]) or toks[j].number and name(toks[j - 1])):
                     j += 1
                 out.append((i, j))
                 i = j
@@ -495,7 +558,9 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
         kept.append((i, j, lacking, rest))
     if not kept:
         return None
-    theirs = [(a, b, [t for t in region[a:b] if t.norm not in claim_norms]) for a, b in runs(region)]
+    # The other name must differ in a word, not only in a figure after it ("Twin Peaks (2017)"): a
+    # figure is the number check's business.
+    theirs = [(a, b, [t for t in region[a:b] if t.norm not in claim_norms and not t.number]) for a, b in runs(region)]
     theirs = [(a, b, extra) for a, b, extra in theirs if extra]
     if not theirs:
         return None
@@ -558,7 +623,7 @@ def _span(toks: tuple[Tok, ...], shared: set[str]) -> tuple[Tok, ...]:
 def _negation_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
     if own is not None:
         return None  # a bare answer carries no polarity of its own
-    if not negations(claim.toks) and not negations(sent.toks) and not any(t.low in _EXCLUDING for t in sent.toks):
+    if not claim.negated and not sent.polar():
         return None
     # Each clause of a contrast ("A, while B is not") is checked on its own, and only between the
     # words both texts share, on both sides: "Don't hurry to plant" and "Do not plant" match there.
@@ -579,21 +644,25 @@ def _negation_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | 
 
 def _direction_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
     said: dict[int, tuple[int, str]] = {}
-    for t in claim.toks:
-        d = direction(t.low) if own is None or t.norm in own else None
-        if d is not None:
+    both: set[int] = set()  # pairs the claim uses on both sides ("over 600 ... under control"): no slot to swap
+    for t, d in claim.directions:
+        if own is None or t.norm in own:
+            if d[0] in said and said[d[0]][0] != d[1]:
+                both.add(d[0])
             said[d[0]] = (d[1], t.low)
+    for pair in both:
+        del said[pair]
     if not said:
         return None
     region = _region(claim, sent)
-    rest, shared = _rest(claim, sent, {t.norm for t in claim.toks if direction(t.low) is not None}, ctx)
+    rest, shared = _rest(claim, sent, {t.norm for t, _ in claim.directions}, ctx)
     if rest < _REST_MIN or shared < _MIN_SHARED:
         return None
     source: dict[int, set[tuple[int, str]]] = {}
     for t in region:
-        d = direction(t.low)
-        if d is not None:
-            source.setdefault(d[0], set()).add((d[1], t.low))
+        found = direction(t.low)
+        if found is not None:
+            source.setdefault(found[0], set()).add((found[1], t.low))
     if negations(claim.toks) % 2 != negations(region) % 2:
         return None  # "is not open" against "is closed": two flips state the same fact
     for pair, (side, word) in said.items():

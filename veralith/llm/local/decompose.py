@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from veralith.llm.local.align import claim_of
 from veralith.llm.local.lexicon import STOPWORDS, content_terms, tokens
 from veralith.llm.tasks import (
     ClaimsInput,
@@ -137,8 +138,11 @@ def _strip_prefix(text: str) -> tuple[str, int]:
 
 
 def _informative(text: str) -> bool:
-    # At least one content word with letters: "1." or "2019" alone asserts nothing checkable.
-    return any(not t.is_number and t.text.lower() not in STOPWORDS for t in content_terms(text))
+    # At least one content word with letters: "1." or "2019" alone asserts nothing checkable. And
+    # something left once layout and discourse words are gone (the judge's own reading, align.claim_of):
+    # "(Passage 2)", "Passage 1:" or "Therefore, the answer to the question is:" states no fact.
+    return any(not t.is_number and t.text.lower() not in STOPWORDS for t in content_terms(text)) \
+        and bool(claim_of(text).terms)
 
 
 def _exclamation(text: str) -> bool:
@@ -210,10 +214,15 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
         if body.endswith("?"):
             asked = True
             continue
+        if body.endswith(":"):
+            continue  # a lead-in ("Instructions:", "Here is a summary of the passage, covering ...:") introduces
+            # what follows and states nothing of its own
         yes_no = bare_answer and bool(_YES_NO.match(body)) and bool(payload.query.strip())
         # "I have!" or "I agree with you" asserts something about the speaker: a claim to judge.
         personal = bool(_PERSONAL_CLAIM.match(body)) and not _SERVICE.match(body)
-        if not (yes_no or personal) and (_CHITCHAT.match(body) or _exclamation(body) or not _informative(body)):
+        service = bool(_SERVICE.match(body)) and ":" not in body  # "I can help you with that!"
+        if not (yes_no or personal) and (service or _CHITCHAT.match(body) or _exclamation(body)
+                                         or not _informative(body)):
             # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
             continue
         note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else ""

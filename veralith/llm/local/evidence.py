@@ -10,20 +10,21 @@ Coverage is the weighted share of a text's terms a piece of context contains.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
+from veralith.llm.local.align import sentence_slices
 from veralith.llm.local.lexicon import GENERIC, NEGATIONS, Token, content_terms, tokens
-from veralith.llm.text import sentence_spans
 
 __all__ = ["ChunkIndex", "Term", "coverage", "negated", "terms_of", "weight"]
 
 _PREFIX = 6  # morphological variants ("radiology"/"radiologist") share their first six letters
 
 
-@dataclass(frozen=True)
-class Term:
+class Term(NamedTuple):
+    """A content term (a NamedTuple: built for every word of every question and chunk)."""
+
     norm: str
     text: str
     weight: float
@@ -84,21 +85,19 @@ class Piece:
 @lru_cache(maxsize=4096)
 def piece_of(text: str) -> Piece:
     toks = content_terms(text)
-    norms = frozenset(t.norm for t in toks)
-    return Piece(norms, frozenset(n[:_PREFIX] for n in norms if len(n) >= _PREFIX),
-                 frozenset(t.norm for t in toks if t.is_number), frozenset(t.norm for t in toks if t.is_capital),
-                 tuple(t.norm for t in toks))
-
-
-_GLUED = re.compile(r"([a-z0-9)\]\"'][.!?])([A-Z])")
+    order = tuple(t.norm for t in toks)
+    norms = frozenset(order)
+    numbers = frozenset(t.norm for t in toks if t.is_number) if any(t.is_number for t in toks) else frozenset()
+    return Piece(norms, frozenset(n[:_PREFIX] for n in norms if len(n) >= _PREFIX), numbers,
+                 frozenset(t.norm for t in toks if t.is_capital), order)
 
 
 @lru_cache(maxsize=2048)
 def sentences_of(text: str) -> tuple[str, ...]:
-    # Scraped and concatenated passages glue sentences together ("...hits.Bryan White is"):
-    # a stop between a lowercase letter and a capital is a boundary here.
-    text = _GLUED.sub(r"\1 \2", text)
-    return tuple(text[s:e] for s, e in sentence_spans(text)) or (text,)
+    """The chunk's sentences as verbatim slices, cut exactly where the faithfulness judge cuts them
+    (align.sentence_slices: also at bullets, line-end stops and stops glued to a capital, "hits.Bryan"),
+    so both judges tokenise each sentence once between them (lexicon.tokens is cached by text)."""
+    return tuple(text[a:b] for a, b in sentence_slices(text)) or (text,)
 
 
 def coverage(terms: list[Term], pieces: list[Piece]) -> float:

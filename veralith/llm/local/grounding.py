@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from veralith.llm.local.align import (
+    PREFIX,
+    PREFIX_CREDIT,
     Claim,
     Context,
     claim_of,
@@ -94,7 +96,10 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
     sents = ctx.sentences
     ranked = ctx.ranked(terms, limit=8)
     # found[k][j]: how well sentence ranked[j] holds term k (1, 0.7 for a shared word stem, 0).
-    found = [[sents[i].has(t) for i in ranked] for t in terms]
+    # (Sentence.has inlined: this matrix is the judge's innermost loop.)
+    rows = [(sents[i].norms, sents[i].prefixes) for i in ranked]
+    found = [[1.0 if t.norm in norms else PREFIX_CREDIT if key in prefixes else 0.0 for norms, prefixes in rows]
+             for t in terms for key in (t.norm[:PREFIX] if not t.number and len(t.norm) >= PREFIX else None,)]
     weights = [t.weight for t in terms]
     total = sum(weights)
 
@@ -103,13 +108,17 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
         for k, w in enumerate(weights):
             if keep is None or keep[k]:
                 den += w
-                num += w * max((found[k][j] for j in cols), default=0.0)
+                num += w * max([found[k][j] for j in cols], default=0.0)
         return num / den if den else 1.0
 
     cov_sent = cov([0]) if ranked else (1.0 if not terms else 0.0)
     cols, cov_pair = [0], cov_sent
     if len(ranked) > 1:
-        second = max(range(1, len(ranked)), key=lambda j: (cov([0, j]), -j))
+        # The partner that adds most to the best sentence (earlier wins ties): one pass over the terms.
+        first = [w * row[0] for w, row in zip(weights, found, strict=False)]
+        gains = [sum(w * row[j] - f for w, row, f in zip(weights, found, first, strict=False) if row[j] * w > f)
+                 for j in range(1, len(ranked))]
+        second = 1 + max(range(len(gains)), key=lambda j: (gains[j], -j))
         paired = cov([0, second])
         if paired > cov_sent + _SECOND:
             cols, cov_pair = [0, second], paired

@@ -164,7 +164,10 @@ def _word(raw: str) -> tuple[str, bool, bool]:
     return norm, norm[:1].isdigit(), lowered in STOPWORDS
 
 
-@lru_cache(maxsize=8192)
+_new_tuple = tuple.__new__  # builds a Token without the NamedTuple's Python-level __new__ (hot loop)
+
+
+@lru_cache(maxsize=16384)
 def _tokens_cached(text: str) -> tuple[Token, ...]:
     folded = fold(text)
     out: list[Token] = []
@@ -174,11 +177,11 @@ def _tokens_cached(text: str) -> tuple[Token, ...]:
         start = match.start()
         norm, is_number, is_stop = _word(raw)
         is_capital = False
-        if raw[0].isupper() and not is_stop:
-            gap = folded[previous_end:start] if previous_end >= 0 else ""
-            is_capital = previous_end >= 0 and "\n" not in gap and gap.rstrip()[-1:] not in _OPENERS
-        previous_end = match.end()
-        out.append(Token(raw, norm, is_number, is_capital, start))
+        if raw[0].isupper() and not is_stop and previous_end >= 0:
+            gap = folded[previous_end:start]
+            is_capital = "\n" not in gap and gap.rstrip()[-1:] not in _OPENERS
+        previous_end = start + len(raw)
+        out.append(_new_tuple(Token, (raw, norm, is_number, is_capital, start)))
     return tuple(out)
 
 

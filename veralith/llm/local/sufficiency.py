@@ -9,8 +9,8 @@ sentences changes nothing.
 
 A logistic model (FEATURES, one line of reasoning each) turns the signals into the probability
 that the chunks are insufficient: how much of the question the window covers, whether it states
-the question's constraints and offers the asked-for answer type, whether the chunks name the
-question's names at all, whether some sentence is a statement *about* the question's subject, and
+the question's constraints and offers the asked-for answer type, whether the chunks mention the
+question's names, and its other words, at all, whether some sentence is a statement *about* the question's subject, and
 whether the query asks anything definite. One rule stands beside it: a question that asks for a
 date or a number is insufficient when no sentence that mentions its words states any date or
 number; that follows from the question itself, whatever the other signals say.
@@ -43,6 +43,8 @@ FEATURES = [
     "type_gap",   # asked-for answer type (name, date, number, place, definition) absent from the window: 1; only
                   # in its second sentence: 0.5; present, or the question names no type: 0
     "name_miss",  # share of the question's names and numbers that no chunk contains: the chunks are about another one
+    "word_miss",  # weighted share of the question's other content words that no chunk contains: what it asks about
+                  # ("a bonus", "a half-load programme") is never mentioned
     "subject",    # best share of a sentence's grammatical subject made of question words: a statement *about* it
     "asks",       # the query is worded as a question or request (wh-word, auxiliary or "describe..." first, "?"),
                   # not a bag of keywords whose ask a reader must guess
@@ -97,9 +99,13 @@ class _Reading:
         self.missing_cons: list[str] = []
         names = [t for t in terms if t.is_capital or t.is_number]
         self.missing_names = [t.text for t in names if not any(p.has(t) for p in index.pieces)]
+        words = [t for t in terms if not (t.is_capital or t.is_number)]
+        word_weight = sum(t.weight for t in words)
+        absent_words = sum(t.weight for t in words if not any(p.has(t) for p in index.pieces))
         values = self.values = {name: 0.0 for name in FEATURES}
         values.update(type_gap=float(kind is not None), asks=float(_asks(question)),
-                      name_miss=len(self.missing_names) / len(names) if names else 0.0)
+                      name_miss=len(self.missing_names) / len(names) if names else 0.0,
+                      word_miss=absent_words / word_weight if word_weight else 0.0)
         if not self.chunks:
             values["cons_miss"] = 1.0 if constraints_of(question) else 0.0
             return
@@ -205,7 +211,7 @@ def _reasons(r: _Reading, cid: str, sufficient: bool) -> tuple[str, list[str]]:
 
 def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tuple[SufficiencyItem, float]:
     """One sub-question's item and the confidence (in [0, 1]) that its verdict is right."""
-    if not any(text.strip() for text in index.texts):
+    if all(not text or text.isspace() for text in index.texts):  # (no strip(): chunks can be long)
         required = [t.text for t in terms_of(sq.text)][:8]
         return SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=[], missing_facts=required,
                                reasoning="Insufficient: the context is empty, so nothing can answer this.",
