@@ -1,7 +1,7 @@
 """How close is the budget guard's token estimate to what the judge server actually receives?
 
 For each shared dev trace (../shared/data/*.dev.jsonl) this estimates the trace's input tokens
-(veralith.observability.budget.estimate_trace: the real prompts, the pipeline's batching, tiktoken)
+(veralith.pipeline.budget.estimate_trace: the real prompts, the pipeline's batching, tiktoken)
 and then evaluates it against the local fake OpenAI server in `count_tokens` mode, which reports
 the prompt tokens it received counted with tiktoken (o200k_base, OpenAI's chat counting rules).
 
@@ -36,7 +36,7 @@ from fake_openai_server import FakeOpenAIServer, auto_reply, task_of  # noqa: E4
 
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
-from veralith.observability.budget import estimate_trace  # noqa: E402
+from veralith.pipeline.budget import estimate_trace  # noqa: E402
 
 
 def _rows(path: Path, limit: int) -> list[dict]:

@@ -40,8 +40,8 @@ from fake_openai_server import FakeOpenAIServer, counted_usage, task_of  # noqa:
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
 from veralith.llm import prompts  # noqa: E402
-from veralith.observability.budget import estimate_trace  # noqa: E402
 from veralith.observability.pricing import price_of  # noqa: E402
+from veralith.pipeline.budget import estimate_trace  # noqa: E402
 
 DEEPEVAL = {"1 chunk / 2 claims": 3134, "5 chunks / 8 claims": 5388}
 

@@ -14,8 +14,9 @@ from conftest import SHARED, data_file
 
 import veralith
 from veralith.config import ConfigError, settings
-from veralith.observability import budget
-from veralith.observability.cost import BudgetExceeded, CostWarning, enforce_budget, estimate_trace
+from veralith.llm import tokens
+from veralith.observability.cost import CostWarning
+from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
 from veralith.store.db import open_db
 
 QUERY = "When was the Eiffel Tower finished, and how tall is it?"
@@ -29,10 +30,10 @@ def fresh_encodings():
     import tiktoken.registry
 
     def forget() -> None:
-        budget._encodings.clear()
-        budget._loaders.clear()
-        budget._count_static.cache_clear()
-        budget._fallback_warned = False
+        tokens._encodings.clear()
+        tokens._loaders.clear()
+        tokens._count_static.cache_clear()
+        tokens._fallback_warned = False
 
     forget()
     with pytest.MonkeyPatch.context() as patch:
@@ -158,28 +159,28 @@ def test_offline_fallback_is_fast_warns_once_and_never_fails(tmp_path, monkeypat
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert budget.count_tokens("x" * 401, "gpt-4o") == (101, "chars/4")
+        assert tokens.count_tokens("x" * 401, "gpt-4o") == (101, "chars/4")
         est = estimate_trace(QUERY, CONTEXT, RESPONSE, client=_FakeOpenAI())
-    assert time.perf_counter() - started < budget.LOAD_WAIT_S + 1.0
+    assert time.perf_counter() - started < tokens.LOAD_WAIT_S + 1.0
     assert est.method == "chars/4" and est.input_tokens > 0 and est.usd > 0
     fallback = [w for w in caught if issubclass(w.category, CostWarning)]
     assert len(fallback) == 1 and "ceil(characters / 4)" in str(fallback[0].message)
-    assert budget._loaders["o200k_base"][0].daemon  # a download that hung could never block exit
+    assert tokens._loaders["o200k_base"][0].daemon  # a download that hung could never block exit
 
 
 def test_a_download_that_hangs_is_waited_for_once_and_briefly(monkeypatch, fresh_encodings):
     release = threading.Event()
-    monkeypatch.setattr(budget, "LOAD_WAIT_S", 0.2)
-    monkeypatch.setattr(budget, "_cached_file_ok", lambda name: False)
-    monkeypatch.setattr(budget, "_load", lambda name: release.wait(30))  # tiktoken stuck on the network
+    monkeypatch.setattr(tokens, "LOAD_WAIT_S", 0.2)
+    monkeypatch.setattr(tokens, "_cached_file_ok", lambda name: False)
+    monkeypatch.setattr(tokens, "_load", lambda name: release.wait(30))  # tiktoken stuck on the network
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CostWarning)
         started = time.perf_counter()
-        assert budget.count_tokens("abcd" * 10, "gpt-4o") == (10, "chars/4")
+        assert tokens.count_tokens("abcd" * 10, "gpt-4o") == (10, "chars/4")
         first = time.perf_counter() - started
         started = time.perf_counter()
         for _ in range(20):
-            budget.count_tokens("abcd", "gpt-4o")
+            tokens.count_tokens("abcd", "gpt-4o")
         later = time.perf_counter() - started
     release.set()
     assert 0.15 < first < 1.0 and later < 0.1
@@ -188,24 +189,24 @@ def test_a_download_that_hangs_is_waited_for_once_and_briefly(monkeypatch, fresh
 def test_a_cache_file_with_the_wrong_checksum_is_not_trusted(tmp_path, monkeypatch, fresh_encodings):
     import hashlib
 
-    name = hashlib.sha1(budget._URL.format("o200k_base").encode()).hexdigest()
+    name = hashlib.sha1(tokens._URL.format("o200k_base").encode()).hexdigest()
     (tmp_path / name).write_bytes(b"not an encoding")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
-    assert not budget._cached_file_ok("o200k_base")
+    assert not tokens._cached_file_ok("o200k_base")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CostWarning)
-        assert budget.count_tokens("abcd" * 10, "gpt-4o") == (10, "chars/4")
+        assert tokens.count_tokens("abcd" * 10, "gpt-4o") == (10, "chars/4")
 
 
 def test_encodings_by_model():
-    assert budget.encoding_for("gpt-4o-2024-08-06") == "o200k_base"
-    assert budget.encoding_for("gpt-4.1-mini") == "o200k_base"
-    assert budget.encoding_for("o3") == "o200k_base"
-    assert budget.encoding_for("gpt-5-mini") == "o200k_base"
-    assert budget.encoding_for("gpt-4") == "cl100k_base"
-    assert budget.encoding_for("gpt-4-turbo") == "cl100k_base"
-    assert budget.encoding_for("gpt-3.5-turbo-0125") == "cl100k_base"
+    assert tokens.encoding_for("gpt-4o-2024-08-06") == "o200k_base"
+    assert tokens.encoding_for("gpt-4.1-mini") == "o200k_base"
+    assert tokens.encoding_for("o3") == "o200k_base"
+    assert tokens.encoding_for("gpt-5-mini") == "o200k_base"
+    assert tokens.encoding_for("gpt-4") == "cl100k_base"
+    assert tokens.encoding_for("gpt-4-turbo") == "cl100k_base"
+    assert tokens.encoding_for("gpt-3.5-turbo-0125") == "cl100k_base"
 
 
 class _FakeOpenAI:
@@ -217,7 +218,7 @@ def test_a_logged_or_batched_trace_is_estimated_once(monkeypatch, openai_server,
     """log() and `veralith eval` check the budget before writing; evaluating the stored trace must
     not render and count every prompt a second time."""
     from veralith import log
-    from veralith.observability import budget as budget_mod
+    from veralith.pipeline import budget as budget_mod
 
     calls = []
     real = budget_mod.estimate_trace
@@ -226,3 +227,29 @@ def test_a_logged_or_batched_trace_is_estimated_once(monkeypatch, openai_server,
                            per_trace_budget_usd=10.0):
         log("What is a P/E ratio?", ["P/E is price over earnings."], "P/E is price over earnings.", sync=True)
     assert len(calls) == 1
+
+
+def test_the_estimate_and_get_client_choose_the_backend_by_one_rule(openai_server):
+    from veralith.llm import get_client
+    from veralith.llm.backends import resolve_backend
+
+    cases = [({"backend": "auto"}, "local"), ({"backend": "auto", "base_url": openai_server.base_url}, "openai"),
+             ({"backend": "auto", "api_key": "test"}, "openai"), ({"backend": "local", "api_key": "test"}, "local")]
+    for values, expected in cases:
+        with settings.override(**values):
+            assert resolve_backend() == expected == get_client().backend, values
+            local = estimate_trace(QUERY, CONTEXT, RESPONSE).method == "local"
+            assert local == (expected == "local"), values
+    with pytest.raises(ConfigError, match="VERALITH_BACKEND"):
+        resolve_backend("cloud")
+
+
+def test_the_estimate_normalises_context_as_evaluate_does():
+    from veralith.pipeline.inputs import normalize_context
+
+    with settings.override(backend="openai", api_key="test"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostWarning)
+        raw = estimate_trace(QUERY, [{"page_content": CONTEXT[0]}, CONTEXT[1]], RESPONSE)
+        assert raw == estimate_trace(QUERY, normalize_context(CONTEXT), RESPONSE)
+        with pytest.raises(TypeError, match="wrap a single text"):
+            estimate_trace(QUERY, "one string", RESPONSE)   # the same error evaluate() gives

@@ -335,3 +335,41 @@ def test_instrument_records_an_async_streamed_call():
 
     scope = asyncio.run(main())
     assert (scope.calls, scope.input_tokens, scope.output_tokens) == (1, 10, 5)
+
+
+def test_one_rule_sums_usage_everywhere():
+    """CallUsage.add is the only summing rule: the result's usage, scopes, the tracker and the CLI tally."""
+    from veralith.cli.batch import Tally
+    from veralith.models import Usage
+    from veralith.usage import CallUsage
+
+    total = CallUsage()
+    total.add(CallUsage(calls=2, cache_hits=1, input_tokens=100, cached_input_tokens=40, output_tokens=7, usd=0.5))
+    total.add(Usage(calls=1, input_tokens=10, output_tokens=3, usd=0.25))
+    assert (total.calls, total.cache_hits, total.input_tokens, total.cached_input_tokens, total.output_tokens,
+            total.usd, total.tokens) == (3, 1, 110, 40, 10, 0.75, 120)
+    assert total.as_usage() == Usage(calls=3, cache_hits=1, input_tokens=110, cached_input_tokens=40,
+                                     output_tokens=10, usd=0.75)
+    total.add(CallUsage(calls=1, usd=None))
+    total.add(CallUsage(calls=1, usd=1.0))
+    assert total.usd is None and total.calls == 5          # unknown stays unknown
+
+    tally = Tally()
+    for usd in (0.5, None, 0.25):
+        tally.usage.add(Usage(calls=1, input_tokens=5, usd=usd))
+    assert (tally.calls, tally.input_tokens, tally.usd) == (3, 15, None)
+
+
+def test_the_tracker_and_scopes_add_from_many_threads_without_losing_a_call():
+    get_tracker().reset()
+    with CostScope() as scope:
+        def work() -> None:
+            for _ in range(200):
+                record_usage("gpt-4o", input_tokens=1, cached_input_tokens=0, output_tokens=1, usd=0.0)
+
+        threads = [threading.Thread(target=contextvars.copy_context().run, args=(work,)) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert scope.calls == get_tracker().calls == 1600 and scope.tokens == 3200

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai_server import Reply, blocks
-from openai.lib._pydantic import to_strict_json_schema
+from openai import pydantic_function_tool
 
 from veralith.config import ConfigError, settings
 from veralith.errors import JudgeCallError
@@ -77,7 +77,7 @@ def test_strict_schema_is_sent_and_the_structured_reply_is_parsed(openai_server)
     schema = fmt["json_schema"]["schema"]
     assert schema == strict_schema(FAITHFULNESS)
     assert "title" not in json.dumps(schema)   # billed on every call, constrains nothing
-    full = to_strict_json_schema(FAITHFULNESS.output_model)
+    full = pydantic_function_tool(FAITHFULNESS.output_model)["function"]["parameters"]
     assert full["$defs"]["FaithfulnessItem"]["required"] == schema["$defs"]["FaithfulnessItem"]["required"]
     item = schema["$defs"]["FaithfulnessItem"]
     assert schema["additionalProperties"] is False and item["additionalProperties"] is False
@@ -373,7 +373,7 @@ def test_cache_seam_returns_hits_without_calls_and_stores_only_good_replies(open
 
 def test_request_key_is_canonical_and_sensitive():
     msgs = prompts.render("faithfulness", faith_input(1))
-    schema = to_strict_json_schema(FAITHFULNESS.output_model)
+    schema = pydantic_function_tool(FAITHFULNESS.output_model)["function"]["parameters"]
     key = request_key("openai", "gpt-4o", "faithfulness-v2", msgs, schema, {"temperature": 0.0})
     assert re.fullmatch(r"[0-9a-f]{64}", key)
     assert key == request_key("openai", "gpt-4o", "faithfulness-v2", msgs, dict(reversed(schema.items())),
@@ -539,7 +539,7 @@ def test_a_server_that_read_far_fewer_tokens_than_sent_is_context_truncated(open
 
 
 def test_tokenizer_differences_and_unreported_usage_are_not_truncation(openai_server):
-    from veralith.observability.budget import prompt_tokens
+    from veralith.llm.tokens import prompt_tokens
 
     messages = prompts.render("faithfulness", faith_input(1))
     expected, _ = prompt_tokens(messages, strict_schema(FAITHFULNESS), "gpt-4o")

@@ -13,13 +13,34 @@ import threading
 from veralith.config import ConfigError, settings
 from veralith.llm.base import JudgeClient
 
-__all__ = ["get_client"]
+__all__ = ["get_client", "resolve_backend"]
 
 log = logging.getLogger("veralith")
 
 _clients: dict[str, JudgeClient] = {}
 _clients_lock = threading.Lock()
 _notice_given = False
+
+
+def resolve_backend(backend: str | None = None) -> str:
+    """The backend that serves an evaluation: "openai" or "local" (the one rule for `auto`).
+
+    `backend` defaults to settings.backend; `auto` is openai when an API key or a base URL is
+    configured, else local. Raises ConfigError for an unknown name. Picking openai without a key or
+    server is not an error here (an estimate needs no server); get_client refuses it.
+    """
+    current = settings.current
+    choice = backend or current.backend
+    if choice not in ("auto", "openai", "local"):
+        raise ConfigError(f"unknown backend {choice!r}; use one of auto, openai, local (VERALITH_BACKEND)")
+    if choice == "auto":
+        return "openai" if _configured() else "local"
+    return choice
+
+
+def _configured() -> bool:
+    current = settings.current
+    return current.api_key is not None or bool(current.base_url)
 
 
 def get_client(backend: str | None = None) -> JudgeClient:
@@ -30,21 +51,16 @@ def get_client(backend: str | None = None) -> JudgeClient:
     """
     global _notice_given
     current = settings.current
-    choice = backend or current.backend
-    if choice not in ("auto", "openai", "local"):
-        raise ConfigError(f"unknown backend {choice!r}; use one of auto, openai, local (VERALITH_BACKEND)")
-    configured = current.api_key is not None or bool(current.base_url)
-    if choice == "auto":
-        choice = "openai" if configured else "local"
-        if choice == "local" and not _notice_given:
-            _notice_given = True
-            # logging's last-resort handler prints this one line to stderr even when logging is unconfigured.
-            log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
-                        "heuristic judges (set VERALITH_BACKEND=local to silence this)")
+    choice = resolve_backend(backend)
+    if choice == "local" and (backend or current.backend) == "auto" and not _notice_given:
+        _notice_given = True
+        # logging's last-resort handler prints this one line to stderr even when logging is unconfigured.
+        log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
+                    "heuristic judges (set VERALITH_BACKEND=local to silence this)")
     if choice == "local":
         from veralith.llm.local import LocalClient  # lazy: the openai path never loads the heuristics
         return LocalClient()
-    if not configured:
+    if not _configured():
         raise ConfigError("backend 'openai' needs an API key or a server: set OPENAI_API_KEY (or "
                           "VERALITH_API_KEY), or VERALITH_BASE_URL for a local OpenAI-compatible server; "
                           "`--backend local` (VERALITH_BACKEND=local) works offline without either")

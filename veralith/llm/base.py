@@ -12,29 +12,9 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from veralith.llm.tasks import Task
+from veralith.usage import CallUsage  # defined in a neutral module: the cost tracker reads it too
 
 __all__ = ["CallResult", "CallUsage", "JudgeClient"]
-
-
-@dataclass
-class CallUsage:
-    """Usage of one logical judge call (retries and the re-ask included)."""
-
-    model: str = ""
-    calls: int = 0               # HTTP requests that reached the server
-    cache_hits: int = 0
-    input_tokens: int = 0
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    usd: float | None = 0.0      # None when the model's price is unknown
-
-    def add(self, other: CallUsage) -> None:
-        self.calls += other.calls
-        self.cache_hits += other.cache_hits
-        self.input_tokens += other.input_tokens
-        self.cached_input_tokens += other.cached_input_tokens
-        self.output_tokens += other.output_tokens
-        self.usd = None if self.usd is None or other.usd is None else self.usd + other.usd
 
 
 @dataclass

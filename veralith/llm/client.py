@@ -39,17 +39,17 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import openai
-from openai.lib._pydantic import to_strict_json_schema
 from pydantic import BaseModel, ValidationError
 
 from veralith.config import settings
 from veralith.errors import JudgeCallError
-from veralith.llm.base import CallResult, CallUsage
+from veralith.llm.base import CallResult
 from veralith.llm.confidence import label_confidence
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.tasks import Task
 from veralith.observability.cost import record_call
 from veralith.redact import redact, redact_url
+from veralith.usage import CallUsage
 
 __all__ = ["TRUNCATION_MIN_TOKENS", "TRUNCATION_RATIO", "OpenAIClient", "ReplyCache",
            "request_key", "strict_schema"]
@@ -88,10 +88,13 @@ def request_key(backend: str, model: str, prompt_version: str, messages: list[di
 def strict_schema(task: Task) -> dict[str, Any]:
     """The strict JSON Schema of the task's output model, without pydantic's `title` annotations.
 
-    Structured outputs bill the schema as prompt tokens on every call; the titles only repeat the
-    property names (a quarter of the schema's tokens) and constrain nothing.
+    The strict form (every property required, no additional properties) comes from the SDK's
+    public `openai.pydantic_function_tool`, whose `parameters` are exactly what structured outputs
+    accept. Structured outputs bill the schema as prompt tokens on every call; the titles only
+    repeat the property names (a quarter of the schema's tokens) and constrain nothing.
     """
-    schema: dict[str, Any] = _untitled(to_strict_json_schema(task.output_model))
+    tool = openai.pydantic_function_tool(task.output_model)
+    schema: dict[str, Any] = _untitled(tool["function"]["parameters"])
     return schema
 
 
@@ -230,7 +233,7 @@ class OpenAIClient:
         reported = completion.usage.prompt_tokens if completion.usage is not None else None
         if not reported:
             return   # a server that reports no usage cannot be checked
-        from veralith.observability.budget import prompt_tokens
+        from veralith.llm.tokens import prompt_tokens
 
         expected, method = prompt_tokens(messages, schema_sent, self.model)
         if expected >= TRUNCATION_MIN_TOKENS and reported < TRUNCATION_RATIO * expected:

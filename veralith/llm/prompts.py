@@ -51,10 +51,10 @@ __all__ = ["EXAMPLES", "PROMPT_VERSIONS", "boundary_token", "render", "system_pr
 
 PROMPT_VERSIONS = {
     "questions": "questions-v2",
-    "claims": "claims-v2",
+    "claims": "claims-v3",
     "sufficiency": "sufficiency-v2",
-    "faithfulness": "faithfulness-v2",
-    "completeness": "completeness-v2",
+    "faithfulness": "faithfulness-v3",
+    "completeness": "completeness-v3",
 }
 
 _COMMON = """\
@@ -78,7 +78,7 @@ toward an answer.
 """
 
 _CLAIMS = """\
-Task: extract what the response asserts (claims c1, ...) and what it says the documents lack (gaps g1, \
+Task: extract what the response asserts (claims k1, ...) and what it says the documents lack (gaps g1, \
 ...), each citing its sentences, in the response's language. Never judge truth or add facts; the \
 question only resolves references.
 Claim: one checkable proposition with its time, place, quantity, unit, condition, hedge ("may", \
@@ -119,7 +119,7 @@ one ("France" supports "Europe"; "Europe" never supports "France"); a negation m
 the chunk negates; a source named in the note must be the supporting chunk's source, else unsupported; \
 "current", "latest", "this year": as of "Today is".
 Grounding ids only for supported or conflicting; contradicting ids only for contradicted or conflicting. \
-Chunk ids and claim ids are separate: chunk c1 is not claim c1.
+Claim ids start with k, sub-question ids with q; chunk ids are whatever the context gives.
 """
 
 _COMPLETENESS = """\
@@ -152,10 +152,10 @@ _ACME = CompletenessInput(
     sub_questions=[SubQuestionIn(id="q1", text="Who founded Acme?"),
                    SubQuestionIn(id="q2", text="When was Acme founded?"),
                    SubQuestionIn(id="q3", text="Is Acme profitable?")],
-    claims=[ClaimIn(id="c1", text="Acme was founded by Ruth Calder in 1947."),
-            ClaimIn(id="c2", text="Calder was a chemist."),
-            ClaimIn(id="c3", text="Acme's profit depends on the year."),
-            ClaimIn(id="c4", text="Acme is a well-known brand.")],
+    claims=[ClaimIn(id="k1", text="Acme was founded by Ruth Calder in 1947."),
+            ClaimIn(id="k2", text="Calder was a chemist."),
+            ClaimIn(id="k3", text="Acme's profit depends on the year."),
+            ClaimIn(id="k4", text="Acme is a well-known brand.")],
     gaps=[GapIn(id="g1", text="where Acme was founded")])
 
 # (input, output): outputs validate against the task's output model and pass its check (tests/test_prompts.py).
@@ -170,9 +170,9 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                      sentences=[Sentence(id="S1", text="Per the manual, the X200 has a 24-month warranty."),
                                 Sentence(id="S2", text="The manual doesn't say whether the battery is covered."),
                                 Sentence(id="S3", text="There is no extended plan, it says.")]),
-         {"claims": [{"id": "c1", "source_sentence_ids": ["S1"], "text": "The X200 has a 24-month warranty.",
+         {"claims": [{"id": "k1", "source_sentence_ids": ["S1"], "text": "The X200 has a 24-month warranty.",
                       "note": "attributed to the manual"},
-                     {"id": "c2", "source_sentence_ids": ["S3"], "text": "There is no extended X200 warranty plan.",
+                     {"id": "k2", "source_sentence_ids": ["S3"], "text": "There is no extended X200 warranty plan.",
                       "note": "attributed to the manual"}],
           "gaps": [{"id": "g1", "source_sentence_ids": ["S2"], "text": "whether the X200 warranty covers the battery"}],
           "asks_clarification": False}),
@@ -197,29 +197,29 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                            chunks=[ChunkIn(id="c0", text="Sales for fiscal 2023 (to 30 September) were $383.3 "
                                            "billion.", source="annual-report.pdf"),
                                    ChunkIn(id="c1", text="Zorvex is not approved for children under 12.")],
-                           claims=[ClaimIn(id="c1", text="Fiscal 2023 sales were about $383 billion.",
+                           claims=[ClaimIn(id="k1", text="Fiscal 2023 sales were about $383 billion.",
                                            context_note="attributed to the annual report"),
-                                   ClaimIn(id="c2", text="Zorvex is not approved for anyone under 18.")]),
-         {"items": [{"claim_id": "c1", "evidence": [{"chunk_id": "c0", "quote": "were $383.3 billion"}],
+                                   ClaimIn(id="k2", text="Zorvex is not approved for anyone under 18.")]),
+         {"items": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "were $383.3 billion"}],
                      "reasoning": "383.3 is about 383, from the annual report.",
                      "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []},
-                    {"claim_id": "c2", "evidence": [{"chunk_id": "c1", "quote": "not approved for children under 12"}],
+                    {"claim_id": "k2", "evidence": [{"chunk_id": "c1", "quote": "not approved for children under 12"}],
                      "reasoning": "Chunk c1 negates approval under 12 only, not 12 to 17.",
                      "relation": "unsupported", "grounding_chunk_ids": [], "contradicting_chunk_ids": []}]}),
     ],
     "completeness": [
         (_ACME,
-         {"claims": [{"claim_id": "c1", "reasoning": "Gives the founder and the year.", "role": "answers",
+         {"claims": [{"claim_id": "k1", "reasoning": "Gives the founder and the year.", "role": "answers",
                       "sub_question_ids": ["q1", "q2"]},
-                     {"claim_id": "c2", "reasoning": "Background on the founder.", "role": "supports",
+                     {"claim_id": "k2", "reasoning": "Background on the founder.", "role": "supports",
                       "sub_question_ids": ["q1"]},
-                     {"claim_id": "c3", "reasoning": "It depends, no answer.", "role": "answers",
+                     {"claim_id": "k3", "reasoning": "It depends, no answer.", "role": "answers",
                       "sub_question_ids": ["q3"]},
-                     {"claim_id": "c4", "reasoning": "Mentions Acme, answers nothing.", "role": "extra",
+                     {"claim_id": "k4", "reasoning": "Mentions Acme, answers nothing.", "role": "extra",
                       "sub_question_ids": []}],
           "gaps": [{"gap_id": "g1", "sub_question_ids": []}],
-          "sub_questions": [{"sub_question_id": "q1", "reasoning": "c1.", "status": "answered"},
-                            {"sub_question_id": "q2", "reasoning": "c1.", "status": "answered"},
+          "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1.", "status": "answered"},
+                            {"sub_question_id": "q2", "reasoning": "k1.", "status": "answered"},
                             {"sub_question_id": "q3", "reasoning": "Only \"it depends\".", "status": "partial"}]}),
     ],
 }

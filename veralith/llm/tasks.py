@@ -103,7 +103,7 @@ class ClaimsInput(_In):
 
 
 class ExtractedClaim(_Out):
-    id: str                      # "c1", "c2", ...
+    id: str                      # the model's own; the pipeline renumbers claims k1, k2, ...
     source_sentence_ids: list[str]
     text: str
     note: str                    # "" or words needed to interpret it, incl. a source the response names

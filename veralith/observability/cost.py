@@ -13,7 +13,10 @@ tasks each see only their own calls, and worker threads that run in a copied con
 pipeline's judges) report to the trace that started them. A scope inside a scope adds to both.
 
 Cost is None, never 0, when a model's price is unknown (see pricing.py), and a None anywhere in a
-sum makes the sum None: an undercount that looks exact is worse than an honest "unknown".
+sum makes the sum None: an undercount that looks exact is worse than an honest "unknown". Sums are
+CallUsage.add (veralith/usage.py). This module prices and tracks only: it imports no judge or
+prompt code (the judge clients import it), and BudgetExceeded, raised by the budget guard in
+veralith.pipeline.budget, is defined here so callers catch it without loading the estimator.
 """
 
 from __future__ import annotations
@@ -22,52 +25,49 @@ import contextvars
 import functools
 import inspect
 import threading
-from dataclasses import dataclass, field
 from typing import Any
 
-from veralith.llm.base import CallUsage
+from veralith.errors import VeralithError
 from veralith.models import Usage
-from veralith.observability.budget import BudgetExceeded, enforce_budget, estimate_trace
 from veralith.observability.pricing import PRICES_CHECKED, CostWarning, price_of, price_usd
+from veralith.usage import CallUsage, UsageLike
 
 __all__ = [
     "PRICES_CHECKED", "BudgetExceeded", "CostScope", "CostTracker", "CostWarning", "ModelUsage",
-    "enforce_budget", "estimate_trace", "get_tracker", "instrument", "price_usd", "record_call", "record_usage",
+    "get_tracker", "instrument", "price_usd", "record_call", "record_usage",
 ]
 
 
-@dataclass
-class ModelUsage:
-    """Usage summed over calls. `calls` are requests that reached a server; cache hits are not calls."""
+class BudgetExceeded(VeralithError):
+    """The estimated judge cost of one trace is above VERALITH_PER_TRACE_BUDGET_USD.
 
-    calls: int = 0
-    cache_hits: int = 0
-    input_tokens: int = 0          # all prompt tokens, provider-cached ones included
-    cached_input_tokens: int = 0
-    output_tokens: int = 0
-    usd: float | None = 0.0        # None as soon as one call could not be priced
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    Raised by the budget guard (veralith.pipeline.budget.enforce_budget) before anything is
+    written or called.
+    """
 
-    def _add(self, input_tokens: int, cached_input_tokens: int, output_tokens: int,
-             usd: float | None, cache_hit: bool, calls: int) -> None:
+    def __init__(self, estimated_usd: float, budget_usd: float) -> None:
+        self.estimated_usd = estimated_usd
+        self.budget_usd = budget_usd
+        super().__init__(
+            f"estimated judge cost ${estimated_usd:.6g} for this trace exceeds the per-trace budget "
+            f"${budget_usd:.6g} (setting per_trace_budget_usd, env VERALITH_PER_TRACE_BUDGET_USD); "
+            "nothing was called or stored. Raise the budget, shorten the context, or use a cheaper judge_model.")
+
+
+class ModelUsage(CallUsage):
+    """Usage summed over calls, safe to add to from several threads (CallUsage.add under a lock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def add(self, other: UsageLike) -> None:
         with self._lock:
-            self.cache_hits += cache_hit
-            self.calls += calls
-            self.input_tokens += input_tokens
-            self.cached_input_tokens += cached_input_tokens
-            self.output_tokens += output_tokens
-            self.usd = None if self.usd is None or usd is None else self.usd + usd
-
-    @property
-    def tokens(self) -> int:
-        return self.input_tokens + self.output_tokens
+            super().add(other)
 
     def as_usage(self) -> Usage:
-        """The result model's Usage, as EvaluationResult.usage carries it."""
         with self._lock:
-            return Usage(calls=self.calls, cache_hits=self.cache_hits, input_tokens=self.input_tokens,
-                         cached_input_tokens=self.cached_input_tokens, output_tokens=self.output_tokens,
-                         usd=self.usd)
+            return super().as_usage()
 
 
 class CostTracker:
@@ -78,12 +78,12 @@ class CostTracker:
         self._models: dict[str, ModelUsage] = {}
         self._all = ModelUsage()
 
-    def _add(self, model: str, *args: Any) -> None:
+    def add(self, model: str, usage: UsageLike) -> None:
         with self._lock:
-            usage = self._models.setdefault(model, ModelUsage())
+            per_model = self._models.setdefault(model, ModelUsage())
             total = self._all
-        usage._add(*args)
-        total._add(*args)
+        per_model.add(usage)
+        total.add(usage)
 
     total_usd = property(lambda self: self._all.usd, doc="USD of every call; None once a model was unpriced.")
     total_tokens = property(lambda self: self._all.tokens, doc="Input plus output tokens of every call.")
@@ -155,14 +155,13 @@ def record_usage(model: str, *, input_tokens: int, cached_input_tokens: int, out
     `calls` is the number of HTTP requests behind this usage (a retried or re-asked judge call
     reports its total once).
     """
-    if cache_hit:
-        input_tokens = cached_input_tokens = output_tokens = calls = 0
-        usd = 0.0
-    args = (input_tokens, cached_input_tokens, output_tokens, usd, cache_hit, calls)
-    _TRACKER._add(model, *args)
+    usage = (CallUsage(model=model, cache_hits=1) if cache_hit else
+             CallUsage(model=model, calls=calls, input_tokens=input_tokens, cached_input_tokens=cached_input_tokens,
+                       output_tokens=output_tokens, usd=usd))
+    _TRACKER.add(model, usage)
     scope = _SCOPE.get()
     while scope is not None:
-        scope._add(*args)
+        scope.add(usage)
         scope = scope._parent
 
 

@@ -13,7 +13,7 @@ Lookup order for a model name: VERALITH_PRICING (exact name, then its family), t
 (exact, then family), then a `"*"` entry of VERALITH_PRICING (a catch-all, e.g. to price every
 model of a local server at 0). A dated snapshot resolves to its family: `gpt-4o-2024-08-06` ->
 `gpt-4o`, `gpt-4-0613` -> `gpt-4`. An unknown model costs None, never 0, with one warning per
-model per process: a figure of $0 for a model we cannot price is the bug users reported.
+model per process: a figure of $0 for a model that cannot be priced would make an expensive run look free.
 """
 
 from __future__ import annotations

@@ -1,0 +1,141 @@
+"""How many judge calls and tokens one trace will take, from the prompts it would send; no call is made.
+
+The estimate renders the prompts the trace would send, with the pipeline's batching:
+
+    1 questions call                        the query alone
+    1 claims call                           query + the response's sentences (none for an empty response)
+    ceil(S / batch_size) sufficiency calls  S sub-questions, every chunk (none without chunks)
+    ceil(C / batch_size) faithfulness calls C claims, every chunk (none without chunks or claims)
+    1 completeness call                     every sub-question and claim (none when S or C is 0)
+
+With no chunks the pipeline decides sufficiency and faithfulness in code, and with no claims or
+no sub-questions it decides completeness in code, so those calls cost nothing.
+Sub-questions and claims are unknown before decomposition, so S = the query's sentences and
+C = the response's sentences split at "; " and " and " (the claims prompt asks for one fact per
+claim), each piece standing in for the model's text. Input tokens are counted by
+veralith.llm.tokens (messages plus the strict response schema, which structured outputs bill).
+
+Output is unknown too, so an allowance is added (OUTPUT_ALLOWANCE; generous on purpose, since the
+budget guard must not let a trace through on an optimistic guess):
+    questions     20 + tokens(query) + 20 per sub-question
+    claims        40 + tokens(response) + 40 per claim
+    sufficiency   20 per call + 160 per sub-question
+    faithfulness  20 per call + 140 per claim
+    completeness  40 + 50 per claim + 40 per sub-question
+
+Pricing the estimate is not done here: veralith.pipeline.budget prices it and enforces the budget.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from veralith.config import settings
+from veralith.llm import prompts, tasks as t
+from veralith.llm.text import sentence_spans
+from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
+from veralith.models import ContextChunk, claim_id
+
+__all__ = ["OUTPUT_ALLOWANCE", "TokenEstimate", "estimate_tokens", "planned_calls"]
+
+OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
+                    "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
+                    "completeness_per_claim": 50, "completeness_per_sub_question": 40}
+
+
+@dataclass(frozen=True)
+class TokenEstimate:
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    method: str                # "tiktoken:<encoding>" | "chars/4"
+
+
+def _sentences(text: str) -> list[str]:
+    return [text[start:end] for start, end in sentence_spans(text)]
+
+
+# The claims prompt tells the model to split "A and B" into separate facts, so a sentence is
+# assumed to yield one claim per "; " or " and " clause. Splitting at commas too over-counts
+# (lists, appositions); not splitting under-counts long answers (benchmarks/budget_accuracy.py).
+_CLAUSE = re.compile(r";\s+|\s+and\s+")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _claim_texts(sentences: list[str]) -> list[str]:
+    """The claims a decomposer is assumed to write: each sentence's clauses that contain a letter."""
+    texts = []
+    for sentence in sentences:
+        parts = [p for p in _CLAUSE.split(sentence) if _LETTER.search(p)]
+        texts += parts or [sentence]
+    return texts
+
+
+def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, batch_size: int,
+                  as_of: str | None = None) -> list[tuple[str, Any]]:
+    """(task name, input model) for every call the trace would make, as the pipeline makes them."""
+    chunk_in = [t.ChunkIn(id=c.id, text=c.text, source=c.source) for c in chunks]
+    sentences = _sentences(response)
+    as_of = as_of or datetime.date.today().isoformat()   # the judges get a date; its tokens count
+    sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s) for n, s in enumerate(_sentences(query), 1)]
+    claims = [t.ClaimIn(id=claim_id(n), text=s) for n, s in enumerate(_claim_texts(sentences), 1)]
+    calls: list[tuple[str, Any]] = [("questions", t.QuestionsInput(query=query))]
+    if sentences:  # an empty response has no claims or gaps, decided without a call
+        calls.append(("claims", t.ClaimsInput(
+            query=query, response=response,
+            sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)])))
+    if chunk_in:  # without chunks, sufficiency is "no" and every claim unsupported, decided without a call
+        calls += [("sufficiency", t.SufficiencyInput(query=query, sub_questions=b, chunks=chunk_in, as_of=as_of))
+                  for b in _batches(sub_questions, batch_size)]
+        calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunk_in, as_of=as_of))
+                  for b in _batches(claims, batch_size)]
+    if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
+        calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
+    return calls
+
+
+def _batches(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _output_allowance(task: str, payload: Any, query_tokens: int, response_tokens: int) -> int:
+    a = OUTPUT_ALLOWANCE
+    if task == "questions":
+        return a["questions_base"] + query_tokens + a["questions_per_item"] * len(_sentences(payload.query))
+    if task == "claims":
+        items = len(_claim_texts([s.text for s in payload.sentences]))
+        return a["claims_base"] + response_tokens + a["claims_per_item"] * items
+    if task == "sufficiency":
+        return a["call"] + a["sufficiency_per_item"] * len(payload.sub_questions)
+    if task == "faithfulness":
+        return a["call"] + a["faithfulness_per_item"] * len(payload.claims)
+    return (a["completeness_base"] + a["completeness_per_claim"] * len(payload.claims)
+            + a["completeness_per_sub_question"] * len(payload.sub_questions))
+
+
+def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,
+                    schema: Callable[[t.Task], dict[str, Any]] | None = None) -> TokenEstimate:
+    """Calls and tokens of judging one trace (validated chunks) with `model` on an OpenAI-compatible server.
+
+    `schema` gives the response schema each task sends (a client's `schema` method, which caches
+    it); default: veralith.llm.client.strict_schema (which imports openai, so only once an estimate
+    is made).
+    """
+    if schema is None:
+        from veralith.llm.client import strict_schema
+
+        schema = strict_schema
+    calls = planned_calls(query, chunks, response, batch_size=settings.batch_size)
+    query_tokens, _ = count_tokens(query, model)
+    response_tokens, _ = count_tokens(response, model)
+    input_tokens = output_tokens = 0
+    method = "chars/4"
+    for task, payload in calls:
+        n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task]), model)
+        input_tokens += n
+        output_tokens += _output_allowance(task, payload, query_tokens, response_tokens)
+    return TokenEstimate(calls=len(calls), input_tokens=input_tokens, output_tokens=output_tokens, method=method)

@@ -1,0 +1,77 @@
+"""The per-trace budget guard: price what a trace's judge calls will cost, refuse it before any call.
+
+    from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
+    estimate = estimate_trace(query, context, response)   # calls, tokens, USD; no model is called
+    enforce_budget(query, context, response)              # raises BudgetExceeded above the budget
+
+Calls and tokens come from veralith.llm.estimate (the prompts the trace would send, with the
+pipeline's batching, counted with tiktoken, plus an output allowance); the price from
+veralith.observability.pricing: USD = input tokens x input price + output tokens x output price,
+with no provider-cache discount, so the estimate errs high. The offline backend makes no paid
+calls, so its estimate is 0 calls and $0. `veralith eval --dry-run` prints the same estimate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from veralith.config import ConfigError, settings
+from veralith.llm.backends import resolve_backend
+from veralith.observability.cost import BudgetExceeded
+from veralith.observability.pricing import price_of
+from veralith.pipeline.inputs import normalize_context
+
+__all__ = ["BudgetExceeded", "TraceEstimate", "enforce_budget", "estimate_trace"]
+
+
+@dataclass(frozen=True)
+class TraceEstimate:
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd: float | None          # None when the model's price is unknown
+    method: str                # "tiktoken:<encoding>" | "chars/4" | "local" (no model is called)
+
+
+def estimate_trace(query: str, context: Sequence[Any], response: str, *, client: Any = None,
+                   model: str | None = None) -> TraceEstimate:
+    """Estimated calls, tokens and USD of evaluating one trace with `client` (default: the settings').
+
+    `context` takes any form evaluate() accepts (normalised the same way, so a malformed context
+    raises the same error). No model is called and nothing is written.
+    """
+    model = model or getattr(client, "model", None) or settings.judge_model
+    backend = str(getattr(client, "backend", "openai")) if client is not None else resolve_backend()
+    if backend == "local":
+        return TraceEstimate(model=model, calls=0, input_tokens=0, output_tokens=0, usd=0.0, method="local")
+    from veralith.llm.estimate import estimate_tokens  # lazy: loads the prompts and, on first count, tiktoken
+
+    tokens = estimate_tokens(query, normalize_context(context), response, model=model,
+                             schema=getattr(client, "schema", None))
+    price = price_of(model)
+    usd = None if price is None else (tokens.input_tokens * price.input + tokens.output_tokens * price.output) / 1e6
+    return TraceEstimate(model=model, calls=tokens.calls, input_tokens=tokens.input_tokens,
+                         output_tokens=tokens.output_tokens, usd=usd, method=tokens.method)
+
+
+def enforce_budget(query: str, context: Sequence[Any], response: str, *, budget_usd: float | None = None,
+                   client: Any = None) -> TraceEstimate | None:
+    """Raise BudgetExceeded when the trace's estimated cost is above the budget; return the estimate.
+
+    `budget_usd` defaults to settings.per_trace_budget_usd; with no budget this returns None at once.
+    A budget on a model without a known price cannot be enforced, so that fails loudly too.
+    """
+    budget = settings.per_trace_budget_usd if budget_usd is None else budget_usd
+    if budget is None:
+        return None
+    estimate = estimate_trace(query, context, response, client=client)
+    if estimate.usd is None:
+        raise ConfigError(f"VERALITH_PER_TRACE_BUDGET_USD is set but the price of judge model {estimate.model!r} "
+                          "is unknown, so the budget cannot be enforced; add it to VERALITH_PRICING "
+                          '(e.g. {"%s": {"input": 0, "output": 0}} for a local server).' % estimate.model)
+    if estimate.usd > budget:
+        raise BudgetExceeded(estimate.usd, budget)
+    return estimate
