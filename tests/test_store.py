@@ -436,3 +436,25 @@ def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(
     assert result.faithfulness[0].confidence is None and result.faithfulness[0].evidence == []
     assert result.gaps == [] and result.response_kind is None and not result.needs_review
     assert result.completeness.mappings == {"q1": ["k1"]} and result.completeness.statuses == {}
+
+
+def test_threads_opening_a_fresh_file_at_once_all_get_a_connection(tmp_path):
+    """Two first connections can meet in SQLite's switch to WAL, which then answers "database is
+    locked" without waiting; connect() tries again (a process and its log worker do this)."""
+    import threading
+
+    for trial in range(10):  # the race shows within ~20 fresh files without the retry; 10 keep the test short
+        path, errors = tmp_path / f"fresh{trial}.db", []
+
+        def first_open(path=path, errors=errors):
+            try:
+                connect(path).close()
+            except Exception as exc:  # noqa: BLE001 - any failure is the finding
+                errors.append(repr(exc))
+
+        threads = [threading.Thread(target=first_open) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == [], (trial, errors)

@@ -4,6 +4,10 @@ hand results back in input order.
 Memory stays flat however large the input is: lines are read one at a time, and at most
 `2 x concurrency` records are in flight (read but not yet handed back). Twice the worker count keeps
 every worker busy while the oldest record finishes, without reading ahead of what can be evaluated.
+(The one exception: a small digest per record id, so an id used twice in a file is caught.)
+
+Stored traces are claimed, evaluated and finished through veralith.sdk.stored, the path the SDK's
+worker and `resume()` take too.
 
 Interrupts (Ctrl-C) are the caller's to show, but this module decides what survives one: records not
 yet started are cancelled (their traces stay `pending` for `veralith resume`), records already running
@@ -13,18 +17,23 @@ are waited for so their results are stored; a second Ctrl-C abandons them too.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veralith.cli.records import BadLine, Record, read_records
 from veralith.models import EvaluationResult
+from veralith.usage import CallUsage
 
-__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "record_outcome",
+if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
+    from veralith.store.protocol import TraceInfo, TraceInput, TraceStore
+
+__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "judged_alike", "record_outcome",
            "release", "resume_jobs", "run_ordered"]
 
 J = TypeVar("J")
@@ -129,12 +138,9 @@ class Tally:
     blank_lines: int = 0
     failed: int = 0                   # records whose evaluation raised or was refused (budget)
     skipped: int = 0                  # claimed by another process meanwhile; not ours to evaluate
+    unchanged: int = 0                # re-run records whose stored result stands (same inputs and judges)
     with_judge_errors: int = 0        # evaluated, but at least one judge recorded an error
-    calls: int = 0
-    cache_hits: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    usd: float | None = 0.0
+    usage: CallUsage = field(default_factory=CallUsage)   # summed by CallUsage.add, the one rule for it
     stored: int = 0
     ids: tuple[int, int] | None = None    # lowest and highest trace id stored, to point `inspect` at them
     interrupted: bool = False
@@ -152,17 +158,18 @@ class Tally:
         self.cells[result.failure_cell.value if result.failure_cell else "unclassified"] += 1
         self.gates[result.status.quality_gate.value] += 1
         self.with_judge_errors += bool(result.errors)
-        usage = result.usage
-        self.calls += usage.calls
-        self.cache_hits += usage.cache_hits
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.usd = None if self.usd is None or usage.usd is None else self.usd + usage.usd
+        self.usage.add(result.usage)
+
+    calls = property(lambda self: self.usage.calls, doc="Requests that reached a server.")
+    cache_hits = property(lambda self: self.usage.cache_hits, doc="Replies served from the reply cache.")
+    input_tokens = property(lambda self: self.usage.input_tokens)
+    output_tokens = property(lambda self: self.usage.output_tokens)
+    usd = property(lambda self: self.usage.usd, doc="None once any result's price was unknown.")
 
     @property
     def processed(self) -> int:
         """Non-blank lines (or traces) dealt with so far, whatever the outcome: the progress count."""
-        return self.evaluated + self.failed + self.bad_lines + self.skipped
+        return self.evaluated + self.failed + self.bad_lines + self.skipped + self.unchanged
 
     @property
     def errors(self) -> int:
@@ -173,16 +180,26 @@ class Tally:
         return (self.finished or time.monotonic()) - self.started
 
 
-def eval_jobs(path: Path, *, default_kb: str, persist: bool, db: Any, client: Any, tally: Tally,
-              report: Callable[[str], None]) -> Iterator[Record]:
-    """Valid records of `path`, each budget-checked and (when persisting) stored as a pending trace.
+def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore | None, client: Any, tally: Tally,
+              report: Callable[[str], None], run_id: int | None = None, rejudge: bool = False) -> Iterator[Record]:
+    """Valid records of `path`, each budget-checked and (when persisting) stored as a pending trace
+    (tagged with the eval run `run_id`, when given).
 
     The trace is written before it is evaluated, so a crash or Ctrl-C leaves it `pending` for
     `veralith resume` instead of losing it. Bad lines and over-budget records are reported as
     `FILE:LINE: what is wrong` and skipped; nothing is written for them.
-    """
-    from veralith.observability.cost import BudgetExceeded, enforce_budget
 
+    Re-running a file is idempotent by the records' own ids: a record whose id names a trace of its
+    knowledge base that already holds a result for the same inputs, judged the same way
+    (`judged_alike`), is counted in `tally.unchanged` and not evaluated again; any other such record
+    re-judges that trace in place (its earlier outcome goes to the trace's history), and so does
+    every one with `rejudge`. An id used twice in one knowledge base of the file is a bad line the
+    second time (ids are unique per knowledge base); to tell, the run keeps an 8-byte digest and a
+    line number per id (about 100 bytes each): the one part of its memory that grows with the file.
+    """
+    from veralith.pipeline.budget import BudgetExceeded, enforce_budget
+
+    seen: dict[bytes, int] = {}  # blake2b(knowledge base, id) -> the line that used it first
     for item in read_records(path, default_kb=default_kb):
         tally.last_line = item.line
         tally.unread = True
@@ -191,25 +208,52 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, db: Any, client: An
             tally.bad_lines += not item.blank
             report(f"{path}:{item.line}: {item.message}")
             continue
+        if item.external_id is not None:
+            key = hashlib.blake2b(f"{item.knowledge_base}\0{item.external_id}".encode(), digest_size=8).digest()
+            first = seen.setdefault(key, item.line)
+            if first != item.line:
+                tally.bad_lines += 1
+                report(f"{path}:{item.line}: id {item.external_id!r} was already used on line {first} "
+                       f"(knowledge base {item.knowledge_base!r}); ids are unique per knowledge base")
+                continue
+        existing = None
+        if store is not None and item.external_id is not None:
+            existing = _existing(store, item, client, rejudge=rejudge)
+            if existing == "unchanged":
+                tally.unchanged += 1
+                if run_id is not None:  # its stored result stands for this run too
+                    from veralith.cli.runs import file_unchanged
+
+                    file_unchanged(store, item, run_id)
+                continue
         try:
             enforce_budget(item.query, item.context, item.response, client=client)
         except BudgetExceeded as exc:
             tally.failed += 1
             report(f"{path}:{item.line}: {exc}")
             continue
-        if persist:
-            from veralith.store.repository import create_trace
+        if store is not None:
+            from veralith.store.errors import WritesStopped
+            from veralith.store.repository import DuplicateExternalId
 
             try:
-                # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
-                trace_id = create_trace(db, query=item.query, context=item.context, response=item.response,
-                                        knowledge_base=item.knowledge_base, metadata=item.metadata, queued=True)
-            except Exception as exc:
-                from veralith.store.errors import writes_stopped
+                if isinstance(existing, int):
+                    trace_id = existing  # re-judged in place: claimed (again) when its turn comes
+                    if run_id is not None:  # the run keeps it even if this evaluation fails
+                        from veralith.store.db import open_db
+                        from veralith.store.runs import tag_trace
 
-                stop = writes_stopped(exc)
-                if stop is not None:
-                    raise stop from None
+                        tag_trace(open_db(), run_id, trace_id)
+                else:
+                    # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
+                    trace_id = store.create_trace(_input(item), queued=True, run_id=run_id)
+            except WritesStopped:
+                raise
+            except DuplicateExternalId as exc:  # another run of this file stored it a moment ago
+                tally.skipped += 1
+                report(f"{path}:{item.line}: {exc}; left to the run that stored it")
+                continue
+            except Exception as exc:
                 tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
                 report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
                 continue
@@ -218,64 +262,87 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, db: Any, client: An
     tally.unread = False
 
 
-def resume_jobs(db: Any, trace_ids: Iterable[int]) -> Iterator[Record]:
+def _input(record: Record) -> TraceInput:
+    from veralith.store.protocol import TraceInput
+
+    return TraceInput(query=record.query, context=record.context, response=record.response,
+                      knowledge_base=record.knowledge_base, metadata=record.metadata, external_id=record.external_id)
+
+
+def _existing(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
+    """For a record with an id: None when its knowledge base has no trace with that external id,
+    "unchanged" when that trace's result stands (same inputs, judged alike, and no `rejudge`),
+    else the trace's id, to re-judge in place."""
+    assert record.external_id is not None
+    info = store.find_external(record.knowledge_base, record.external_id)
+    if info is None:
+        return None
+    if (not rejudge and info.status == "done" and info.has_result and judged_alike(info, client)
+            and store.load_input(info.trace_id).same_inputs(_input(record))):
+        return "unchanged"
+    return info.trace_id
+
+
+def judged_alike(info: TraceInfo, client: Any) -> bool:
+    """Whether the stored result was judged as `client` would judge now: same backend, model and
+    version of every prompt the result used. A prompt the client no longer knows counts as changed."""
+    if not info.prompt_versions or (info.backend, info.judge_model) != (client.backend, client.model):
+        return False
+    try:
+        return all(client.prompt_version(task) == version for task, version in info.prompt_versions.items())
+    except (KeyError, ValueError):
+        return False
+
+
+def resume_jobs(store: TraceStore, trace_ids: Iterable[int]) -> Iterator[Record]:
     """Stored inputs of traces to resume, loaded one at a time as the window has room."""
-    from veralith.store.repository import load_trace_input
-
     for trace_id in trace_ids:
-        query, context, response, knowledge_base, metadata = load_trace_input(db, trace_id)
-        yield Record(line=0, query=query, context=context, response=response, knowledge_base=knowledge_base,
-                     metadata=metadata, trace_id=trace_id)
+        found = store.load_input(trace_id)
+        yield Record(line=0, query=found.query, context=found.context, response=found.response,
+                     knowledge_base=found.knowledge_base, metadata=found.metadata, trace_id=trace_id,
+                     external_id=found.external_id)
 
 
-def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False) -> EvaluationResult | None:
+def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,
+                    again: bool = False, store: TraceStore | None = None) -> EvaluationResult | None:
     """Evaluate one record in a worker thread; None when another process claimed the trace first.
 
-    `failed`: the trace is re-judged after a failed evaluation (`veralith resume --failed`)."""
+    A stored record's trace is claimed first, so a concurrent `veralith resume` never evaluates it
+    twice (veralith.sdk.stored, the one path for evaluating stored traces). `failed`: the trace is
+    re-judged after a failed evaluation (`veralith resume --failed`); `again`: whatever its state
+    (a re-run record re-judged in place). `store`: where the trace is (default: the configured one)."""
+    if persist and record.trace_id is not None:
+        from veralith.sdk.stored import evaluate_stored
+
+        if store is None:
+            from veralith.store import open_store
+
+            store = open_store()
+        return evaluate_stored(store, record.trace_id, client=client, failed=failed, again=again,
+                               trace=_input(record))
     from veralith.pipeline.evaluate import evaluate_checked
 
-    db = None
-    if persist:
-        from veralith.store.db import open_db
-        from veralith.store.repository import claim_trace
-
-        db = open_db()
-        # Claim before evaluating, so a concurrent `veralith resume` never evaluates it twice.
-        if record.trace_id is not None and not claim_trace(db, record.trace_id, failed=failed):
-            return None
-    # The record was validated when read and budget-checked in eval_jobs (or when it was logged).
-    return evaluate_checked(record.query, record.context, record.response, db=db, client=client,
-                            trace_id=record.trace_id, knowledge_base=record.knowledge_base, metadata=record.metadata)
+    # The record was validated when read and budget-checked in eval_jobs.
+    return evaluate_checked(record.query, record.context, record.response, store=None, client=client,
+                            trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata)
 
 
 def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, error: BaseException | None, *,
-                   persist: bool, db: Any, report: Callable[[str], None], where: str) -> None:
-    """Count one finished record and report what went wrong with it, naming where it came from."""
+                   persist: bool, report: Callable[[str], None], where: str) -> None:
+    """Count one finished record and report what went wrong with it, naming where it came from.
+
+    A stored record's failure is already recorded on its trace (evaluate_record); a database that
+    stopped taking writes ends the batch (WritesStopped is raised)."""
     if error is not None:
-        from veralith.redact import redact_configured
+        from veralith.sdk.stored import failure_message
 
         tally.failed += 1
-        message = redact_configured(f"evaluation failed: {type(error).__name__}: {error}")  # printed and stored
-        report(f"{where}: {message}")
+        report(f"{where}: evaluation failed: {failure_message(error)}")
         from veralith.store.errors import writes_stopped
 
         stop = writes_stopped(error)
         if stop is not None:
             raise stop  # its trace stays pending/running under a lease that dies with us: resumable
-        if persist and job.trace_id is not None:
-            from veralith.store.repository import drop_lease, mark_error
-
-            try:
-                mark_error(db, job.trace_id, message)
-            except Exception as exc:
-                from veralith.store.errors import writes_stopped
-
-                stop = writes_stopped(exc)
-                if stop is not None:
-                    raise stop from None
-                report(f"{where}: could not record the failure: {type(exc).__name__}: {exc}")
-            finally:
-                drop_lease(db, job.trace_id)
     elif result is None:
         tally.skipped += 1
         report(f"{where}: trace {job.trace_id} was claimed by another process; left to it")
@@ -339,13 +406,11 @@ class Reporter:
                                soft_wrap=True, markup=False)
 
 
-def release(db: Any, cancelled: Iterable[Record]) -> None:
+def release(store: TraceStore, cancelled: Iterable[Record]) -> None:
     """Hand never-started traces back as plain pending, so `resume` may take them at once."""
-    from veralith.store.repository import release_trace
-
     for record in cancelled:
         if record.trace_id is not None:
-            release_trace(db, record.trace_id)
+            store.release(record.trace_id)
 
 
 def _clip(text: str, width: int = 160) -> str:

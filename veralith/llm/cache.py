@@ -8,10 +8,9 @@ rerun in a new process is served from disk; the LRU saves the disk round trip in
 
 `settings.cache` is read on every call, so `settings.override(cache=False)` turns both layers off
 for existing clients too. A row that cannot be decoded is treated as a miss and overwritten by
-the next `put`. All methods are thread-safe: the LRU and the cache's one SQLite connection each
-have a lock. (The store gives every thread its own connection; the pipeline's judge threads are
-short-lived, and opening and schema-checking a connection per thread cost more than the lookups
-it served. WAL and the store's busy timeout let processes share the file.)
+the next `put`. All methods are thread-safe. The disk layer is the trace store's reply table
+(`TraceStore.cache_get/cache_put/cache_count_hits`; SQLite: veralith.store.replies), so another
+store implementation brings its own and this module does not change.
 """
 
 from __future__ import annotations
@@ -22,17 +21,15 @@ import logging
 import os
 import sqlite3
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from veralith.config import settings
 from veralith.errors import StoreError
-from veralith.store.db import BUSY_TIMEOUT_MS
-from veralith.store.migrate import apply_migrations
+
+if TYPE_CHECKING:  # the store (sqlite-utils) loads on the first lookup, not when a client is built
+    from veralith.store.protocol import TraceStore
 
 __all__ = ["CacheStats", "LLMCache", "SettingsCache", "cache_for", "get_cache"]
 
@@ -58,9 +55,8 @@ class LLMCache:
         self._lock = threading.Lock()
         self._lru: OrderedDict[str, str] = OrderedDict()  # key -> JSON text (callers get fresh copies)
         self._unsaved_hits: dict[str, int] = {}
-        self._db_lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = 0
+        self._store_lock = threading.Lock()
+        self._store: TraceStore | None = None  # the store at db_path, opened on first use
 
     # ------------------------------------------------------------ public seam
     def get(self, key: str) -> dict[str, Any] | None:
@@ -73,19 +69,18 @@ class LLMCache:
                 self.stats.memory_hits += 1
                 return json.loads(text)
         try:
-            rows = self._sql("SELECT value FROM llm_cache WHERE key = ?", (key,))
+            stored = self._disk().cache_get(key)
         except (sqlite3.Error, StoreError) as exc:  # an unreadable cache is a miss, never a failed judge call
             log.warning("LLM cache unreadable (%s); calling the model instead", exc)
-            rows = []
-        row = rows[0] if rows else None
-        value = _decode(row[0]) if row is not None else None
+            stored = None
+        value = _decode(stored) if stored is not None else None
         with self._lock:
-            if value is None or row is None:
+            if value is None or stored is None:
                 self.stats.misses += 1
-                self.stats.corrupt += row is not None
+                self.stats.corrupt += stored is not None
                 return None
             self.stats.db_hits += 1
-            self._remember(key, row[0])
+            self._remember(key, stored)
             self._unsaved_hits[key] = self._unsaved_hits.get(key, 0) + 1
             flush = sum(self._unsaved_hits.values()) >= _HITS_PER_WRITE
         if flush:
@@ -104,8 +99,7 @@ class LLMCache:
         if not pending:
             return
         try:
-            self._sql("UPDATE llm_cache SET hits = hits + ? WHERE key = ?", [(n, k) for k, n in pending.items()],
-                      many=True)
+            self._disk().cache_count_hits(pending)
         except (sqlite3.Error, StoreError) as exc:
             log.warning("LLM cache hit counters not updated: %s", exc)
 
@@ -116,12 +110,8 @@ class LLMCache:
         if not settings.cache:
             return
         text = json.dumps(value, separators=(",", ":"), sort_keys=True)
-        # The metadata columns are for people browsing the table; the key alone decides a hit.
         try:
-            self._sql("INSERT OR REPLACE INTO llm_cache (key, task, model, prompt_version, value, created_at, hits) "
-                      "VALUES (?, ?, ?, ?, ?, ?, 0)",
-                      (key, task or "", model or "", prompt_version or "", text,
-                       time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+            self._disk().cache_put(key, text, task=task or "", model=model or "", prompt_version=prompt_version or "")
         except (sqlite3.Error, StoreError) as exc:  # the reply is still good; only its reuse by other processes is lost
             log.warning("LLM cache write failed (%s); kept in memory only", exc)
         with self._lock:
@@ -132,10 +122,11 @@ class LLMCache:
     def close(self) -> None:
         """Write pending hit counters and close the connection; the next call reopens it."""
         self.flush_hits()
-        with self._db_lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+        with self._store_lock:
+            # Dropped, not store.close(): that would also close the calling thread's own connection to
+            # the file, which its other users still hold. The last reference gone closes the reply
+            # table's connection (CPython frees it at once).
+            self._store = None
 
     def clear_memory(self) -> None:
         """Forget the LRU layer only (tests and benchmarks use it to measure the SQLite layer)."""
@@ -151,35 +142,14 @@ class LLMCache:
         while len(self._lru) > self.size:
             self._lru.popitem(last=False)
 
-    def _sql(self, sql: str, params: Any, *, many: bool = False) -> list[Any]:
-        """Run one statement; a write runs in its own transaction that takes the write lock at BEGIN."""
-        with self._db_lock:
-            conn = self._connection()
-            if sql.startswith("SELECT"):
-                return conn.execute(sql, params).fetchall()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                (conn.executemany if many else conn.execute)(sql, params)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return []
+    def _disk(self) -> TraceStore:
+        """The trace store at db_path: the disk layer's reads and writes."""
+        with self._store_lock:
+            if self._store is None:
+                from veralith.store import open_store
 
-    def _connection(self) -> sqlite3.Connection:
-        """The cache's connection (called under _db_lock): opened once per process, schema migrated."""
-        if self._conn is None or self._pid != os.getpid():  # a forked child must not reuse the parent's
-            if self.db_path != ":memory:":
-                os.makedirs(os.path.dirname(self.db_path) or ".", exist_ok=True)
-            conn = sqlite3.connect(self.db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                   check_same_thread=False)  # shared by threads, serialised by _db_lock
-            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
-            if self.db_path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute("PRAGMA synchronous = NORMAL")
-            apply_migrations(Database(conn, execute_plugins=False))
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
+                self._store = open_store(self.db_path)
+            return self._store
 
 
 def _decode(text: Any) -> dict[str, Any] | None:

@@ -11,13 +11,13 @@ import contextvars
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from veralith.config import settings
 from veralith.errors import JudgeCallError
-from veralith.llm.base import CallUsage, JudgeClient
+from veralith.llm.base import JudgeClient
 from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
 from veralith.models import (
     ContextChunk,
@@ -26,7 +26,6 @@ from veralith.models import (
     JudgeError,
     Phase,
     ThresholdSource,
-    Usage,
     Verdict,
 )
 from veralith.pipeline import classify as classify_mod
@@ -43,7 +42,11 @@ from veralith.pipeline.judges import completeness, faithfulness, sufficiency
 from veralith.pipeline.review import review
 from veralith.pipeline.suggest import suggest
 from veralith.policy import REFUSAL_KINDS, status
+from veralith.usage import CallUsage
 from veralith.validate import check_flag, check_stored_inputs
+
+if TYPE_CHECKING:  # the store loads sqlite-utils, only when something is stored
+    from veralith.store.protocol import TraceStore
 
 __all__ = ["evaluate", "evaluate_checked", "run_pipeline"]
 
@@ -70,49 +73,47 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
         from veralith.llm import get_client
         client = get_client()
     if settings.per_trace_budget_usd is not None:
-        from veralith.observability.cost import enforce_budget
+        from veralith.pipeline.budget import enforce_budget
         # Priced for the client that will run, before anything is written or called.
         enforce_budget(query, chunks, response, client=client)
 
-    db = None
+    store = None
     if persist:
-        from veralith.store.db import open_db
-        db = open_db()
+        from veralith.store import open_store
+        store = open_store()
         if trace_id is not None:
-            from veralith.store.repository import load_trace_input
-            load_trace_input(db, trace_id)  # TraceNotFound now, before paying for any judge call
-    return evaluate_checked(query, chunks, response, db=db, client=client, trace_id=trace_id,
+            store.trace_info(trace_id)  # TraceNotFound now, before paying for any judge call
+    return evaluate_checked(query, chunks, response, store=store, client=client, trace_id=trace_id,
                             knowledge_base=knowledge_base, metadata=metadata)
 
 
-def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, db: Any, client: JudgeClient,
+def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
+                     client: JudgeClient,
                      trace_id: int | None = None, knowledge_base: str = "default",
                      metadata: dict[str, Any] | None = None) -> EvaluationResult:
-    """Evaluate inputs that were already validated and budget-checked, storing into `db` if given.
+    """Evaluate inputs that were already validated and budget-checked, storing into `store` if given.
 
     For the SDK worker, `resume` and `veralith eval`, which validate and run the budget guard when
     a trace is logged or read, and claim a stored trace before evaluating it: doing either again
     here would render and count every prompt twice per trace.
     """
-    threshold, source = _threshold(knowledge_base, db)
+    threshold, source = _threshold(knowledge_base, store)
     created = None
-    if db is not None and trace_id is not None:
-        from veralith.store.repository import trace_created_at
-        created = trace_created_at(db, trace_id)   # a stored trace is judged as of the day it was logged
+    if store is not None and trace_id is not None:
+        created = store.trace_info(trace_id).created_at   # a stored trace is judged as of the day it was logged
     result = run_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=source,
                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
                           as_of=as_of_date(metadata or {}, created))
-    if db is not None:
-        from veralith.store.repository import save_result
-        result.trace_id = save_result(db, result)
+    if store is not None:
+        result.trace_id = store.save_result(result)
     return result
 
 
-def _threshold(knowledge_base: str, db: Any) -> tuple[float, ThresholdSource]:
-    if db is None:
+def _threshold(knowledge_base: str, store: TraceStore | None) -> tuple[float, ThresholdSource]:
+    if store is None:
         return settings.sufficiency_fallback, ThresholdSource.fallback
     from veralith.pipeline.calibrate import current_threshold
-    return current_threshold(knowledge_base, db)
+    return current_threshold(knowledge_base, store)
 
 
 def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
@@ -141,7 +142,7 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
         latency["decompose"] = _ms(t0)
         latency["total"] = _ms(started)
         return EvaluationResult(**base, status=status(errors=errors, failure_cell=None, response_kind=None, n_claims=0),
-                                errors=errors, latency_ms=latency, usage=_usage(usage), prompt_versions=versions)
+                                errors=errors, latency_ms=latency, usage=usage.as_usage(), prompt_versions=versions)
     latency["decompose"] = _ms(t0)
 
     judged = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, as_of)
@@ -170,7 +171,7 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     return EvaluationResult(
         **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, response_kind=kind,
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
-        suggestion=suggestion, status=st, errors=errors, latency_ms=latency, usage=_usage(usage),
+        suggestion=suggestion, status=st, errors=errors, latency_ms=latency, usage=usage.as_usage(),
         prompt_versions=versions)
 
 
@@ -273,11 +274,6 @@ def _add_failed_usage(usage: CallUsage, exc: BaseException) -> None:
 
 def _error(phase: Phase, exc: JudgeCallError) -> JudgeError:
     return JudgeError(phase=phase, kind=exc.kind, message=exc.message, attempts=exc.attempts)
-
-
-def _usage(usage: CallUsage) -> Usage:
-    return Usage(calls=usage.calls, cache_hits=usage.cache_hits, input_tokens=usage.input_tokens,
-                 cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens, usd=usage.usd)
 
 
 def _ms(t0: float) -> float:

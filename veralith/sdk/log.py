@@ -1,13 +1,14 @@
 """log(): persist a trace at once, evaluate it in the background; never disturb the host program.
 
 The caller's thread only validates, checks the budget and writes the trace as `pending`
-(reserved for this process's queue). It waits at most `settings.log_timeout_ms` for the write
-lock; when another process holds it longer, the trace goes to this process's spool file under an
-id reserved in advance (veralith.store.spool) and the worker moves it into the database. One
-daemon worker per process then claims each trace, evaluates it under the caller's settings and
-stores the result. Nothing a background evaluation does is raised into the host: a failure is
-stored on the trace (status `error`, message) and logged. A full queue never blocks: the trace
-stays pending, unreserved, for the worker's next sweep, `resume()` or `veralith resume`.
+(reserved for this process's queue) through the store (veralith.store.protocol). The write waits
+at most `settings.log_timeout_ms`; when another process holds the lock longer, the store keeps the
+trace durable elsewhere under its final id (SQLite: this process's spool file) and the worker's
+`flush()` moves it in. One daemon worker per process then claims each trace, evaluates it under
+the caller's settings and stores the result (veralith.sdk.stored, as every resume does). Nothing
+a background evaluation does is raised into the host: a failure is stored on the trace (status
+`error`, message) and logged. A full queue never blocks: the trace stays pending, unreserved, for
+the worker's next sweep, `resume()` or `veralith resume`.
 
 At exit the worker drains for at most `settings.shutdown_timeout_s` (traces that overflowed the
 queue included); what is left stays pending and one line on stderr says how many and that
@@ -21,17 +22,15 @@ a trace is never evaluated twice at once, whichever processes race for it.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import contextvars
 import logging
 import os
 import queue
-import sqlite3
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veralith.config import Settings, settings
 from veralith.errors import StoreError
@@ -39,30 +38,35 @@ from veralith.models import EvaluationResult
 from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 from veralith.validate import check_stored_inputs
 
+if TYPE_CHECKING:
+    from veralith.store.protocol import TraceStore
+
 __all__ = ["log", "resume", "shutdown"]
 
 logger = logging.getLogger("veralith.sdk")
 _STOP = object()
 
 
-class _Store:
-    """The store modules, imported on first use: sqlite-utils (and the numpy it pulls in) should
-    not load at `import veralith`, only once something is logged."""
+# The store is imported on first use: sqlite-utils (and the numpy it pulls in) should not load at
+# `import veralith`, only once something is logged.
 
-    def __getattr__(self, name: str) -> Any:
-        from veralith.store import db, repository, spool
-        object.__setattr__(self, "db", db)
-        object.__setattr__(self, "repo", repository)
-        object.__setattr__(self, "spool", spool)
-        return getattr(self, name)
+def _store_path() -> str:
+    """Where the configured store is (its identity: the worker keeps one store object per path)."""
+    from veralith.store.db import resolve_path
+    return resolve_path()
 
 
-_store = _Store()
+def _open(path: str, alive: Any = None) -> TraceStore:
+    from veralith.store import open_store
+    return open_store(path, alive=alive)
 
 
 def log(query: str, context: Any, response: str, *, sync: bool | None = None, knowledge_base: str = "default",
-        metadata: dict[str, Any] | None = None) -> int | EvaluationResult:
+        metadata: dict[str, Any] | None = None, run: str | None = None) -> int | EvaluationResult:
     """Store the trace and return its id; evaluation follows in the background.
+
+    `run` (default: settings.run, VERALITH_RUN) files the trace under the SDK run of that name,
+    created on first use, for `veralith runs` and `veralith compare`.
 
     Returns within about `settings.log_timeout_ms` even while another process holds the database's
     write lock (the trace is then spooled, durable, under its final id). With `sync=True` (or
@@ -76,54 +80,42 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     check_stored_inputs(query, chunks, response, metadata)
     if sync is not None and not isinstance(sync, bool):
         raise TypeError(f"sync must be a bool or None, got {type(sync).__name__}")
+    if run is None:
+        run = settings.run
+    if run is not None:
+        from veralith.store.runs import check_run_name
+        run = check_run_name(run)
     if settings.per_trace_budget_usd is not None:
-        from veralith.observability.cost import enforce_budget  # loads tiktoken; only when a budget is set
+        from veralith.pipeline.budget import enforce_budget  # loads tiktoken; only when a budget is set
         enforce_budget(query, chunks, response)
-    path = _store.db.resolve_path()
-    db = _store.db.open_db(path)
-    fields = dict(query=query, context=chunks, response=response, knowledge_base=knowledge_base, metadata=metadata)
+    from veralith.store.protocol import TraceInput
+
+    path = _store_path()
+    trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
+                       metadata=metadata)
     if settings.sync if sync is None else sync:
+        store = _open(path)
         # Reserved, so that no sweep (ours or another process's) can take it before we claim it.
-        trace_id = _store.repo.create_trace(db, **fields, queued=True)
-        result = _evaluate_claimed(db, trace_id, raise_errors=True)
+        trace_id = store.create_trace(trace, queued=True, run=run)
+        result = _evaluate_claimed(store, trace_id, raise_errors=True)
         if result is None:  # only if another process broke our reservation, which claims rule out
             raise StoreError(f"trace {trace_id} was taken by another process before it could be evaluated")
         return result
     worker = _worker()
+    store = worker.store(path)
     snapshot = settings.snapshot()
     has_room = not worker.queue.full()
-    trace_id, spooled = _write(db, path, worker, fields, queued=has_room)
+    # Returns within the log bound: a busy store keeps the trace durable elsewhere (a spool) under
+    # its final id and the worker's flush() moves it in.
+    trace_id = store.create_trace(trace, queued=has_room, wait_ms=settings.log_timeout_ms, run=run)
     worker.outstanding[trace_id] = (path, snapshot)
     if not (has_room and worker.submit(trace_id, path, snapshot)):
-        if has_room and not spooled:  # another thread filled the last slot meanwhile
-            # Bounded like the write; if the lock is busy it stays reserved to us, and the worker's
+        if has_room:  # another thread filled the last slot meanwhile
+            # Bounded like the write; if the store stays busy it stays reserved to us, and the worker's
             # final drain (it is in `outstanding`) or, after our exit, any resume takes it.
-            with contextlib.suppress(sqlite3.OperationalError), _store.db.lock_wait(db, settings.log_timeout_ms):
-                _store.repo.release_trace(db, trace_id)
+            store.release(trace_id, wait_ms=settings.log_timeout_ms)
         worker.overflowed.set()
     return trace_id
-
-
-def _write(db: Any, path: str, worker: _Worker, fields: dict[str, Any], *, queued: bool) -> tuple[int, bool]:
-    """Write the trace within the log bound, else spool it: (id, spooled).
-
-    Ids come from the block this process reserved (so a spooled trace's id is final and ids stay
-    consecutive within a process); with none reserved yet, the database picks one.
-    """
-    trace_id = worker.ids.take(path, db, settings.log_timeout_ms)
-    try:
-        with _store.db.lock_wait(db, settings.log_timeout_ms):
-            return _store.repo.create_trace(db, **fields, queued=queued, trace_id=trace_id), False
-    except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
-            raise
-    if trace_id is None:
-        # No id reserved yet (the first traces of this process met a busy lock): wait for the lock
-        # this once rather than return an id that might not be final.
-        return _store.repo.create_trace(db, **fields, queued=queued), False
-    from veralith.store.rows import now_iso
-    worker.spool(path).append(trace_id, now_iso(), fields)
-    return trace_id, True
 
 
 def resume(*, concurrency: int | None = None, failed: bool = False) -> int:
@@ -136,18 +128,16 @@ def resume(*, concurrency: int | None = None, failed: bool = False) -> int:
     errors, e.g. during a judge outage, or status error); what they ended with before is kept in
     the trace's history (`veralith.store.repository.history`).
     """
-    path = _store.db.resolve_path()
-    db = _store.db.open_db(path)
-    if not failed:
-        _store.spool.recover(db, path)
-    ids = _store.repo.resumable_trace_ids(db, failed=failed)
+    from veralith.sdk.stored import resumable
+
+    store = _open(_store_path())
+    ids = resumable(store, failed=failed)
     if not ids:
         return 0
     workers = max(1, concurrency or settings.concurrency)
 
     def one(trace_id: int) -> bool:
-        return _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False, claim=True,
-                                 failed=failed) is not None
+        return _evaluate_claimed(store, trace_id, raise_errors=False, failed=failed) is not None
 
     if workers == 1:
         return sum(one(i) for i in ids)
@@ -185,14 +175,12 @@ class _Worker:
         # Logged here and not evaluated yet: id -> (db path, settings). Plain dict operations are
         # atomic under the GIL, and only counts and membership are read across threads.
         self.outstanding: dict[int, tuple[str, Settings]] = {}
-        self._spools: dict[str, Any] = {}
+        self._stores: dict[str, TraceStore] = {}
         # The thread runs in a copy of the creator's context: its start-up sweep and id reservation
         # use the settings (database) in force where the first trace was logged.
         self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
                                        name="veralith-log-worker", daemon=True)
         self.thread.start()
-        from veralith.store.idblocks import IdBlocks
-        self.ids = IdBlocks(alive=self.thread.is_alive)
 
     def submit(self, trace_id: int, path: str, snapshot: Settings) -> bool:
         try:
@@ -201,11 +189,13 @@ class _Worker:
             return False
         return True
 
-    def spool(self, path: str) -> Any:
-        spool = self._spools.get(path)
-        if spool is None:
-            spool = self._spools.setdefault(path, _store.spool.Spool(path))
-        return spool
+    def store(self, path: str) -> TraceStore:
+        """The store at `path`, one object per path for this worker: its background helpers (id
+        reservation) live as long as the worker thread."""
+        store = self._stores.get(path)
+        if store is None:
+            store = self._stores.setdefault(path, _open(path, alive=self.thread.is_alive))
+        return store
 
     def stop(self, wait: bool, timeout: float | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -227,7 +217,7 @@ class _Worker:
                 if self.overflowed.is_set() and self.queue.empty():
                     self.overflowed.clear()
                     self._sweep()
-                self._move_spools()
+                self._flush()
                 try:
                     item = self.queue.get(timeout=0.5)
                 except queue.Empty:
@@ -239,13 +229,14 @@ class _Worker:
                     return
                 self._process(*item)
         finally:
-            _store.db.close_all()
+            for store in list(self._stores.values()):
+                store.close()
 
     def _process(self, trace_id: int, path: str, snapshot: Settings) -> None:
         try:
             with settings.using(snapshot):  # evaluate as the caller configured, into its database
-                self._move_spools(path)
-                _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False)
+                self._flush(path)
+                _evaluate_claimed(self.store(path), trace_id, raise_errors=False)
         except Exception:  # e.g. the file became unreadable; the host must never see it
             logger.exception("veralith: background evaluation of trace %s failed", trace_id)
         finally:
@@ -253,86 +244,61 @@ class _Worker:
 
     def _drain_overflow(self) -> None:
         """At stop: the traces that overflowed the queue are ours to finish too."""
-        self._move_spools()
+        self._flush()
         for trace_id in sorted(self.outstanding):
             if self.abandon:
                 return
             path, snapshot = self.outstanding[trace_id]
             try:
                 with settings.using(snapshot):
-                    _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False, claim=True)
+                    _evaluate_claimed(self.store(path), trace_id, raise_errors=False)
             except Exception:
                 logger.exception("veralith: background evaluation of trace %s failed", trace_id)
             finally:
                 self.outstanding.pop(trace_id, None)
 
-    def _move_spools(self, only: str | None = None) -> None:
-        for path, spool in list(self._spools.items()):
-            if (only is None or path == only) and spool.pending():
+    def _flush(self, only: str | None = None) -> None:
+        for path, store in list(self._stores.items()):
+            if only is None or path == only:
                 try:
-                    spool.move_into(_store.db.open_db(path))
-                except Exception:  # stays in the spool file; moved on a later round or by resume
+                    store.flush()
+                except Exception:  # stays where it is (a spool file); moved on a later round or by resume
                     logger.warning("veralith: could not move spooled traces into %s", path, exc_info=True)
 
     def _sweep(self) -> None:
         try:
-            path = _store.db.resolve_path()
-            db = _store.db.open_db(path)
-            _store.spool.recover(db, path)
-            ids = _store.repo.resumable_trace_ids(db)
+            from veralith.sdk.stored import resumable
+
+            store = self.store(_store_path())
+            ids = resumable(store)
         except Exception:  # the host must never see a background failure
             logger.exception("veralith: could not look for resumable traces")
             return
         for trace_id in ids:
             if self.abandon:
                 return
-            _evaluate_claimed(_store.db.open_db(path), trace_id, raise_errors=False, claim=True)
+            _evaluate_claimed(store, trace_id, raise_errors=False)
             self.outstanding.pop(trace_id, None)
 
 
-def _evaluate_claimed(db: Any, trace_id: int, *, raise_errors: bool, claim: bool = True,
+def _evaluate_claimed(store: TraceStore, trace_id: int, *, raise_errors: bool,
                       failed: bool = False) -> EvaluationResult | None:
-    """Claim, evaluate and store one trace. Returns None when it was not ours to take or failed."""
-    from veralith.llm import get_client
-    from veralith.pipeline.evaluate import evaluate_checked
+    """Claim, evaluate and store one trace (veralith.sdk.stored). Returns None when it was not ours
+    to take or failed; a failure is stored on the trace and logged, and raised with `raise_errors`."""
+    from veralith.sdk.stored import evaluate_stored, failure_message
 
-    claimed = False
     try:
-        if claim and not _store.repo.claim_trace(db, trace_id, failed=failed):
-            return None
-        claimed = True
-        query, chunks, response, knowledge_base, metadata = _store.repo.load_trace_input(db, trace_id)
-        # Validated and budget-checked when it was logged; stored into the db it was logged to.
-        return evaluate_checked(query, chunks, response, db=db, client=get_client(), trace_id=trace_id,
-                                knowledge_base=knowledge_base, metadata=metadata)
-    except _store.repo.LeaseLost as exc:
-        logger.warning("veralith: %s", exc)
-        return None
+        # At exit, once the drain's deadline passed, the interpreter shuts down under us ("cannot
+        # schedule new futures..."): not the trace's fault. Our lease dies with the process, so the
+        # trace stays resumable instead of being marked error.
+        return evaluate_stored(store, trace_id, failed=failed, record_failure=lambda: not _exiting.is_set())
     except Exception as exc:
         if _exiting.is_set():
-            # The exit deadline passed and the interpreter is shutting down under us ("cannot
-            # schedule new futures..."): not the trace's fault. Our lease dies with the process,
-            # so the trace stays resumable instead of being marked error.
             return None
-        from veralith.redact import redact_configured
-
-        message = redact_configured(f"{type(exc).__name__}: {exc}")  # stored and logged: no secrets
-        if not raise_errors:
-            logger.warning("veralith: evaluating trace %s failed: %s", trace_id, message)
-        _quietly(lambda: _store.repo.mark_error(db, trace_id, message))
         if raise_errors:
             raise
+        logger.warning("veralith: evaluating trace %s failed: %s", trace_id, failure_message(exc))
         return None
-    finally:
-        if claimed:
-            _store.repo.drop_lease(db, trace_id)  # no-op once saved or marked
-
-
-def _quietly(action: Any) -> None:
-    try:
-        action()
-    except Exception:
-        logger.exception("veralith: could not update the trace store")
 
 
 _lock = threading.Lock()
@@ -344,6 +310,7 @@ def _worker() -> _Worker:
     global _current
     with _lock:
         if _current is None or _current.pid != os.getpid() or not _current.thread.is_alive():
+            _register_exit_drain()
             _current = _Worker()  # first use, or a forked child (threads do not survive fork)
         return _current
 
@@ -363,11 +330,23 @@ def _at_exit() -> None:
         logger.exception("veralith: draining background evaluations at exit failed")
 
 
-# threading's own exit hooks run before atexit's and before concurrent.futures stops accepting
-# work, so draining there lets evaluate() still use its thread pool; registered after importing
-# concurrent.futures so that (hooks run in reverse) ours runs first.
-_register = getattr(threading, "_register_atexit", None)
-if _register is not None:
-    _register(_at_exit)
-else:  # pragma: no cover - interpreters without the private hook
-    atexit.register(_at_exit)
+_drain_registered = False
+
+
+def _register_exit_drain() -> None:
+    """Register `_at_exit` with `atexit`, once per process, when the first worker starts.
+
+    Order at interpreter exit: threading first joins non-daemon threads and stops
+    concurrent.futures pools (the worker is a daemon thread and keeps running); then `atexit`
+    runs its handlers last-registered first: this drain, then the reply cache's `_close_all`
+    (imported just before registering, so it is registered before the drain), then logging's
+    shutdown. With the pools stopped, the pipeline runs each drained trace's judge calls one
+    after another (pipeline/evaluate.py falls back to inline calls when a pool refuses work), and
+    the drain as a whole is bounded by settings.shutdown_timeout_s.
+    """
+    global _drain_registered
+    if not _drain_registered:
+        import veralith.llm.cache  # noqa: F401 - registers its own at-exit close, which must run after the drain
+
+        atexit.register(_at_exit)
+        _drain_registered = True

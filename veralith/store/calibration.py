@@ -1,5 +1,11 @@
-"""The calibration read: a percentile of sufficiency_fraction over one knowledge base's
-complete_grounded results, without scanning them.
+"""Calibration: the sufficiency threshold a knowledge base has earned from its own history.
+
+The rule, in one place (`calibrate`, used by the orchestrator through veralith.pipeline.calibrate
+and by every store's `stats`): among the done results of a knowledge base in `complete_grounded`,
+the `settings.calibration_percentile`-th percentile of their sufficiency_fraction is the threshold
+once there are at least `settings.calibration_min_traces` of them; until then the strict
+`settings.sufficiency_fallback`. It reads a store only through `calibration_count` and
+`calibration_values` (any TraceStore has them), so every store calibrates alike.
 
 Percentile definition (numpy.percentile's default, method="linear"): with the n values sorted
 ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h - floor(h)) *
@@ -7,22 +13,69 @@ ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h
 rational arithmetic from the stored floats and rounded once, so the same data always gives the
 same, correctly rounded threshold.
 
-Cost: one COUNT over the partial index `traces_calibration` and one two-row read at OFFSET
-floor(h) in index order: no sort, no full scan, whatever the size of the table.
+Cost in SQLite (`SQLiteCalibration`): one COUNT over the partial index `traces_calibration` and one
+two-row read at OFFSET floor(h) in index order: no sort, no full scan, whatever the size of the table.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Protocol
 
 from sqlite_utils import Database
 
-__all__ = ["CALIBRATION_CELL", "calibration_count", "linear_percentile", "percentile_threshold", "rank_of"]
+from veralith.config import settings
+from veralith.models import ThresholdSource
+
+__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "SQLiteCalibration", "calibrate",
+           "calibration_count", "linear_percentile", "percentile_threshold", "rank_of"]
 
 CALIBRATION_CELL = "complete_grounded"
 # `status = 'done'` must appear literally for SQLite to use the partial index.
 _WHERE = ("status = 'done' AND knowledge_base = ? AND failure_cell = ? AND sufficiency_fraction IS NOT NULL")
+
+
+class CalibrationData(Protocol):
+    """The two reads calibration needs (every TraceStore has them)."""
+
+    def calibration_count(self, knowledge_base: str) -> int: ...
+
+    def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]: ...
+
+
+@dataclass(frozen=True)
+class Calibration:
+    threshold: float
+    source: ThresholdSource
+    traces: int        # results that count towards calibration (fewer than the minimum: fallback)
+
+
+def calibrate(data: CalibrationData, knowledge_base: str) -> Calibration:
+    """The threshold `knowledge_base` uses now, under the current settings (the rule above)."""
+    found = _percentile(data, knowledge_base, percentile=settings.calibration_percentile,
+                        min_traces=settings.calibration_min_traces)
+    if found is not None:
+        return Calibration(found[0], ThresholdSource.calibrated, found[1])
+    return Calibration(settings.sufficiency_fallback, ThresholdSource.fallback,
+                       data.calibration_count(knowledge_base))
+
+
+class SQLiteCalibration:
+    """CalibrationData over one SQLite connection."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def calibration_count(self, knowledge_base: str) -> int:
+        return calibration_count(self.db, knowledge_base)
+
+    def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
+        rows = self.db.execute(
+            f"SELECT sufficiency_fraction FROM traces INDEXED BY traces_calibration WHERE {_WHERE}"
+            " ORDER BY sufficiency_fraction LIMIT ? OFFSET ?", [knowledge_base, CALIBRATION_CELL, limit, offset])
+        return [row[0] for row in rows.fetchall()]
 
 
 def calibration_count(db: Database, knowledge_base: str) -> int:
@@ -50,15 +103,17 @@ def _h(n: int, percentile: float) -> Fraction:
 def percentile_threshold(db: Database, knowledge_base: str, *, percentile: float,
                          min_traces: int) -> tuple[float, int] | None:
     """(threshold, n) once `min_traces` results qualify, else None."""
-    n = calibration_count(db, knowledge_base)
+    return _percentile(SQLiteCalibration(db), knowledge_base, percentile=percentile, min_traces=min_traces)
+
+
+def _percentile(data: CalibrationData, knowledge_base: str, *, percentile: float,
+                min_traces: int) -> tuple[float, int] | None:
+    n = data.calibration_count(knowledge_base)
     if n < max(1, min_traces):
         return None
-    lo = rank_of(n, percentile)
-    rows = db.execute(
-        f"SELECT sufficiency_fraction FROM traces INDEXED BY traces_calibration WHERE {_WHERE}"
-        " ORDER BY sufficiency_fraction LIMIT 2 OFFSET ?", [knowledge_base, CALIBRATION_CELL, lo]).fetchall()
-    if not rows:  # the set shrank between the two reads (a concurrent re-evaluation); try next time
+    values = data.calibration_values(knowledge_base, rank_of(n, percentile), 2)
+    if not values:  # the set shrank between the two reads (a concurrent re-evaluation); try next time
         return None
-    lower = rows[0][0]
-    upper = rows[1][0] if len(rows) > 1 else lower
+    lower = values[0]
+    upper = values[1] if len(values) > 1 else lower
     return linear_percentile(lower, upper, n, percentile), n

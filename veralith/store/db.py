@@ -14,6 +14,7 @@ import functools
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,8 +24,8 @@ from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.store.migrate import apply_migrations
 
-__all__ = ["BUSY_TIMEOUT_MS", "close_all", "connect", "database_files", "lock_wait", "open_db", "output_conflict",
-           "resolve_path", "write"]
+__all__ = ["BUSY_TIMEOUT_MS", "close", "close_all", "connect", "database_files", "lock_wait", "open_db",
+           "output_conflict", "resolve_path", "write"]
 
 # Long enough to ride out a burst of writers from many processes; a lock held longer than this
 # means something is stuck, and an error is better than hanging the host program.
@@ -82,7 +83,7 @@ def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
         db.execute("PRAGMA foreign_keys = ON")
         if target != ":memory:":
-            db.enable_wal()
+            _enable_wal(db)
             # NORMAL is durable against a crash of the process (the case that matters for log());
             # only an OS crash or power loss can drop the last commits. FULL would fsync every log().
             db.execute("PRAGMA synchronous = NORMAL")
@@ -94,6 +95,21 @@ def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
         except sqlite3.Error as exc:  # e.g. not a database, or a damaged file
             raise StoreError(f"cannot use the database at {target}: {exc}") from exc
     return db
+
+
+def _enable_wal(db: Database) -> None:
+    """Switch a new file to WAL. Two connections opening a fresh file at once (a process and its log
+    worker, several processes) can meet in SQLite's lock upgrade, where it answers "database is
+    locked" at once instead of waiting in the busy handler: try again, within the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.enable_wal()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 def open_db(path: str | os.PathLike[str] | None = None) -> Database:
@@ -118,6 +134,16 @@ def open_db(path: str | os.PathLike[str] | None = None) -> Database:
     db = connect(target)
     cache[target] = db
     return db
+
+
+def close(path: str | os.PathLike[str] | None = None) -> None:
+    """Close this thread's cached connection to one file, if it has one."""
+    if getattr(_local, "pid", None) != os.getpid():
+        return
+    db = (getattr(_local, "dbs", None) or {}).pop(resolve_path(path), None)
+    if db is not None:
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
 
 
 def close_all() -> None:

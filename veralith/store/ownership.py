@@ -1,5 +1,5 @@
 """Ownership of work on a trace: lease renewal, the "still mine?" check before an outcome is
-written, and the history of superseded failed outcomes.
+written, and the history of superseded outcomes.
 
 Kept apart from repository.py (which writes and reads traces) because it is the one place that
 decides whether this process may write a trace's outcome.
@@ -17,15 +17,16 @@ from veralith.store import leases
 from veralith.store.db import open_db, write
 from veralith.store.rows import dumps
 
-__all__ = ["LeaseLost", "check_owner", "db_path", "drop_lease", "history", "keep_history", "renewer"]
+__all__ = ["LeaseLost", "check_owner", "db_path", "drop_lease", "history", "keep_history", "renew", "renewer"]
 
 
 class LeaseLost(StoreError):
     """This process's lease on a trace was taken over (it looked stale); its result is not saved."""
 
 
-def _renew(keys: set[tuple[str, int]]) -> None:
-    """Bump the lease time of our running traces (the Renewer's thread; its own connections)."""
+def renew(keys: set[tuple[str, int]]) -> None:
+    """Bump the lease time of our running traces, given as (database path, trace id); on the
+    calling thread's own connections (the Renewer's thread, every RENEW_EVERY_S)."""
     host, pid, token, at = leases.mine()
     by_path: dict[str, list[int]] = {}
     for path, trace_id in keys:
@@ -39,7 +40,7 @@ def _renew(keys: set[tuple[str, int]]) -> None:
                                 [(at, i, host, pid, token) for i in ids])
 
 
-renewer = leases.Renewer(_renew)
+renewer = leases.Renewer(renew)
 
 
 def db_path(db: Database) -> str:
@@ -54,7 +55,8 @@ def check_owner(db: Database, trace_id: int, held: bool) -> tuple[Any, ...]:
     re-judging a stored trace): it must not be running under another process's live lease.
     """
     row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at, error_message, quality_gate,"
-                     " evaluated_at FROM traces WHERE id = ?", [trace_id]).fetchone()
+                     " evaluated_at, failure_cell, backend, judge_model, prompt_versions FROM traces WHERE id = ?",
+                     [trace_id]).fetchone()
     if row is None:
         raise _not_found(trace_id)
     ours = leases.is_mine(*row[1:4])
@@ -67,24 +69,28 @@ def check_owner(db: Database, trace_id: int, held: bool) -> tuple[Any, ...]:
 
 
 def keep_history(db: Database, trace_id: int, row: tuple[Any, ...], now: str) -> None:
-    """Record the outcome being superseded, when it was a failure (resume --failed keeps it)."""
+    """Record the outcome being superseded (a stored result or a failure), if the trace had one:
+    `resume --failed` and re-judging in place keep what each earlier evaluation ended with."""
+    message, gate = row[5], row[6]
+    if not message and gate is None:  # a first evaluation: nothing is superseded
+        return
     errors = [dict(r) for r in db.query("SELECT phase, kind, message, attempts FROM judge_errors"
                                          " WHERE trace_id = ? ORDER BY position", [trace_id])]
-    message = row[5]
-    if not errors and not message:
-        return
     db.execute("INSERT INTO trace_history (trace_id, recorded_at, evaluated_at, status, quality_gate,"
-               " error_message, judge_errors) VALUES (?, ?, ?, ?, ?, ?, ?)",
-               [trace_id, now, row[7], "error" if message else "done", row[6], message,
-                dumps(errors, what="judge errors")])
+               " error_message, judge_errors, failure_cell, backend, judge_model, prompt_versions)"
+               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               [trace_id, now, row[7], "error" if message else "done", gate, message,
+                dumps(errors, what="judge errors"), *row[8:12]])
 
 
 def history(db: Database, trace_id: int) -> list[dict[str, Any]]:
-    """Earlier failed outcomes of a trace, oldest first (judge_errors decoded)."""
-    rows = list(db.query("SELECT recorded_at, evaluated_at, status, quality_gate, error_message, judge_errors"
+    """Earlier outcomes of a trace, oldest first (judge_errors and prompt_versions decoded)."""
+    rows = list(db.query("SELECT recorded_at, evaluated_at, status, quality_gate, error_message, judge_errors,"
+                         " failure_cell, backend, judge_model, prompt_versions"
                          " FROM trace_history WHERE trace_id = ? ORDER BY id", [trace_id]))
     for row in rows:
         row["judge_errors"] = json.loads(row["judge_errors"])
+        row["prompt_versions"] = json.loads(row["prompt_versions"]) if row["prompt_versions"] else {}
     return rows
 
 

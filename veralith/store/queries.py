@@ -11,18 +11,20 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from veralith.config import settings
-from veralith.store.calibration import calibration_count, percentile_threshold
+from veralith.store.calibration import SQLiteCalibration, calibrate
 
-__all__ = ["PREVIEW_CHARS", "STATUSES", "list_traces", "stats"]
+__all__ = ["PREVIEW_CHARS", "STATUSES", "knowledge_bases", "list_traces", "stats", "trace_run"]
 
 PREVIEW_CHARS = 80
 STATUSES = ("pending", "running", "done", "error")  # a trace's work states (migrations/0001)
 
 
 def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
-                status: str | None = None) -> list[dict[str, Any]]:
-    """The newest traces first, optionally filtered by failure cell, knowledge base and status."""
+                status: str | None = None, since: str | None = None,
+                preview_chars: int | None = PREVIEW_CHARS) -> list[dict[str, Any]]:
+    """The newest traces first, optionally filtered by failure cell, knowledge base, status and
+    creation time (`since`: UTC ISO text as stored, kept when created at or after it).
+    `query_preview` holds the first `preview_chars` characters of the query (all of it for None)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be a non-negative int, got {limit!r}")
     where, params = [], []
@@ -30,20 +32,38 @@ def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: s
         if value is not None:
             where.append(f"{column} = ?")
             params.append(getattr(value, "value", value))
-    sql = ("SELECT id, created_at, status, knowledge_base, failure_cell, quality_gate, sufficiency_fraction,"
-           " faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message FROM traces")
+    if since is not None:
+        where.append("created_at >= ?")
+        params.append(since)
+    sql = ("SELECT id, external_id, created_at, status, knowledge_base, failure_cell, quality_gate,"
+           " sufficiency_fraction, faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message"
+           " FROM traces")
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY id DESC LIMIT ?"
-    return list(db.query(sql, [PREVIEW_CHARS, *params, limit]))
+    # substr() needs a length; the largest a SQLite string can be stands for "all of it".
+    return list(db.query(sql, [2**31 - 1 if preview_chars is None else preview_chars, *params, limit]))
+
+
+def trace_run(db: Database, trace_id: int) -> str | None:
+    """The run that last wrote or judged the trace, labelled as people name it ("#3" or "#3 main")."""
+    row = db.execute("SELECT runs.id, runs.name FROM traces JOIN runs ON runs.id = traces.run_id"
+                     " WHERE traces.id = ?", [trace_id]).fetchone()
+    return None if row is None else f"#{row[0]}" + (f" {row[1]}" if row[1] else "")
+
+
+def knowledge_bases(db: Database) -> list[str]:
+    """The knowledge bases that hold at least one trace, sorted (read from the rollup: no table scan)."""
+    return [row[0] for row in db.execute(
+        "SELECT DISTINCT knowledge_base FROM trace_rollup WHERE n > 0 ORDER BY 1").fetchall()]
 
 
 def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
     """Counts by cell, gate and status; mean fractions; usage totals; the threshold per KB.
 
     `by_cell` and `by_gate` count stored results (a result without a cell counts as
-    "unclassified"); `by_status` counts every trace. Each threshold follows the rule of
-    `veralith.pipeline.calibrate.current_threshold`.
+    "unclassified"); `by_status` counts every trace. Each threshold is the one evaluation would use
+    now (veralith.store.calibration.calibrate).
 
     Means are None when nothing was judged (never NaN). `usd` sums the known costs and
     `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
@@ -75,12 +95,9 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
         usd += row["usd"] or 0.0
     thresholds = {}
     for name in sorted(kbs if kb is None else {kb}):
-        # The same rule as veralith.pipeline.calibrate.current_threshold (the store may not import it).
-        found = percentile_threshold(db, name, percentile=settings.calibration_percentile,
-                                     min_traces=settings.calibration_min_traces)
-        thresholds[name] = {"threshold": found[0] if found else settings.sufficiency_fallback,
-                            "source": "calibrated" if found else "fallback",
-                            "calibration_traces": found[1] if found else calibration_count(db, name)}
+        found = calibrate(SQLiteCalibration(db), name)
+        thresholds[name] = {"threshold": found.threshold, "source": found.source.value,
+                            "calibration_traces": found.traces}
     return {
         "traces": total,
         "results": sum(by_gate.values()),

@@ -9,8 +9,12 @@ is renewed, and its result is saved only while this process still owns the lease
 otherwise), so a slow evaluation is never taken over and paid for twice.
 
 Traces whose last evaluation failed (judge errors, or status error) can be re-judged:
-`resumable_trace_ids(failed=True)` and `claim_trace(failed=True)`; the superseded outcome is kept
-in `trace_history`.
+`resumable_trace_ids(failed=True)` and `claim_trace(failed=True)`; any trace nobody is evaluating
+can be re-judged in place with `claim_trace(again=True)`. Whatever outcome a new one replaces is
+kept in `trace_history`.
+
+A trace may carry an external id (the caller's own id for it), unique within its knowledge base:
+`find_external` and `resolve` look traces up by it.
 
 New trace ids are always above every block of ids a process reserved (`reserve_ids`), so an id
 handed out from a block (a trace spooled while the database was locked) is never taken by another.
@@ -31,12 +35,15 @@ from veralith.models import ContextChunk, EvaluationResult
 from veralith.store import leases
 from veralith.store.db import open_db, write
 from veralith.store.ownership import LeaseLost, check_owner, db_path, drop_lease, history, keep_history, renewer
+from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
 from veralith.store.queries import list_traces, stats
 from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_columns, to_rows
 
-__all__ = ["LeaseLost", "TraceNotEvaluated", "TraceNotFound", "claim_trace", "create_trace", "history",
-           "iter_results", "list_traces", "load_result", "load_trace_input", "mark_error", "release_trace",
-           "drop_lease", "reserve_ids", "resumable_trace_ids", "save_result", "stats", "trace_created_at"]
+__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
+           "claim_trace", "create_trace", "drop_lease", "find_external", "history", "iter_results", "iter_stored",
+           "list_traces", "load_input", "load_result", "load_trace_input", "mark_error", "release_trace",
+           "reserve_ids", "resolve", "resumable_trace_ids", "save_result", "stats", "trace_created_at",
+           "trace_info"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
@@ -74,15 +81,36 @@ class TraceNotEvaluated(StoreError):
         self.trace_id, self.status, self.error_message = trace_id, status, error_message
 
 
+class AmbiguousTraceId(StoreError, KeyError):
+    """An external id names traces in several knowledge bases; `knowledge_bases` lists them."""
+
+    def __init__(self, ref: str, knowledge_bases: list[str]) -> None:
+        super().__init__(f"{ref!r} is the external id of traces in several knowledge bases "
+                         f"({', '.join(knowledge_bases)}); name one with --kb")
+        self.ref, self.knowledge_bases = ref, knowledge_bases
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class DuplicateExternalId(StoreError):
+    """The knowledge base already has a trace with this external id."""
+
+
 def create_trace(db: Database, *, query: str, context: list[ContextChunk], response: str,
                  knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
-                 queued: bool = False, trace_id: int | None = None, created_at: str | None = None) -> int:
+                 queued: bool = False, trace_id: int | None = None, created_at: str | None = None,
+                 run_id: int | None = None, run: str | None = None, external_id: str | None = None) -> int:
     """Write a pending trace and its context in one transaction; return its id.
+
+    `run_id` tags it with an open run (an eval run); `run` with the SDK run of that name, created
+    in the same transaction when it is new (veralith.store.runs).
 
     `queued=True` reserves it for this process's in-memory queue (the lease records host, pid and
     token), so that no other process resumes it while this one is alive and about to evaluate it.
     `trace_id` (from `reserve_ids`) and `created_at` write a spooled trace under the id and time
-    `log()` gave it; writing the same spooled trace twice is a no-op.
+    `log()` gave it; writing the same spooled trace twice is a no-op. An `external_id` already used
+    in the knowledge base raises DuplicateExternalId and writes nothing.
     """
     now = now_iso()
     meta = dumps(metadata or {}, what="metadata")
@@ -92,11 +120,24 @@ def create_trace(db: Database, *, query: str, context: list[ContextChunk], respo
             trace_id = _next_id(db)
         elif db.execute("SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone() is not None:
             return int(trace_id)  # already moved in from the spool
-        db.execute(
-            "INSERT INTO traces (id, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
-            " knowledge_base, metadata, query, response) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?)",
-            [trace_id, created_at or now, now, *lease, knowledge_base, meta, query, response])
+        try:
+            db.execute(
+                "INSERT INTO traces (id, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
+                " knowledge_base, metadata, query, response, external_id)"
+                " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [trace_id, created_at or now, now, *lease, knowledge_base, meta, query, response, external_id])
+        except sqlite3.IntegrityError as exc:
+            if external_id is not None and "external_id" in str(exc):
+                raise DuplicateExternalId(f"knowledge base {knowledge_base!r} already has a trace with external id "
+                                          f"{external_id!r}") from None
+            raise
         _insert(db, "context_chunks", chunk_rows(trace_id, context))
+        if run is not None:
+            from veralith.store.runs import sdk_run_id
+
+            run_id = sdk_run_id(db, run)
+        if run_id is not None:
+            db.execute("UPDATE traces SET run_id = ? WHERE id = ?", [run_id, trace_id])
     return int(trace_id)
 
 
@@ -116,21 +157,24 @@ def reserve_ids(db: Database, count: int) -> range:
     return range(lo, lo + count)
 
 
-def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = None, failed: bool = False) -> bool:
+def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = None, failed: bool = False,
+                again: bool = False) -> bool:
     """Atomically take a trace for evaluation: pending → running under this process's lease.
 
     Also takes a running trace whose lease is stale (its process is gone from this host, or the
     lease is older than the timeout). Refuses a pending trace reserved by another live process's
     queue, and anything done or in error — unless `failed`, which also takes a trace whose last
-    evaluation failed (status error, or done with judge errors). Raises TraceNotFound for an
-    unknown id. The lease is renewed in the background until the result or error is saved.
+    evaluation failed (status error, or done with judge errors), or `again`, which takes any done
+    or error trace (re-judging in place). Raises TraceNotFound for an unknown id. The lease is
+    renewed in the background until the result or error is saved.
     """
     with write(db):
         row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at FROM traces WHERE id = ?",
                          [trace_id]).fetchone()
         if row is None:
             raise TraceNotFound(f"no trace with id {trace_id}")
-        if not (leases.claimable(*row, timeout_s=lease_timeout_s) or (failed and _failed(db, trace_id, row[0]))):
+        if not (leases.claimable(*row, timeout_s=lease_timeout_s) or (again and row[0] in ("done", "error"))
+                or (failed and _failed(db, trace_id, row[0]))):
             return False
         host, pid, token, at = leases.mine()
         db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
@@ -235,12 +279,75 @@ def load_result(trace_id: int, db: Database | None = None) -> EvaluationResult:
 
 def load_trace_input(db: Database, trace_id: int) -> tuple[str, list[ContextChunk], str, str, dict[str, Any]]:
     """What was logged: (query, context, response, knowledge_base, metadata)."""
+    found = load_input(db, trace_id)
+    return found.query, found.context, found.response, found.knowledge_base, found.metadata
+
+
+def load_input(db: Database, trace_id: int) -> TraceInput:
+    """What was logged for the trace, external id included."""
     with db.atomic():
-        trace = _trace_row(db, trace_id)
+        rows = list(db.query("SELECT query, response, knowledge_base, metadata, external_id FROM traces"
+                             " WHERE id = ?", [trace_id]))
+        if not rows:
+            raise TraceNotFound(f"no trace with id {trace_id}")
+        trace = rows[0]
         chunks = [ContextChunk(id=c["chunk_id"], text=c["text"], source=c["source"],
                                metadata=json.loads(c["metadata"]))
                   for c in db.query("SELECT * FROM context_chunks WHERE trace_id = ? ORDER BY position", [trace_id])]
-    return trace["query"], chunks, trace["response"], trace["knowledge_base"], json.loads(trace["metadata"])
+    return TraceInput(query=trace["query"], context=chunks, response=trace["response"],
+                      knowledge_base=trace["knowledge_base"], metadata=json.loads(trace["metadata"]),
+                      external_id=trace["external_id"])
+
+
+_INFO = ("SELECT id, knowledge_base, external_id, status, created_at, updated_at, evaluated_at, execution,"
+         " backend, judge_model, prompt_versions FROM traces")
+
+
+def _info(row: tuple[Any, ...]) -> TraceInfo:
+    has_result = row[7] is not None
+    return TraceInfo(trace_id=row[0], knowledge_base=row[1], external_id=row[2], status=row[3], created_at=row[4],
+                     updated_at=row[5], evaluated_at=row[6] if has_result else None, has_result=has_result,
+                     backend=row[8], judge_model=row[9],
+                     prompt_versions=json.loads(row[10]) if has_result and row[10] else {})
+
+
+def trace_info(db: Database, trace_id: int) -> TraceInfo:
+    """The trace's bookkeeping (status, times, external id, the judge configuration of its result)."""
+    row = db.execute(_INFO + " WHERE id = ?", [trace_id]).fetchone()
+    if row is None:
+        raise TraceNotFound(f"no trace with id {trace_id}")
+    return _info(row)
+
+
+def find_external(db: Database, knowledge_base: str, external_id: str) -> TraceInfo | None:
+    """The trace of `knowledge_base` whose external id is `external_id`, if any."""
+    row = db.execute(_INFO + " WHERE knowledge_base = ? AND external_id = ?", [knowledge_base, external_id]).fetchone()
+    return None if row is None else _info(row)
+
+
+def resolve(db: Database, ref: str, *, knowledge_base: str | None = None) -> int:
+    """The trace a person means by `ref` (a command-line argument).
+
+    An integer-looking `ref` is first tried as a trace id (of `knowledge_base`, when given); then
+    `ref` is looked up as an external id. Raises TraceNotFound when nothing matches and
+    AmbiguousTraceId when the external id is used in several knowledge bases and none was given.
+    """
+    text = str(ref).strip()
+    if text.isascii() and text.isdecimal() and len(text) <= 18:  # below 2**63, the largest id SQLite holds
+        row = db.execute("SELECT knowledge_base FROM traces WHERE id = ?", [int(text)]).fetchone()
+        if row is not None and knowledge_base in (None, row[0]):
+            return int(text)
+    sql, params = "SELECT id, knowledge_base FROM traces WHERE external_id = ?", [str(ref)]
+    if knowledge_base is not None:
+        sql += " AND knowledge_base = ?"
+        params.append(knowledge_base)
+    rows = db.execute(sql + " ORDER BY knowledge_base", params).fetchall()
+    if len(rows) == 1:
+        return int(rows[0][0])
+    if rows:
+        raise AmbiguousTraceId(str(ref), [r[1] for r in rows])
+    where = "" if knowledge_base is None else f" in knowledge base {knowledge_base!r}"
+    raise TraceNotFound(f"no trace with id or external id {str(ref)!r}{where}")
 
 
 def trace_created_at(db: Database, trace_id: int) -> str | None:
@@ -271,6 +378,14 @@ def iter_results(db: Database, since: str | dt.datetime | None = None,
 
     With `on_error`, a trace that cannot be read (a damaged page of the file) is reported to it
     and skipped, so one bad page does not end an export; without, the error is raised."""
+    for stored in iter_stored(db, since=since, on_error=on_error):
+        yield stored.result
+
+
+def iter_stored(db: Database, since: str | dt.datetime | None = None,
+                on_error: Callable[[int, Exception], None] | None = None,
+                trace_ids: list[int] | None = None) -> Iterator[StoredResult]:
+    """`iter_results` with each trace's bookkeeping (times, external id); `trace_ids` keeps only those."""
     if isinstance(since, dt.datetime):
         since = (since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)).astimezone(
             dt.timezone.utc).isoformat(timespec="microseconds")
@@ -281,18 +396,22 @@ def iter_results(db: Database, since: str | dt.datetime | None = None,
         if since is not None:
             sql += " AND created_at >= ?"
             params.append(str(since))
+        if trace_ids is not None:
+            sql += f" AND id IN ({', '.join('?' for _ in trace_ids)})"
+            params.extend(trace_ids)
         ids = [r[0] for r in db.execute(sql + " ORDER BY id LIMIT 500", params).fetchall()]
         if not ids:
             return
         for trace_id in ids:
             try:
-                result = load_result(trace_id, db)
+                with db.atomic():  # the result and its bookkeeping from one snapshot
+                    stored = StoredResult(load_result(trace_id, db), trace_info(db, trace_id))
             except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: unreadable stored JSON
                 if on_error is None:
                     raise
                 on_error(trace_id, exc)
                 continue
-            yield result
+            yield stored
         last = ids[-1]
 
 

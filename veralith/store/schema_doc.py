@@ -4,7 +4,8 @@
     python -m veralith.store.schema_doc --check    # exit 1 when it is out of date
 
 Column notes are the `--` comments written beside (or just above) each column in the migration
-files; SQLite keeps a table's original CREATE text, comments included.
+files: SQLite keeps a table's original CREATE text, comments included, and a column added later
+takes its note from the `ALTER TABLE ... ADD COLUMN` line of the file that added it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ keeps a SHA-256 of every applied file. A database migrated by newer code is refu
 
 Work states of a trace: `pending` (logged, not evaluated) → `running` (claimed under a lease:
 host, pid, a per-process token and a time renewed while it runs) → `done` (result stored in the same
-transaction) or `error` (message kept). Earlier failed outcomes of a re-judged trace stay in `trace_history`.
+transaction) or `error` (message kept). The outcomes a re-judged trace had before (a failure, or a
+result superseded by `eval --rejudge` or a changed record) stay in `trace_history`. A trace's
+`external_id` (the `id` of the record it came from) is unique within its knowledge base.
 Lists keep their order in `position` columns; ids such as `claim_id` are the result model's ids.
+
+Code reaches this file through the `TraceStore` protocol (`veralith/store/protocol.py`), whose
+SQLite implementation is `veralith/store/sqlite.py`.
 
 Applied migrations: {migrations}.
 """
@@ -58,6 +64,29 @@ def _column_notes(sql: str) -> dict[str, str]:
     return notes
 
 
+_ALTER = re.compile(r"\s*ALTER\s+TABLE\s+([a-z_][a-z0-9_]*)\s+ADD\s+COLUMN\s+([a-z_][a-z0-9_]*)\b", re.I)
+
+
+def _added_column_notes(sqls: list[str]) -> dict[tuple[str, str], str]:
+    """(table, column) -> the note of a column added by ALTER TABLE (its line's comment, or the
+    comment lines just above it)."""
+    notes: dict[tuple[str, str], str] = {}
+    for sql in sqls:
+        pending: list[str] = []
+        for line in sql.splitlines():
+            code, _, comment = line.partition("--")
+            comment = comment.strip()
+            match = _ALTER.match(code)
+            if match:
+                notes[(match.group(1), match.group(2))] = " ".join([*pending, comment]).strip()
+                pending = []
+            elif comment and not code.strip():
+                pending.append(comment)
+            else:
+                pending = []
+    return notes
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ") if text is not None else ""
 
@@ -65,7 +94,9 @@ def _cell(text: object) -> str:
 def render() -> str:
     db = Database(memory=True, execute_plugins=False)
     apply_migrations(db)
-    out = [_INTRO.format(migrations=", ".join(f"`{f.name}`" for f in discover()))]
+    files = discover()
+    out = [_INTRO.format(migrations=", ".join(f"`{f.name}`" for f in files))]
+    added = _added_column_notes([f.sql for f in files])
     tables = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY rowid").fetchall()
     for name, sql in tables:
         notes = _column_notes(sql)
@@ -74,8 +105,9 @@ def render() -> str:
         out.append("|---|---|---|---|---|---|")
         for _cid, col, ctype, notnull, default, pk in db.execute(f"PRAGMA table_info({_quote(name)})"):
             key = f"PK{pk}" if pk else ""
+            note = notes.get(col) or added.get((name, col), "")
             out.append(f"| `{col}` | {ctype} | {'yes' if notnull else ''} | {_cell(default)} | {key} | "
-                       f"{_cell(notes.get(col, ''))} |")
+                       f"{_cell(note)} |")
         fks = db.execute(f"PRAGMA foreign_key_list({_quote(name)})").fetchall()
         for fk in fks:
             out.append(f"\nForeign key: `{fk[3]}` → `{fk[2]}.{fk[4]}` (on delete {fk[6].lower()}).")
