@@ -79,6 +79,10 @@ class Settings(BaseModel):
     log_timeout_ms: float = Field(
         50.0, gt=0, le=60000, description="The most `log()` waits for the database's write lock before it "
         "appends the trace to this process's spool file instead (the worker moves it into the database).")
+    run: str | None = Field(
+        None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",  # one line, no control characters
+        description="Run name given to traces from `log()`, `@trace` and the "
+        "LangChain adapter that name none (`veralith runs`, `veralith compare`); unset: no run.")
     sufficiency_fallback: float = Field(
         1.0, ge=0, le=1, description="Sufficiency threshold used until a knowledge base is calibrated.")
     calibration_min_traces: int = Field(

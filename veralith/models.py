@@ -298,6 +298,16 @@ class EvaluationResult(_Model):
     def passed(self) -> bool:
         return self.status.quality_gate is Gate.pass_
 
+    def uncovered_sub_questions(self) -> list[tuple[str, str]]:
+        """(sub-question id, how it fared) for each sub-question the response does not cover: from the
+        diagnosis' coverage (answered only by ungrounded claims, partial, declined, unanswered), else
+        from the Completeness judge's uncovered list."""
+        coverage = self.diagnosis.coverage if self.diagnosis else {}
+        if coverage:
+            return [(q, c.value) for q, c in coverage.items() if c is not Coverage.answered]
+        comp = self.completeness
+        return [(q, "unanswered") for q in (comp.uncovered_sub_question_ids if comp else [])]
+
 
 def _renumber_claims(data: dict[str, Any]) -> dict[str, Any]:
     claims = data.get("claims") or []

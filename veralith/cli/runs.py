@@ -1,0 +1,129 @@
+"""`veralith runs`: the runs in the database, newest first, with their totals.
+
+Every `veralith eval` invocation is a run; traces logged with a run name (VERALITH_RUN, or `run=`
+on log()) form an open SDK run whose totals are counted live.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from veralith.cli.render import fmt_usd, literal
+
+__all__ = ["existing_db", "pct", "runs_command", "runs_table"]
+
+
+def existing_db() -> Any:
+    """The database, or None when it does not exist: read-only commands never create one."""
+    from pathlib import Path
+
+    from veralith.config import settings
+    from veralith.store.db import open_db
+
+    if settings.db_path != ":memory:" and not Path(settings.db_path).expanduser().exists():
+        return None
+    return open_db()
+
+
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value * 100:.1f} %"
+
+
+def runs_command(
+    limit: Annotated[int, typer.Option(min=1, help="Most recent runs to show.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
+) -> None:
+    """List runs (each `veralith eval`, and each run name logged traces used), newest first."""
+    from veralith.store.runs import list_runs
+
+    db = existing_db()
+    runs = [] if db is None else list_runs(db, limit=limit)
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in runs], indent=2, ensure_ascii=False))
+        return
+    if not runs:
+        Console(highlight=False).print("no runs" + ("" if db else " (no database yet)"))
+        return
+    Console(highlight=False).print(runs_table(runs))
+
+
+def runs_table(runs: list[Any]) -> Table:
+    """One line per run; `veralith runs --json` has every field (prompt versions, input, times)."""
+    from rich import box
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0, collapse_padding=True)
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("name", overflow="fold", min_width=12)
+    table.add_column("started", no_wrap=True)
+    table.add_column("judge", overflow="fold", min_width=6)
+    for name in ("traces", "pass", "fail", "ind.", "rate", "cost"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for r in runs:
+        cost = fmt_usd(r.usd) + (f" +{r.usd_unknown}?" if r.usd_unknown else "")
+        judge = r.backend or "-"
+        if r.backend == "openai" and r.model:
+            judge += f" {r.model}"
+        started = f"{r.started_at[5:10]} {r.started_at[11:16]}"
+        label = literal(r.name or "-")
+        if r.source == "sdk" or r.ended_at is None:
+            label.append(f" ({r.source}{', open' if r.ended_at is None else ''})", "dim")
+        table.add_row(str(r.id), label, literal(started), literal(judge), str(r.n_traces), str(r.n_pass),
+                      str(r.n_fail), str(r.n_indeterminate), pct(r.pass_rate), cost)
+    return table
+
+
+class EvalRun:
+    """The run of one `veralith eval` invocation: opened when the database and judge client are
+    ready (so it records the judge configuration actually used), closed with its totals at the end
+    whatever the outcome. A process killed mid-run leaves it open; its totals are then counted live."""
+
+    def __init__(self, name: str | None, input: str) -> None:
+        self.name, self.input = name, input
+        self.db: Any = None
+        self.id: int | None = None
+
+    def start(self, db: Any, client: Any) -> int:
+        from veralith.llm.prompts import PROMPT_VERSIONS
+        from veralith.store.runs import start_run
+
+        versions: dict[str, str] = {}
+        for task in PROMPT_VERSIONS:
+            try:
+                versions[task] = str(client.prompt_version(task))
+            except Exception:  # a client that does not know a task simply does not record it
+                continue
+        self.db = db
+        self.id = start_run(db, name=self.name, backend=getattr(client, "backend", None),
+                            model=getattr(client, "model", None), prompt_versions=versions, input=self.input)
+        return self.id
+
+    def finish(self) -> Any:
+        """Close the run; returns it (None when it never started)."""
+        if self.id is None:
+            return None
+        from veralith.store.runs import finish_run
+
+        return finish_run(self.db, self.id)
+
+
+def file_unchanged(store: Any, record: Any, run_id: int) -> None:
+    """File a re-run record whose stored result stands (not evaluated again) under the eval run,
+    with the reason line of that result when it did not pass."""
+    from veralith.compare.reasons import failure_reason
+    from veralith.store.db import open_db
+    from veralith.store.runs import failure_details, record_result
+
+    info = store.find_external(record.knowledge_base, record.external_id)
+    if info is None:
+        return
+    db = open_db()
+    gate = db.execute("SELECT quality_gate FROM traces WHERE id = ?", [info.trace_id]).fetchone()
+    reason = None
+    if gate is not None and gate[0] != "pass":
+        reason = failure_reason(failure_details(db, [info.trace_id])[info.trace_id])
+    record_result(db, run_id, info.trace_id, reason)

@@ -1,0 +1,267 @@
+"""Comparing two runs: a pure function over their loaded rows.
+
+Traces are matched by external id within a knowledge base when both have one, then the rest by
+knowledge base and query text (duplicates pair up in id order). Each matched pair moves from a
+cell to a cell (or to/from `indeterminate`: no cell, because a judge failed or nothing was
+evaluated) and from a gate to a gate. A *regression* is pass → fail, an *improvement* fail → pass;
+a pair that gained or lost `indeterminate` on either side is a gate change of its own kind, never
+counted as either, because a judge outage says nothing about the application.
+
+`compare_rows` needs only the rolled-up rows (fast: no judgment is read); `with_reasons` then adds
+the one-line reason of each changed pair from the stored details of just those traces.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, NamedTuple
+
+from veralith.compare.reasons import failure_reason
+from veralith.compare.stats import PairedTest, paired_test
+
+__all__ = ["CELLS", "INDETERMINATE", "Change", "Comparison", "Only", "TraceRow", "cell_of", "compare_rows", "gate_of",
+           "severity", "with_reasons"]
+
+INDETERMINATE = "indeterminate"
+# Worst first: the order regressions and the CI gate's "worst traces" are listed in. Ungrounded
+# claims (a fabricated or contradicted fact) rank above a gap in the answer; a trace without a
+# cell ranks below every failure, since nothing is known about it; complete_grounded is last.
+CELLS = ("incomplete_ungrounded", "complete_ungrounded", "extra_ungrounded", "incomplete_grounded",
+         "extra_grounded", "complete_grounded", INDETERMINATE)
+_SEVERITY = {"incomplete_ungrounded": 0, "complete_ungrounded": 1, "extra_ungrounded": 2,
+             "incomplete_grounded": 3, "extra_grounded": 4, INDETERMINATE: 5, "complete_grounded": 6}
+
+
+class TraceRow(NamedTuple):
+    """One trace of a run, as veralith.store.runs.trace_rows reads it."""
+
+    id: int
+    external_id: str | None
+    knowledge_base: str
+    query: str
+    failure_cell: str | None
+    quality_gate: str | None      # None: no stored result (pending, running, error)
+    status: str
+    sufficiency_fraction: float | None
+    faithfulness_fraction: float | None
+    n_claims: int | None
+    n_extra_claims: int | None
+    reason: str | None = None     # the stored one-line why (eval runs), else built by with_reasons
+
+
+def cell_of(row: TraceRow) -> str:
+    return row.failure_cell or INDETERMINATE
+
+
+def gate_of(row: TraceRow) -> str:
+    return row.quality_gate or INDETERMINATE
+
+
+def severity(cell: str | None) -> int:
+    """Rank of a cell, 0 the worst (CELLS order); None counts as indeterminate."""
+    return _SEVERITY.get(cell or INDETERMINATE, _SEVERITY[INDETERMINATE])
+
+
+@dataclass(frozen=True)
+class Change:
+    """A matched pair whose gate changed."""
+
+    key: str                      # external id, else the query
+    knowledge_base: str
+    old_trace_id: int
+    new_trace_id: int
+    old_cell: str
+    new_cell: str
+    old_gate: str
+    new_gate: str
+    reason: str | None = None     # one line, from the stored result (with_reasons)
+
+
+@dataclass(frozen=True)
+class Only:
+    """A trace present in one run only."""
+
+    key: str
+    knowledge_base: str
+    trace_id: int
+    cell: str
+    gate: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run_a: dict[str, Any]
+    run_b: dict[str, Any]
+    matched: int
+    matched_by_external_id: int
+    matrix: dict[str, dict[str, int]]          # old cell -> new cell -> pairs (every cell present)
+    pass_rate_a: float | None                  # over all traces of the run that have a result
+    pass_rate_b: float | None
+    test: PairedTest                           # over the matched pairs
+    regressions: list[Change]
+    improvements: list[Change]
+    indeterminate_changes: list[Change]        # to or from indeterminate on either side
+    shifts: dict[str, dict[str, float | None]]  # judge -> {a, b, delta} over the matched pairs
+    only_in_a: list[Only] = field(default_factory=list)
+    only_in_b: list[Only] = field(default_factory=list)
+
+    def reason_trace_ids(self) -> list[int]:
+        """The traces whose details `with_reasons` needs: the failing side of every change that
+        has no stored reason yet."""
+        ids = [c.new_trace_id for c in self.regressions if c.reason is None]
+        ids += [c.old_trace_id for c in self.improvements if c.reason is None]
+        ids += [c.new_trace_id if c.new_gate == INDETERMINATE else c.old_trace_id
+                for c in self.indeterminate_changes if c.reason is None]
+        return ids
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, JSON-ready (the `--json` output; `--format markdown` shows the same)."""
+        return {
+            "run_a": self.run_a, "run_b": self.run_b,
+            "matched": self.matched, "matched_by_external_id": self.matched_by_external_id,
+            "pass_rate_a": self.pass_rate_a, "pass_rate_b": self.pass_rate_b,
+            "paired_test": {**asdict(self.test), "ci95": list(self.test.ci95) if self.test.ci95 else None},
+            "matrix": self.matrix,
+            "regressions": [asdict(c) for c in self.regressions],
+            "improvements": [asdict(c) for c in self.improvements],
+            "indeterminate_changes": [asdict(c) for c in self.indeterminate_changes],
+            "shifts": self.shifts,
+            "only_in_a": [asdict(o) for o in self.only_in_a],
+            "only_in_b": [asdict(o) for o in self.only_in_b],
+        }
+
+
+def compare_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow], *, run_a: Mapping[str, Any] | None = None,
+                 run_b: Mapping[str, Any] | None = None) -> Comparison:
+    """Compare run A (before) with run B (after). Rows are taken in the order given (id order
+    from the store), which decides how duplicate queries pair up."""
+    pairs, by_external, only_a, only_b = _match(rows_a, rows_b)
+    # One tally per (old cell, new cell, old gate, new gate): the matrix and the 2x2 table of the
+    # paired test come from a few dozen keys, and only pairs whose gate moved become Changes.
+    moves = Counter((a.failure_cell or INDETERMINATE, b.failure_cell or INDETERMINATE,
+                     a.quality_gate or INDETERMINATE, b.quality_gate or INDETERMINATE) for a, b in pairs)
+    matrix = {old: dict.fromkeys(CELLS, 0) for old in CELLS}
+    table = [0, 0, 0, 0]  # both pass, pass->not, not->pass, neither
+    for (cell_a, cell_b, gate_a, gate_b), n in moves.items():
+        matrix[cell_a][cell_b] += n
+        table[(0 if gate_a == "pass" else 2) + (0 if gate_b == "pass" else 1)] += n
+    regressions, improvements, indeterminate = [], [], []
+    for a, b in pairs:
+        gate_a, gate_b = a.quality_gate or INDETERMINATE, b.quality_gate or INDETERMINATE
+        if gate_a == gate_b:
+            continue
+        change = Change(_key(a), a.knowledge_base, a.id, b.id, cell_of(a), cell_of(b), gate_a, gate_b)
+        if INDETERMINATE in (gate_a, gate_b):
+            failing, prefix = (b, "") if gate_b == INDETERMINATE else (a, "was: ")
+            indeterminate.append(_reasoned(change, failing, prefix))
+        elif gate_a == "pass":
+            regressions.append(_reasoned(change, b, ""))
+        else:
+            improvements.append(_reasoned(change, a, "fixed: "))
+    regressions.sort(key=lambda c: (severity(c.new_cell), c.knowledge_base, c.key))
+    improvements.sort(key=lambda c: (severity(c.old_cell), c.knowledge_base, c.key))
+    indeterminate.sort(key=lambda c: (c.knowledge_base, c.key))
+    both_pass, pass_to_not, not_to_pass, neither = table
+    return Comparison(
+        run_a=dict(run_a or {}), run_b=dict(run_b or {}), matched=len(pairs), matched_by_external_id=by_external,
+        matrix=matrix, pass_rate_a=_pass_rate(rows_a), pass_rate_b=_pass_rate(rows_b),
+        test=paired_test(both_pass, pass_to_not, not_to_pass, neither),
+        regressions=regressions, improvements=improvements, indeterminate_changes=indeterminate,
+        shifts=_shifts(pairs), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b])
+
+
+def with_reasons(comparison: Comparison, details: Mapping[int, Mapping[str, Any]]) -> Comparison:
+    """The comparison with each change's reason filled in from `details` (trace id -> what
+    veralith.store.runs.failure_details returns); a trace missing from `details` keeps None."""
+    def fill(change: Change, trace_id: int, prefix: str) -> Change:
+        detail = details.get(trace_id)
+        if detail is None or change.reason is not None:
+            return change
+        return replace(change, reason=prefix + failure_reason(detail))
+
+    return replace(
+        comparison,
+        regressions=[fill(c, c.new_trace_id, "") for c in comparison.regressions],
+        improvements=[fill(c, c.old_trace_id, "fixed: ") for c in comparison.improvements],
+        indeterminate_changes=[
+            fill(c, c.new_trace_id, "") if c.new_gate == INDETERMINATE else fill(c, c.old_trace_id, "was: ")
+            for c in comparison.indeterminate_changes])
+
+
+# --- internals ----------------------------------------------------------------------------------
+
+
+def _match(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow]
+           ) -> tuple[list[tuple[TraceRow, TraceRow]], int, list[TraceRow], list[TraceRow]]:
+    # Each key maps to B's rows in reverse order, so pop() hands them out first to last.
+    by_ext: dict[tuple[str, str], list[TraceRow]] = {}
+    for row in reversed(rows_b):
+        if row.external_id is not None:
+            by_ext.setdefault((row.knowledge_base, row.external_id), []).append(row)
+    pairs: list[tuple[TraceRow, TraceRow]] = []
+    rest_a: list[TraceRow] = []
+    for row in rows_a:
+        queue = by_ext.get((row.knowledge_base, row.external_id)) if row.external_id is not None else None
+        if queue:
+            pairs.append((row, queue.pop()))
+        else:
+            rest_a.append(row)
+    by_external = len(pairs)
+    only_a: list[TraceRow] = []
+    if rest_a:
+        used = {b.id for _, b in pairs}
+        by_query: dict[tuple[str, str], list[TraceRow]] = {}
+        for row in reversed(rows_b):
+            if row.id not in used:
+                by_query.setdefault((row.knowledge_base, row.query), []).append(row)
+        for row in rest_a:
+            queue = by_query.get((row.knowledge_base, row.query))
+            if queue:
+                pairs.append((row, queue.pop()))
+            else:
+                only_a.append(row)
+    used = {b.id for _, b in pairs}
+    only_b = [row for row in rows_b if row.id not in used]
+    return pairs, by_external, only_a, only_b
+
+
+def _reasoned(change: Change, failing: TraceRow, prefix: str) -> Change:
+    return change if failing.reason is None else replace(change, reason=prefix + failing.reason)
+
+
+def _key(row: TraceRow) -> str:
+    return row.external_id if row.external_id is not None else row.query
+
+
+def _only(row: TraceRow) -> Only:
+    return Only(_key(row), row.knowledge_base, row.id, cell_of(row), gate_of(row))
+
+
+def _pass_rate(rows: Sequence[TraceRow]) -> float | None:
+    judged = [r for r in rows if r.quality_gate is not None]
+    return sum(r.quality_gate == "pass" for r in judged) / len(judged) if judged else None
+
+
+def _shifts(pairs: Sequence[tuple[TraceRow, TraceRow]]) -> dict[str, dict[str, float | None]]:
+    """Per-judge means over the matched pairs: sufficiency rate (mean fraction of sub-questions
+    the context suffices for), faithfulness fraction (mean fraction of grounded claims), and the
+    extra-claim rate (extra claims / claims, pooled over the pairs)."""
+    def mean(values: list[float]) -> float | None:
+        return sum(values) / len(values) if values else None
+
+    def side(rows: list[TraceRow]) -> dict[str, float | None]:
+        claims = sum(r.n_claims or 0 for r in rows if r.n_claims is not None)
+        extra = sum(r.n_extra_claims or 0 for r in rows if r.n_claims is not None)
+        return {"sufficiency_rate": mean([r.sufficiency_fraction for r in rows if r.sufficiency_fraction is not None]),
+                "faithfulness_fraction": mean([r.faithfulness_fraction for r in rows
+                                               if r.faithfulness_fraction is not None]),
+                "extra_claim_rate": extra / claims if claims else None}
+
+    a, b = side([p[0] for p in pairs]), side([p[1] for p in pairs])
+    out: dict[str, dict[str, float | None]] = {}
+    for name in a:
+        va, vb = a[name], b[name]
+        out[name] = {"a": va, "b": vb, "delta": None if va is None or vb is None else vb - va}
+    return out

@@ -1,0 +1,120 @@
+"""Assertions for an application's own test suite: "this answer must be complete and grounded".
+
+    from veralith.testing import assert_diagnosis
+
+    def test_refund_answer():
+        assert_diagnosis("How long do I have to return an item?", chunks, answer, cell="complete_grounded")
+
+`assert_diagnosis` evaluates the trace (without writing to the database) and raises AssertionError
+when the cell or the gate differ from what is expected. The message is the diagnosis a person
+needs to fix the answer: the cell and gate found, each ungrounded claim with its relation and the
+chunks against it, each uncovered sub-question, the extra claims and any judge error, not a bare
+`assert False`. The pytest plugin (veralith.pytest_plugin) offers the same through the `veralith`
+fixture, with the backend chosen once for the session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veralith.models import EvaluationResult, FailureCell
+
+__all__ = ["DiagnosisMismatch", "assert_diagnosis", "explain", "uncovered_sub_questions"]
+
+_GATES = ("pass", "fail", "indeterminate")
+
+
+class DiagnosisMismatch(AssertionError):
+    """The trace's diagnosis is not the expected one; `result` is the full EvaluationResult."""
+
+    def __init__(self, message: str, result: EvaluationResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def assert_diagnosis(query: str, context: Any, response: str, *, cell: str | FailureCell | None = None,
+                     gate: str | None = "pass", knowledge_base: str = "default",
+                     metadata: dict[str, Any] | None = None) -> EvaluationResult:
+    """Evaluate (query, context, response) and check its failure cell and quality gate.
+
+    `cell` (a cell name or FailureCell; None: any) and `gate` ("pass", "fail", "indeterminate";
+    None: any) are what the trace must get. Returns the result when both hold; raises
+    DiagnosisMismatch (an AssertionError) explaining the diagnosis otherwise. Bad arguments raise
+    ValueError before anything is evaluated. Nothing is written to the database.
+    """
+    __tracebackhide__ = True  # pytest: the failure points at the caller's line, not ours
+    expected_cell = _cell(cell)
+    if gate is not None and gate not in _GATES:
+        raise ValueError(f"gate must be one of {', '.join(_GATES)} or None, got {gate!r}")
+    import veralith
+
+    result = veralith.evaluate(query, context, response, persist=False, knowledge_base=knowledge_base,
+                               metadata=metadata)
+    found_cell = result.failure_cell.value if result.failure_cell else None
+    found_gate = result.status.quality_gate.value
+    wrong = []
+    if expected_cell is not None and found_cell != expected_cell:
+        wrong.append(f"cell {found_cell or 'none (indeterminate)'}, expected {expected_cell}")
+    if gate is not None and found_gate != gate:
+        wrong.append(f"gate {found_gate}, expected {gate}")
+    if wrong:
+        raise DiagnosisMismatch("veralith: " + "; ".join(wrong) + "\n" + explain(result), result)
+    return result
+
+
+def explain(result: EvaluationResult) -> str:
+    """The diagnosis as indented plain lines (what assert_diagnosis shows on failure)."""
+    lines = [f"  query:    {_one_line(result.query, 200)}",
+             f"  response: {_one_line(result.response, 200)}",
+             f"  cell:     {result.failure_cell.value if result.failure_cell else 'none'}"
+             f"  gate: {result.status.quality_gate.value}"
+             + (f" ({result.status.reason})" if result.status.reason else "")]
+    if result.status.summary:
+        lines.append(f"  status:   {_one_line(result.status.summary, 200)}")
+    claims = {c.id: c.text for c in result.claims}
+    bad = [j for j in result.faithfulness if j.verdict.value == "N"]
+    lines.append(f"  ungrounded claims ({len(bad)} of {len(result.claims)}):" if bad else
+                 f"  ungrounded claims: none of {len(result.claims)}")
+    for j in bad:
+        against = f" by chunk {', '.join(j.contradicting_chunk_ids)}" if j.contradicting_chunk_ids else ""
+        lines.append(f"    - {j.claim_id} {j.relation.value}{against}: {_one_line(claims.get(j.claim_id, ''))}")
+    comp = result.completeness
+    questions = {q.id: q.text for q in result.sub_questions}
+    sufficient = {j.sub_question_id: j.verdict.value for j in result.sufficiency}
+    uncovered = uncovered_sub_questions(result)
+    lines.append(f"  uncovered sub-questions ({len(uncovered)} of {len(result.sub_questions)}):" if uncovered
+                 else f"  uncovered sub-questions: none of {len(result.sub_questions)}")
+    for q, how in uncovered:
+        can = {"Y": "the context answers it", "N": "the context does not answer it"}.get(sufficient.get(q, ""), "")
+        lines.append(f"    - {q} {how.replace('_', ' ')}: {_one_line(questions.get(q, ''))}"
+                     + (f" ({can})" if can else ""))
+    if comp and comp.extra_claim_ids:
+        lines.append("  extra claims (answer nothing asked):")
+        lines += [f"    - {c}: {_one_line(claims.get(c, ''))}" for c in comp.extra_claim_ids]
+    if result.errors:
+        lines.append("  judge errors:")
+        lines += [f"    - {e.phase.value} {e.kind}: {_one_line(e.message)}" for e in result.errors]
+    if result.suggestion is not None:
+        lines.append(f"  suggestion: {result.suggestion.title}: {_one_line(result.suggestion.summary, 200)}")
+    lines.append(f"  backend:  {result.backend} ({result.judge_model})")
+    return "\n".join(lines)
+
+
+def uncovered_sub_questions(result: EvaluationResult) -> list[tuple[str, str]]:
+    """(sub-question id, how it fared) for each sub-question the response does not cover
+    (`EvaluationResult.uncovered_sub_questions`)."""
+    return result.uncovered_sub_questions()
+
+
+def _cell(cell: str | FailureCell | None) -> str | None:
+    if cell is None:
+        return None
+    name = cell.value if isinstance(cell, FailureCell) else cell
+    if name not in FailureCell.__members__:
+        raise ValueError(f"cell must be one of {', '.join(FailureCell.__members__)} or None, got {cell!r}")
+    return str(name)
+
+
+def _one_line(text: str, width: int = 120) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
