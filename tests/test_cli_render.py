@@ -43,18 +43,18 @@ def _result(**changes) -> EvaluationResult:
         trace_id=7, query="What is X [bold]and[/bold] Y?", response=f"X is 1. Y is 2. {HOSTILE}",
         context=[ContextChunk(id="c0", text="X is 1. [b]Y[/b] is 3.", source="[i]doc[/i]")],
         sub_questions=[SubQuestion(id="q1", text="What is X?"), SubQuestion(id="q2", text="What is Y?")],
-        claims=[Claim(id="c1", text="X is 1.", char_start=0, char_end=7),
-                Claim(id="c2", text="Y is 2.", char_start=8, char_end=15),
-                Claim(id="c3", text=HOSTILE, char_start=16, char_end=16 + len(HOSTILE))],
+        claims=[Claim(id="k1", text="X is 1.", char_start=0, char_end=7),
+                Claim(id="k2", text="Y is 2.", char_start=8, char_end=15),
+                Claim(id="k3", text=HOSTILE, char_start=16, char_end=16 + len(HOSTILE))],
         sufficiency=[SufficiencyJudgment(sub_question_id="q1", verdict=Verdict.Y, reasoning="r", chunk_ids=["c0"]),
                      SufficiencyJudgment(sub_question_id="q2", verdict=Verdict.N, reasoning="r")],
         faithfulness=[
-            FaithfulnessJudgment(claim_id="c1", verdict=Verdict.Y, relation=Relation.supported, reasoning="r",
+            FaithfulnessJudgment(claim_id="k1", verdict=Verdict.Y, relation=Relation.supported, reasoning="r",
                                  grounding_chunk_ids=["c0"]),
-            FaithfulnessJudgment(claim_id="c2", verdict=Verdict.N, relation=Relation.contradicted, reasoning="r",
+            FaithfulnessJudgment(claim_id="k2", verdict=Verdict.N, relation=Relation.contradicted, reasoning="r",
                                  contradicting_chunk_ids=["c0"]),
-            FaithfulnessJudgment(claim_id="c3", verdict=Verdict.N, relation=Relation.unsupported, reasoning="r")],
-        completeness=CompletenessJudgment(mappings={"q1": ["c1"], "q2": ["c2"]}, extra_claim_ids=["c3"]),
+            FaithfulnessJudgment(claim_id="k3", verdict=Verdict.N, relation=Relation.unsupported, reasoning="r")],
+        completeness=CompletenessJudgment(mappings={"q1": ["k1"], "q2": ["k2"]}, extra_claim_ids=["k3"]),
         diagnosis=Diagnosis(failure_cell=FailureCell.incomplete_ungrounded, sufficiency_level=SufficiencyLevel.low,
                             sufficiency_fraction=0.5, faithfulness_fraction=1 / 3, threshold=1.0,
                             threshold_source=ThresholdSource.fallback, n_sub_questions=2, n_claims=3),
@@ -85,11 +85,11 @@ def test_user_text_is_shown_literally_never_as_markup():
 def test_inspect_view_names_every_part():
     out = _text(render.result_view(_result()))
     for needle in ("Trace 7", "incomplete_ungrounded", "LOW", "threshold 1.00, fallback", "What is Y?",
-                   "✓ grounded", "✗ contradicted", "✗ ungrounded", "contradicted by c0", "extra claims: c3",
+                   "✓ grounded", "✗ contradicted", "✗ ungrounded", "contradicted by c0", "extra claims: k3",
                    "Worst-case failure", "Raise retrieval-K.", "rate_limited", "cost unknown"):
         assert needle in out, needle
     q2 = next(line for line in out.splitlines() if "What is Y?" in line)
-    assert " no " in q2 and "not grounded" in q2      # mapped to c2, which is not grounded: not covered
+    assert " no " in q2 and "not grounded" in q2      # mapped to k2, which is not grounded: not covered
 
 
 def test_result_without_diagnosis_renders():
@@ -203,7 +203,7 @@ def test_inspect_shows_confidence_evidence_gaps_and_review():
     faith = [j.model_copy(update={"confidence": 0.62}) for j in base.faithfulness]
     faith[0] = faith[0].model_copy(update={"evidence": [Quote(chunk_id="c0", quote="X is 1.")]})
     diag = base.diagnosis.model_copy(update={
-        "coverage": {"q1": Coverage.answered, "q2": Coverage.declined}, "needs_review": True, "review_ids": ["c1"]})
+        "coverage": {"q1": Coverage.answered, "q2": Coverage.declined}, "needs_review": True, "review_ids": ["k1"]})
     out = _text(render.result_view(base.model_copy(update={
         "faithfulness": faith, "diagnosis": diag, "response_kind": ResponseKind.partial_refusal,
         "gaps": [Gap(id="g1", text="what Y is")]})))

@@ -8,9 +8,9 @@ those characters instead of styling, linking or moving the terminal cursor.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from rich.console import Group, RenderableType
 from rich.rule import Rule
@@ -18,15 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from veralith.models import Coverage, EvaluationResult, Relation, Verdict
+from veralith.safe_text import json_safe, visible
 
-__all__ = ["RELATION_LABEL", "fmt_fraction", "fmt_usd", "literal", "result_view", "stats_view", "summary_view",
-           "terminal_safe", "traces_table"]
-
-# C0/C1 controls (but newline and tab), DEL, the bidi overrides/isolates and the invisible bidi
-# marks (U+061C ALM, U+200E LRM, U+200F RLM) that can reorder what a reader sees ("Trojan
-# Source"), and the Unicode line/paragraph separators. Shown as \xNN / \uNNNN so the text stays
-# literal and inert.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+__all__ = ["GATE_STYLE", "RELATION_LABEL", "fmt_fraction", "fmt_time", "fmt_usd", "literal", "one_line",
+           "result_view", "stats_view", "summary_view", "terminal_safe"]
 
 RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
                   Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
@@ -34,22 +29,19 @@ _RELATION_STYLE = {Relation.supported: "green", Relation.unsupported: "yellow",
                    Relation.contradicted: "bold red", Relation.conflicting: "magenta"}
 _RELATION_MARK = {Relation.supported: "✓", Relation.unsupported: "✗", Relation.contradicted: "✗",
                   Relation.conflicting: "≠"}
-_GATE_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
+GATE_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
 _CHUNK_PREVIEW = 240
 
 
 def literal(value: Any, style: str = "") -> Text:
     """User text as an inert rich Text: never markup, never terminal control."""
-    text = value if isinstance(value, str) else str(value)
-    escaped = _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                          else f"\\u{ord(m.group()):04x}", text)
-    return Text(escaped, style=style)
+    return Text(visible(value), style=style)
 
 
 def terminal_safe(text: str) -> str:
     """Plain text for a terminal (export to a TTY): the same characters as `literal` escapes, as
     \\uNNNN, which is also a valid escape inside a JSON string, so a JSON line stays JSON."""
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return json_safe(text)
 
 
 def fmt_usd(usd: float | None) -> str:
@@ -69,17 +61,24 @@ def _section(title: str) -> Rule:
     return Rule(Text(title, style="bold"), align="left", style="dim")
 
 
-def result_view(result: EvaluationResult) -> RenderableType:
-    """The whole diagnosis of one trace, top to bottom in the order a person reads it."""
-    parts: list[RenderableType] = [_header(result)]
+def result_view(result: EvaluationResult, *, external_id: str | None = None, created_at: str | None = None,
+                run: str | None = None) -> RenderableType:
+    """The whole diagnosis of one trace, top to bottom in the order a person reads it. The header
+    shows, when given, the trace's `external_id` (the record's own id), `created_at` (the stored
+    UTC ISO time) and `run` (the label of the run that last judged it, e.g. "#3 main")."""
+    parts: list[RenderableType] = [_header(result, external_id, created_at, run)]
     parts += [_section("Query"), literal(result.query), _sub_questions(result)]
-    parts += [_section("Response"), _response(result), _claims(result)]
+    parts += [_section("Response"), _response(result), _legend(result), _claims(result)]
     parts += [_section("Completeness"), _completeness(result)]
     parts += [_section("Context"), _context(result)]
     if result.suggestion:
-        actions = [literal(f"  • {a}") for a in result.suggestion.actions]
+        actions = Table.grid(padding=(0, 1))  # a bullet list whose wrapped lines stay indented
+        actions.add_column(justify="right", width=3)
+        actions.add_column()
+        for action in result.suggestion.actions:
+            actions.add_row("•", literal(action))
         parts += [_section("Suggestion"), literal(result.suggestion.title, "bold"),
-                  literal(result.suggestion.summary), *actions]
+                  literal(result.suggestion.summary), actions]
     if result.errors:
         table = Table("phase", "kind", "attempts", "message", box=None, pad_edge=False)
         for err in result.errors:
@@ -89,15 +88,27 @@ def result_view(result: EvaluationResult) -> RenderableType:
     return Group(*parts)
 
 
-def _header(result: EvaluationResult) -> RenderableType:
+def _header(result: EvaluationResult, external_id: str | None, created_at: str | None,
+            run: str | None) -> RenderableType:
     head = Text.assemble(("Trace ", "bold"), (str(result.trace_id) if result.trace_id is not None else "(unsaved)",
-                                              "bold"), "  kb ", literal(result.knowledge_base, "cyan"),
-                         "  backend ", literal(f"{result.backend} ({result.judge_model})"))
+                                              "bold"))
+    if external_id is not None:
+        head.append_text(Text.assemble(" (", literal(external_id, "bold"), ")"))
+    head.append_text(Text.assemble("  kb ", literal(result.knowledge_base, "cyan")))
+    if run:
+        head.append_text(Text.assemble("  run ", literal(run, "cyan")))
+    if created_at:
+        head.append(f"  created {fmt_time(created_at, now=dt.datetime.now(dt.timezone.utc), absolute=True)}")
     status = result.status
-    gate = Text.assemble("gate ", (status.quality_gate.value, _GATE_STYLE.get(status.quality_gate.value, "")),
+    gate = Text.assemble("gate ", (status.quality_gate.value, GATE_STYLE.get(status.quality_gate.value, "")),
                          f"  execution {status.execution.value}  availability {status.availability.value}  ",
                          literal(status.summary, "dim"))
     lines: list[RenderableType] = [head, gate]
+    # metadata.id repeats the external id (kept there for older readers); the header already shows it.
+    metadata = {k: v for k, v in result.metadata.items()
+                if not (k == "id" and external_id is not None and str(v) == external_id)}
+    if metadata:
+        lines.append(_metadata(metadata))
     diag = result.diagnosis
     if diag is None:
         lines.append(Text("cell: not classified (a judge failed; see Judge errors)", style="yellow"))
@@ -114,6 +125,28 @@ def _header(result: EvaluationResult) -> RenderableType:
         lines.append(Text.assemble(("needs review", "bold yellow"), ": low-confidence verdicts decide the outcome (",
                                    _ids(diag.review_ids), ")"))
     return Group(*lines)
+
+
+# Keys that say where a trace came from, shown first; any other key follows in name order.
+_METADATA_FIRST = ("id", "run_id", "run", "chain", "user_id", "user", "session_id", "source")
+_METADATA_KEYS, _METADATA_VALUE = 12, 48
+
+
+def _metadata(metadata: Mapping[str, Any]) -> Text:
+    """`metadata  run_id=… chain=… user_id=…` on one line (wrapping if long): each value on one line,
+    cut at _METADATA_VALUE characters; past _METADATA_KEYS keys, a count (`--json` shows them all)."""
+    import json
+
+    keys = [k for k in _METADATA_FIRST if k in metadata] + sorted(k for k in metadata if k not in _METADATA_FIRST)
+    line = Text("metadata", style="bold")
+    for key in keys[:_METADATA_KEYS]:
+        value = metadata[key]
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
+                                                                  default=str)
+        line.append_text(Text.assemble("  ", literal(key, "cyan"), "=", literal(one_line(shown, _METADATA_VALUE))))
+    if len(keys) > _METADATA_KEYS:
+        line.append(f"  … {len(keys) - _METADATA_KEYS} more (see --json)", style="dim")
+    return line
 
 
 def _sub_questions(result: EvaluationResult) -> RenderableType:
@@ -164,16 +197,82 @@ def _judgments(result: EvaluationResult) -> dict[str, Any]:
     return {j.claim_id: j for j in result.faithfulness}
 
 
+# Which colour a stretch of the response takes when claims overlap: the worst verdict covering it.
+_SEVERITY = {None: 0, Relation.supported: 1, Relation.unsupported: 2, Relation.conflicting: 3,
+             Relation.contradicted: 4}
+_UNJUDGED_STYLE, _GAP_STYLE = "dim underline", "blue italic"
+_CLOSING = frozenset(".,;:!?)]}\"'”’»…")
+
+
+class _Span(NamedTuple):
+    start: int
+    end: int
+    style: str
+    tag: Text       # shown after the span: "k2 ✗", "g1 gap"
+    severity: int   # where spans overlap, the highest colours the overlap
+
+
+def _span(start: int | None, end: int | None, length: int) -> tuple[int, int] | None:
+    """(start, end) when they mark characters of a text `length` long, else None (not located)."""
+    if start is not None and end is not None and 0 <= start < end <= length:
+        return start, end
+    return None
+
+
 def _response(result: EvaluationResult) -> Text:
-    text = literal(result.response)
-    if text.plain != result.response:
-        return text   # escaping shifted offsets; colouring by span would mark the wrong characters
+    """The response as written, each located claim coloured by its verdict and tagged after its span
+    with its id and mark (`… liquid spills. [k2 ✗]`), so the failing sentence shows without colour
+    too; gap statements are tagged as gaps. Each stretch is escaped on its own (`literal`), so an
+    escaped control character never shifts a span onto the wrong characters."""
+    response = result.response
     judgments = _judgments(result)
+    spans: list[_Span] = []
     for claim in result.claims:
-        judged = judgments.get(claim.id)
-        if judged is not None and claim.char_start is not None and claim.char_end is not None:
-            text.stylize(_RELATION_STYLE[judged.relation], claim.char_start, claim.char_end)
+        located = _span(claim.char_start, claim.char_end, len(response))
+        if located is not None:
+            judged = judgments.get(claim.id)
+            relation = judged.relation if judged is not None else None
+            style = _UNJUDGED_STYLE if relation is None else _RELATION_STYLE[relation]
+            mark = "?" if relation is None else _RELATION_MARK[relation]
+            spans.append(_Span(*located, style, literal(f"{claim.id} {mark}", style), _SEVERITY[relation]))
+    for gap in result.gaps:
+        located = _span(gap.char_start, gap.char_end, len(response))
+        if located is not None:
+            spans.append(_Span(*located, _GAP_STYLE, literal(f"{gap.id} gap", _GAP_STYLE), 0))
+    # A tag goes after the punctuation that closes its span ("spills. [k2 ✗]", not "spills [k2 ✗].").
+    tag_at = []
+    for span in spans:
+        at = span.end
+        while at < len(response) and response[at] in _CLOSING and not any(s.start <= at < s.end for s in spans):
+            at += 1
+        tag_at.append(at)
+    cuts = sorted({0, len(response), *(s.start for s in spans), *(s.end for s in spans), *tag_at})
+    text = Text()
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        worst = max((s for s in spans if s.start <= start and end <= s.end), key=lambda s: s.severity, default=None)
+        text.append_text(literal(response[start:end], worst.style if worst else ""))
+        ending = [s.tag for s, at in zip(spans, tag_at, strict=True) if at == end]
+        if ending:
+            text.append(" [", style="dim")
+            text.append_text(Text(" ").join(ending))
+            text.append("]", style="dim")
     return text
+
+
+def _legend(result: EvaluationResult) -> Text:
+    """What the colours and marks of the response mean, and which claims could not be placed in it."""
+    entries = [Text(f"{_RELATION_MARK[r]} {RELATION_LABEL[r]}", style=_RELATION_STYLE[r]) for r in Relation]
+    judged = _judgments(result)
+    if any(c.id not in judged for c in result.claims):
+        entries.append(Text("? not judged", style=_UNJUDGED_STYLE))
+    if result.gaps:
+        entries.append(Text("gap: says the documents lack something", style=_GAP_STYLE))
+    legend = Text.assemble(("legend ", "dim"), Text("  ").join(entries))
+    unplaced = [c.id for c in result.claims if _span(c.char_start, c.char_end, len(result.response)) is None]
+    if unplaced:
+        legend.append_text(Text.assemble(("\nnot located in the response (reworded by the judge): ", "dim"),
+                                         _ids(unplaced)))
+    return legend
 
 
 def _claims(result: EvaluationResult) -> RenderableType:
@@ -192,12 +291,16 @@ def _claims(result: EvaluationResult) -> RenderableType:
             style = _RELATION_STYLE[judged.relation]
             verdict = Text.assemble((f"{_RELATION_MARK[judged.relation]} {RELATION_LABEL[judged.relation]}", style),
                                     _sure(judged.confidence))
-            evidence = Text.assemble(_ids(judged.grounding_chunk_ids))
+            unsupported = judged.relation is Relation.unsupported
+            evidence = (Text("no chunk supports it", style="dim") if unsupported and not judged.grounding_chunk_ids
+                        else Text.assemble(_ids(judged.grounding_chunk_ids)))
             if judged.contradicting_chunk_ids:
                 evidence = Text.assemble(evidence, " contradicted by ", _ids(judged.contradicting_chunk_ids))
             for quote in judged.evidence[:2]:
-                evidence = Text.assemble(evidence, "\n", literal(quote.chunk_id, "cyan"), ": “",
-                                         literal(_one_line(quote.quote, 100), "italic"), "”")
+                # For an unsupported claim a quote is the nearest passage the judge found, not support.
+                evidence = Text.assemble(evidence, "\n", ("nearest " if unsupported else ""),
+                                         literal(quote.chunk_id, "cyan"), ": “",
+                                         literal(one_line(quote.quote, 100), "italic"), "”")
             table.add_row(literal(claim.id, "cyan"), verdict, literal(claim.text), evidence)
         parts.append(table)
     for gap in result.gaps:
@@ -239,9 +342,10 @@ def _context(result: EvaluationResult) -> RenderableType:
 def _usage(result: EvaluationResult) -> Text:
     u = result.usage
     phases = "  ".join(f"{phase} {ms:.0f} ms" for phase, ms in result.latency_ms.items())
-    return Text(f"calls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
-                f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
-                + (f"\nlatency {phases}" if phases else ""))
+    return Text.assemble("judge ", literal(f"{result.backend} ({result.judge_model})"),
+                         f"\ncalls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
+                         f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
+                         + (f"\nlatency {phases}" if phases else ""))
 
 
 def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
@@ -255,6 +359,9 @@ def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
         stored = f" ({tally.stored} stored as trace {low}" + (f" … {high}" if high != low else "") + \
             "; see `veralith inspect ID`)"
     table.add_row("evaluated", f"{tally.evaluated}{stored}")
+    if getattr(tally, "unchanged", 0):
+        table.add_row("skipped", f"{tally.unchanged} already evaluated (same id, inputs and judges; "
+                                 "--rejudge evaluates them again)")
     for cell, n in sorted(tally.cells.items()):
         table.add_row(f"  {cell}", str(n))
     table.add_row("gate", "  ".join(f"{gate} {n}" for gate, n in sorted(tally.gates.items())) or "—")
@@ -274,29 +381,26 @@ def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
     return table
 
 
-def traces_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    """`veralith list`: one row per stored trace, newest first (rows as store.list_traces returns them)."""
-    # Narrow on purpose: cell names must stay whole on an 80-column terminal; the query preview
-    # takes what is left. `veralith inspect ID` shows the rest.
-    table = Table(box=None, pad_edge=False, header_style="bold", expand=True)
-    for name in ("id", "status", "kb", "cell", "gate", "suff", "faith", "cost"):
-        table.add_column(name, no_wrap=True)
-    table.add_column("query", no_wrap=True, overflow="ellipsis", ratio=1)
-    for row in rows:
-        gate = row["quality_gate"] or "—"
-        done = row["status"] == "done"
-        status = literal(row["status"], "red" if row["status"] == "error" else "" if done else "yellow")
-        query = literal(_one_line(row["query_preview"] or ""), "dim")
-        if row["error_message"]:
-            query = Text.assemble(query, "\n", literal(_one_line(row["error_message"]), "red"))
-        table.add_row(str(row["id"]), status,
-                      literal(row["knowledge_base"]), literal(row["failure_cell"] or "—"),
-                      Text(gate, style=_GATE_STYLE.get(gate, "")), fmt_fraction(row["sufficiency_fraction"]),
-                      fmt_fraction(row["faithfulness_fraction"]), fmt_usd(row["usd"]) if done else "—", query)
-    return table
+def fmt_time(stored: str | None, *, now: dt.datetime, absolute: bool = False) -> str:
+    """A stored UTC ISO time, compactly and the same in every time zone: `just now`, `12m ago`,
+    `5h ago`, `6d ago`, then the date (`2026-10-03`); `absolute` gives `2026-10-03 14:05 UTC`."""
+    if not stored:
+        return "—"
+    try:
+        when = dt.datetime.fromisoformat(stored)
+    except ValueError:
+        return stored
+    when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+    age = (now - when).total_seconds()
+    if absolute or age < 0 or age >= 7 * 86400:  # a future time (clock skew) is shown as it is
+        return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC" if absolute else "%Y-%m-%d")
+    if age < 60:
+        return "just now"
+    unit, seconds = next((u, n) for u, n in (("d", 86400), ("h", 3600), ("m", 60)) if age >= n)
+    return f"{int(age // seconds)}{unit} ago"
 
 
-def _one_line(text: str, width: int = 60) -> str:
+def one_line(text: str, width: int = 60) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
