@@ -1,0 +1,384 @@
+"""`veralith serve` over HTTP (no browser): read-only store access, keyset pages, filters, the token,
+the Host check, security headers, escaping in the page source, and the command's refusals.
+
+The browser-level checks (what a person sees, scripts that must not run) are in test_web_browser.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'veralith[web]')")
+pytest.importorskip("jinja2", reason="the web extra is not installed (pip install 'veralith[web]')")
+
+from starlette.testclient import TestClient  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+from web_support import HOSTILE_KB, PAYLOAD_TEXTS, filled_db, trace_id  # noqa: E402
+
+from veralith.cli.app import app as cli  # noqa: E402
+from veralith.cli.serve import is_loopback  # noqa: E402
+from veralith.errors import StoreError  # noqa: E402
+from veralith.store import browse  # noqa: E402
+from veralith.web import create_app  # noqa: E402
+from veralith.web.app import CSP  # noqa: E402
+
+LOCAL = "http://127.0.0.1:8765"
+TOKEN = "s3cret-token-of-some-length"
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    return filled_db(tmp_path_factory.mktemp("web"))
+
+
+def client(db: Path, base: str = LOCAL, **kw) -> TestClient:
+    return TestClient(create_app(db, **kw), base_url=base, follow_redirects=False)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def all_ids(db: Path) -> list[int]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return [r[0] for r in conn.execute("SELECT id FROM traces ORDER BY id DESC")]
+
+
+# --- the store, read-only -------------------------------------------------------------------------
+
+def test_readonly_connection_refuses_writes_and_missing_files(db, tmp_path):
+    conn = browse.open_readonly(db)
+    with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only"):
+        conn.execute("UPDATE traces SET knowledge_base = 'x'")
+    with pytest.raises(StoreError, match="no database"):
+        browse.open_readonly(tmp_path / "absent.db")
+    assert not (tmp_path / "absent.db").exists()  # never created
+
+
+def test_a_database_behind_the_code_is_refused_not_migrated(tmp_path):
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    before = digest(old)
+    with pytest.raises(StoreError, match="schema none"):
+        browse.open_readonly(old)
+    assert digest(old) == before
+
+
+_DAILY = ("SELECT day, knowledge_base, failure_cell, quality_gate, n, round(usd, 9), usd_unknown FROM trace_daily"
+          " ORDER BY 1, 2, 3, 4")
+_RECOUNT = ("SELECT substr(created_at, 1, 10), knowledge_base, COALESCE(failure_cell, ''), quality_gate, COUNT(*),"
+            " round(COALESCE(SUM(usd), 0), 9), SUM(usd IS NULL) FROM traces WHERE quality_gate IS NOT NULL"
+            " GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4")
+
+
+def test_daily_totals_follow_every_write(db, tmp_path):
+    """trace_daily (migrations/0008) always equals a recount of the traces, whatever is written."""
+    import shutil
+
+    copy = tmp_path / "daily.db"
+    shutil.copy(db, copy)
+    conn = sqlite3.connect(copy)
+    assert conn.execute(_DAILY).fetchall() == conn.execute(_RECOUNT).fetchall() != []
+    with conn:
+        conn.execute("UPDATE traces SET failure_cell = 'extra_grounded', quality_gate = 'fail', usd = NULL"
+                     " WHERE id IN (SELECT id FROM traces ORDER BY id LIMIT 3)")
+        conn.execute("UPDATE traces SET created_at = '2020-01-02T00:00:00.000000+00:00' WHERE id = 4")
+        conn.execute("UPDATE traces SET quality_gate = NULL, failure_cell = NULL, status = 'pending' WHERE id = 5")
+        conn.execute("UPDATE traces SET lease_host = 'h' WHERE id = 6")   # not counted: no change
+        conn.execute("DELETE FROM traces WHERE id IN (7, 8)")
+    assert conn.execute(_DAILY).fetchall() == conn.execute(_RECOUNT).fetchall()
+    assert ("2020-01-02",) in conn.execute("SELECT day FROM trace_daily").fetchall()
+    conn.close()
+    figures = browse.daily_figures(browse.open_readonly(copy), days=30)
+    assert figures["days"][-1] == max(r[0] for r in sqlite3.connect(copy).execute("SELECT day FROM trace_daily"))
+    assert len(figures["days"]) == 30 and "2020-01-02" not in figures["days"]
+
+
+def test_keyset_pages_walk_every_trace_once_both_ways(db):
+    conn = browse.open_readonly(db)
+    ids = all_ids(db)
+    seen, page = [], browse.page_traces(conn, browse.TraceFilter(), limit=5)
+    assert page.newer is None
+    pages = [page]
+    while True:
+        seen += [r["id"] for r in page.rows]
+        if page.older is None:
+            break
+        page = browse.page_traces(conn, browse.TraceFilter(), limit=5, before=page.older)
+        pages.append(page)
+    assert seen == ids
+    # Back up from the last page with `after`: each page comes back as it was.
+    for earlier, later in zip(pages[-2::-1], pages[:0:-1], strict=True):
+        back = browse.page_traces(conn, browse.TraceFilter(), limit=5, after=later.newer)
+        assert [r["id"] for r in back.rows] == [r["id"] for r in earlier.rows]
+        assert back.older == earlier.older
+
+
+def test_filters_select_what_they_name(db):
+    conn = browse.open_readonly(db)
+    for flt, check in [
+        (browse.TraceFilter(cell="complete_grounded"), lambda r: r["failure_cell"] == "complete_grounded"),
+        (browse.TraceFilter(gate="pass"), lambda r: r["quality_gate"] == "pass"),
+        (browse.TraceFilter(kb="support"), lambda r: r["knowledge_base"] == "support"),
+        (browse.TraceFilter(text="WARRANTY"), lambda r: "warranty" in r["query_preview"].lower()),
+        (browse.TraceFilter(text="50%_"), lambda r: False),  # LIKE wildcards are literal
+    ]:
+        rows = browse.page_traces(conn, flt, limit=100).rows
+        assert all(check(r) for r in rows), flt
+    assert browse.page_traces(conn, browse.TraceFilter(text="warranty"), limit=100).rows
+    today = browse.page_traces(conn, browse.TraceFilter(), limit=1).rows[0]["created_at"][:10]
+    import datetime as dt
+
+    day = dt.date.fromisoformat(today)
+    assert len(browse.page_traces(conn, browse.TraceFilter(since=day, until=day), limit=100).rows) == len(all_ids(db))
+    assert browse.page_traces(conn, browse.TraceFilter(until=day - dt.timedelta(days=1)), limit=100).rows == []
+
+
+def test_text_search_is_bounded_per_page_and_misses_nothing(db, monkeypatch):
+    conn = browse.open_readonly(db)
+    flt = browse.TraceFilter(text="warranty")
+    expected = [r["id"] for r in browse.page_traces(conn, flt, limit=100).rows]
+    assert len(expected) >= 2
+    monkeypatch.setattr(browse, "SCAN_WINDOW", 3)       # each page looks at 3 ids at most
+    seen, cuts, page = [], 0, browse.page_traces(conn, flt, limit=100)
+    while True:
+        assert len(page.rows) <= 3
+        seen += [r["id"] for r in page.rows]
+        cuts += page.searched_to is not None
+        if page.older is None:
+            break
+        page = browse.page_traces(conn, flt, limit=100, before=page.older)
+    assert seen == expected and cuts >= 3
+    # Neighbours: a match beyond the window is not claimed absent; the search can go on.
+    newest, oldest = expected[0], expected[-1]
+    near = browse.neighbours(conn, newest, flt)
+    assert near.newer is None and not near.newer_unsearched
+    if newest - oldest > 3 and expected[1] < newest - 3:
+        assert near.older is None and near.older_unsearched
+    html = client(db).get(f"/traces/{newest}", params={"q": "warranty"}).text
+    assert "search older" in html or f'href="/traces/{expected[1]}?q=warranty"' in html
+
+
+def test_neighbours_stay_inside_the_filter(db):
+    conn = browse.open_readonly(db)
+    support = [r["id"] for r in browse.page_traces(conn, browse.TraceFilter(kb="support"), limit=100).rows]
+    assert len(support) >= 3
+    middle = support[1]
+    near = browse.neighbours(conn, middle, browse.TraceFilter(kb="support"))
+    assert (near.newer, near.older) == (support[0], support[2])
+    assert browse.neighbours(conn, support[0], browse.TraceFilter(kb="support")).newer is None
+    assert browse.neighbours(conn, support[-1], browse.TraceFilter(kb="support")).older is None
+
+
+# --- pages over HTTP --------------------------------------------------------------------------------
+
+def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(db):
+    before = digest(db)
+    c = client(db)
+    tid = trace_id(db, "What is the warranty period")
+    for url in ["/", "/traces", f"/traces/{tid}", "/traces?cell=complete_grounded&kb=support&q=x",
+                "/static/app.css", "/missing", "/traces/99999", "/traces?gate=maybe"]:
+        r = c.get(url)
+        assert r.headers["content-security-policy"] == CSP, url
+        assert "script-src 'none'" in CSP and "'unsafe-inline'" not in CSP
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["x-frame-options"] == "DENY"
+    assert c.get("/traces/99999").status_code == 404
+    assert c.get("/traces?gate=maybe").status_code == 400
+    assert c.get("/traces?since=yesterday").status_code == 400
+    assert c.get("/traces?before=1&after=2").status_code == 400
+    for method in ("post", "put", "delete", "patch"):
+        assert getattr(c, method)("/traces").status_code == 405
+    assert digest(db) == before
+
+
+def test_pages_have_no_inline_script_or_style(db):
+    c = client(db)
+    for url in ["/", "/traces", f"/traces/{trace_id(db, 'What is the warranty period')}"]:
+        html = c.get(url).text
+        assert "<script" not in html and "<style" not in html and " style=" not in html, url
+        assert re.search(r"\son[a-z]+=", html) is None, url
+
+
+def test_hostile_text_is_escaped_in_the_source(db):
+    c = client(db)
+    html = c.get(f"/traces/{trace_id(db, 'What is the warranty of the Z9')}").text
+    assert "<script" not in html and "<img" not in html and 'href="javascript:' not in html
+    assert "&lt;script&gt;window.__xss = &#39;script&#39;&lt;/script&gt;" in html
+    listing = c.get("/traces").text
+    assert "<script" not in listing and "&lt;script&gt;alert(&#39;kb&#39;)&lt;/script&gt;" in listing
+    assert "<script" not in c.get("/").text
+    # The hostile knowledge base round-trips through a filter link without breaking out of the attribute.
+    r = c.get("/traces", params={"kb": HOSTILE_KB})
+    assert r.status_code == 200 and "<script" not in r.text and "Who makes the Z9?" in r.text
+    assert all(p not in r.text for p in PAYLOAD_TEXTS)
+
+
+def test_pagination_links_carry_the_filter(db):
+    c = client(db, page_size=3)
+    html = c.get("/traces", params={"kb": "support"}).text
+    older = re.search(r'href="(/traces\?[^"]*before=\d+)"', html)
+    assert older and "kb=support" in older.group(1)
+    second = c.get(older.group(1).replace("&amp;", "&")).text
+    assert 'rel="prev"' in second and "kb=support" in second
+
+
+def test_trace_page_links_neighbours_of_the_same_filter(db):
+    c = client(db)
+    conn = browse.open_readonly(db)
+    support = [r["id"] for r in browse.page_traces(conn, browse.TraceFilter(kb="support"), limit=100).rows]
+    html = c.get(f"/traces/{support[1]}", params={"kb": "support"}).text
+    assert f'href="/traces/{support[0]}?kb=support"' in html
+    assert f'href="/traces/{support[2]}?kb=support"' in html
+
+
+def test_unevaluated_trace_shows_its_state(db, tmp_path):
+    # A pending trace (logged, not yet judged) has no result: the page says so instead of failing.
+    import shutil
+
+    copy = tmp_path / "copy.db"
+    shutil.copy(db, copy)
+    from veralith.models import ContextChunk
+    from veralith.store.db import connect
+    from veralith.store.repository import create_trace
+
+    w = connect(copy)
+    tid = create_trace(w, query="Pending question <b>?</b>", context=[ContextChunk(id="c0", text="x")],
+                       response="not yet")
+    w.close()
+    html = client(copy).get(f"/traces/{tid}").text
+    assert "no result" in html and "Pending question &lt;b&gt;?&lt;/b&gt;" in html
+
+
+# --- runs and compare (when the schema records runs) ---------------------------------------------
+
+def run_ids(db: Path) -> list[int]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
+            pytest.skip("this schema records no runs")
+        return [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY id")]
+
+
+def test_run_filter_and_per_run_overview(db):
+    examples, hostile = run_ids(db)       # web_support runs `veralith eval` twice
+    c = client(db)
+    conn = browse.open_readonly(db)
+    rows = browse.page_traces(conn, browse.TraceFilter(run=hostile), limit=100).rows
+    assert sorted(r["knowledge_base"] for r in rows) == sorted(["hostile", HOSTILE_KB])
+    assert len(browse.page_traces(conn, browse.TraceFilter(run=examples), limit=100).rows) == 12
+    html = c.get("/traces", params={"run": hostile}).text
+    assert html.count('href="/traces/') == 2 and f'<option value="{hostile}" selected>' in html
+    overview = c.get("/").text
+    assert f'href="/traces?run={examples}"' in overview and f'href="/traces?run={hostile}"' in overview
+    assert overview.count('class="n passrate"') == 2
+    assert c.get("/traces", params={"run": "one"}).status_code == 400
+
+
+def test_compare_page_shows_the_comparison(db):
+    examples, hostile = run_ids(db)
+    c = client(db)
+    html = c.get("/compare").text                 # default: the two newest runs
+    assert "Cell transitions" in html and "Only in A: 12" in html and "Only in B: 2" in html
+    assert "<script" not in html and "&lt;script&gt;" in html
+    assert c.get("/compare", params={"a": examples, "b": 99}).status_code == 404
+
+
+# --- token and host -------------------------------------------------------------------------------
+
+def test_without_a_token_only_loopback_host_names_are_answered(db):
+    assert client(db, "http://localhost:9").get("/").status_code == 200
+    assert client(db, "http://[::1]:9").get("/").status_code == 200
+    # DNS rebinding: a page from attacker.example whose name now points at 127.0.0.1.
+    r = client(db, "http://attacker.example:8765").get("/")
+    assert r.status_code == 403 and "Veralith" not in r.text
+
+
+def test_a_token_is_checked_on_every_request(db):
+    c = client(db, "http://192.0.2.1:8765", token=TOKEN)
+    for url in ["/", "/traces", "/static/app.css", "/missing"]:
+        r = c.get(url)
+        assert r.status_code == 401 and "Veralith" not in r.text, url
+        assert r.headers["content-security-policy"] == CSP
+    assert c.get("/", headers={"Authorization": "Bearer wrong-" + TOKEN}).status_code == 401
+    assert c.get("/", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    assert c.get("/traces", params={"token": TOKEN[:-1]}).status_code == 401
+    # The printed URL: ?token= is traded for an HttpOnly, SameSite=Strict cookie, and dropped from the address.
+    r = c.get("/traces", params={"token": TOKEN, "kb": "support"})
+    assert r.status_code == 303 and r.headers["location"] == "/traces?kb=support"
+    cookie = r.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert c.get("/traces?kb=support").status_code == 200   # the client kept the cookie
+    # The redirect never leaves the site, whatever the path looks like.
+    r = client(db, "http://192.0.2.1:8765", token=TOKEN).get("http://192.0.2.1:8765//evil.example/x", params={"token": TOKEN})
+    assert r.status_code == 303 and r.headers["location"] == "/evil.example/x"
+
+
+def test_templates_and_static_files_ship_in_the_wheel():
+    from fnmatch import fnmatch
+
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+
+    patterns = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["veralith"]
+    web = Path(__file__).parents[1] / "veralith" / "web"
+    files = [p.relative_to(web.parent).as_posix() for p in (web / "templates").iterdir()] + \
+        [p.relative_to(web.parent).as_posix() for p in (web / "static").iterdir()]
+    assert files and all(any(fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::", "example.com"])
+def test_serve_refuses_a_public_host_without_a_token(host, db, monkeypatch):
+    monkeypatch.delenv("VERALITH_SERVE_TOKEN", raising=False)
+    result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--host", host])
+    assert result.exit_code == 1
+    assert "token" in result.output and "VERALITH_SERVE_TOKEN" in result.output
+
+
+def test_serve_refuses_a_short_token_and_a_missing_database(db, tmp_path):
+    result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--host", "0.0.0.0", "--token", "short"])
+    assert result.exit_code == 1 and "too short" in result.output
+    result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "none.db")])
+    assert result.exit_code == 1 and "no database" in result.output
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_loopback_detection():
+    assert all(map(is_loopback, ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"]))
+    assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "localhost.example.com", ""]))
+
+
+def test_serve_command_end_to_end(db):
+    """The real command: binds loopback, prints its address, answers with the headers, stops on SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERALITH_")}
+    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "serve", "--db", str(db), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"at (http://127\.0\.0\.1:\d+/)", line)
+        assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(match.group(1) + "traces", timeout=5) as reply:
+                    assert reply.headers["Content-Security-Policy"] == CSP
+                    assert "Traces" in reply.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(10)

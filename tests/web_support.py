@@ -1,0 +1,93 @@
+"""Shared by the web tests: a database filled the way a user fills it, and a live server on it.
+
+`filled_db` runs the real command line (`veralith eval examples/traces.jsonl`, offline, local
+backend) into a fresh file, then a second file of hostile records: markup, event handlers,
+`javascript:` links and fake closing tags in every place trace text can reach a page (query,
+response, chunk text and source, knowledge base, metadata keys and values).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "traces.jsonl"
+
+# Each payload sets window.__xss (or opens a dialog) if it ever runs.
+SCRIPT = "<script>window.__xss = 'script'</script>"
+IMG = "<img src=x onerror=\"window.__xss = 'img'\">"
+LINK = "<a href=\"javascript:window.__xss = 'link'\">click me</a>"
+CLOSER = "</p></blockquote></td></tr></table></main></textarea></title></style><script>alert('closer')</script>"
+HOSTILE_KB = "kb\"><script>alert('kb')</script>"
+HOSTILE = [
+    {"id": "xss-1", "knowledge_base": "hostile",
+     "query": f"What is the warranty of the Z9? {SCRIPT}",
+     "context": [{"id": "z9", "source": "javascript:alert('source')",
+                  "text": f"The Z9 has a three-year warranty. {IMG}"}],
+     "response": f"The Z9 has a three-year warranty. {SCRIPT} It also ships with a free case. {IMG} {LINK} {CLOSER}",
+     "metadata": {"channel": LINK, IMG: "key", "url": "javascript:alert('meta')"}},
+    {"id": "xss-2", "knowledge_base": HOSTILE_KB,
+     "query": f"Who makes the Z9? {CLOSER}",
+     "context": [{"id": "maker", "text": f"The Z9 is made by Acme. {CLOSER}"}],
+     "response": f"The Z9 is made by Acme. {CLOSER}"},
+]
+PAYLOAD_TEXTS = [SCRIPT, IMG, LINK, CLOSER]
+
+
+def run_eval(db: Path, path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+    env.update(VERALITH_DB_PATH=str(db), VERALITH_BACKEND="local")
+    done = subprocess.run([sys.executable, "-m", "veralith.cli", "eval", str(path)], env=env, cwd=path.parent,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def filled_db(folder: Path) -> Path:
+    db = folder / "web.db"
+    run_eval(db, EXAMPLES)
+    hostile = folder / "hostile.jsonl"
+    hostile.write_text("".join(json.dumps(r) + "\n" for r in HOSTILE), encoding="utf-8")
+    run_eval(db, hostile)
+    return db
+
+
+def trace_id(db: Path, query_prefix: str) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        row = conn.execute("SELECT id FROM traces WHERE query LIKE ? ORDER BY id DESC LIMIT 1",
+                           [query_prefix + "%"]).fetchone()
+    assert row is not None, query_prefix
+    return int(row[0])
+
+
+@contextmanager
+def live_server(app) -> Iterator[str]:
+    """The app under uvicorn on a free loopback port, in a thread; yields its base URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

@@ -1,0 +1,114 @@
+"""`veralith serve`: the read-only web view (veralith.web) under uvicorn.
+
+Safe by default: it binds 127.0.0.1; any host that is not a loopback address needs a token
+(`--token` or VERALITH_SERVE_TOKEN) and the command refuses to start without one. Starlette,
+Jinja2 and uvicorn come with the optional `web` extra and are imported only when the command
+runs, so the rest of the command line works without them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import secrets
+import sys
+import threading
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+
+from veralith.cli import render
+
+__all__ = ["TOKEN_ENV", "is_loopback", "serve_command"]
+
+TOKEN_ENV = "VERALITH_SERVE_TOKEN"
+EXIT_INPUT = 1
+
+
+def is_loopback(host: str) -> bool:
+    """True for localhost and loopback addresses (127.0.0.0/8, ::1): only this machine can connect."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True, highlight=False).print(render.literal(f"error: {message}", "red"), soft_wrap=True)
+    return typer.Exit(EXIT_INPUT)
+
+
+def serve_command(
+    db: Annotated[Path | None, typer.Option("--db", help="Database file (default: VERALITH_DB_PATH or veralith.db).",
+                                            show_default=False)] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on. Anything but a loopback address needs a token.")]
+    = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")] = 8765,
+    token: Annotated[str | None, typer.Option(
+        help=f"Require this token on every request (or set {TOKEN_ENV}; the variable keeps it out of the process "
+             "list). Required for a non-loopback --host.", show_default=False)] = None,
+    open_browser: Annotated[bool, typer.Option("--open", help="Open the overview in the default browser.")] = False,
+) -> None:
+    """Browse the stored history in a web browser: overview, traces, one trace's evidence (read-only)."""
+    from veralith.config import settings  # also loads .env, which may hold the token
+
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if not is_loopback(host) and not token:
+        raise _fail(f"--host {host} would let other machines read the traces; give a token with --token or "
+                    f"{TOKEN_ENV} (for example {TOKEN_ENV}={secrets.token_urlsafe(24)}), or keep the default "
+                    "--host 127.0.0.1")
+    if token is not None and len(token) < 16:
+        raise _fail(f"the token is too short to protect anything: use at least 16 characters ({TOKEN_ENV})")
+    try:
+        import uvicorn
+
+        from veralith.web import create_app
+    except ImportError as exc:
+        raise _fail(f"`veralith serve` needs the web extra ({exc.name} is missing): "
+                    "pip install 'veralith[web]'") from None
+    from veralith.errors import StoreError
+
+    path = db if db is not None else Path(settings.db_path)
+    try:
+        app = create_app(path, token=token)
+    except StoreError as exc:
+        raise _fail(str(exc)) from None
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                            server_header=False, proxy_headers=False)
+    server = uvicorn.Server(config)
+    out = Console(highlight=False)
+
+    def announce() -> None:
+        # Called once the socket is bound, so port 0 shows the port actually chosen.
+        bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{bound}/"
+        out.print(render.literal(f"Veralith is serving {path} read-only at {url} (Ctrl-C stops it)"), soft_wrap=True)
+        if token:
+            # The browser trades ?token= for a cookie and drops it from the address bar.
+            out.print(render.literal(f"open {url}?token={quote(token)} once in your browser"), soft_wrap=True)
+        sys.stdout.flush()
+        if open_browser:
+            webbrowser.open(url + (f"?token={quote(token)}" if token else ""))
+
+    # uvicorn has no public "started" hook for a bare ASGI app: poll server.started from a thread.
+    def _watch() -> None:
+        while not server.should_exit:
+            if server.started:
+                announce()
+                return
+            threading.Event().wait(0.05)
+
+    threading.Thread(target=_watch, daemon=True, name="veralith-serve-announce").start()
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
+        server.run()
+    if not server.started:
+        raise _fail(f"could not listen on {host}:{port} (is the port in use?)")

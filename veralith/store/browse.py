@@ -1,0 +1,318 @@
+"""Read-only queries behind `veralith serve`: a read-only connection, filtered keyset pages of traces,
+a trace's neighbours in the same filter, and the per-knowledge-base and per-day figures of the overview.
+
+Every function here only reads. `open_readonly` opens the file with SQLite's `mode=ro` (and
+`query_only`), so even a bug in a caller cannot write; it never migrates, and refuses a database
+whose schema is older or newer than this code.
+
+Cost at a million traces (benchmarks/web_scale.py): a page walks one index newest-first
+(`id` order; a cell filter walks `traces_failure_cell`, whose last column is the rowid) and stops
+after `limit + 1` matching rows, so it costs what the page holds, not what the table holds; a
+position is the id of the last row shown (`before`/`after`), never an OFFSET. The per-day figures
+read `trace_daily`, running totals kept by triggers (migrations/0008).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sqlite_utils import Database
+
+from veralith.errors import StoreError
+from veralith.store.migrate import discover, schema_version
+
+__all__ = ["CELLS", "GATES", "SCAN_WINDOW", "Neighbours", "TraceFilter", "TracePage", "daily_figures", "has_runs",
+           "kb_figures", "knowledge_bases", "neighbours", "open_readonly", "page_traces", "run_cells", "run_labels",
+           "trace_row"]
+
+CELLS = ("complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
+         "extra_grounded", "extra_ungrounded")
+GATES = ("pass", "fail", "indeterminate")
+_LIST_COLUMNS = ("id, created_at, status, knowledge_base, failure_cell, quality_gate, sufficiency_fraction,"
+                 " faithfulness_fraction, usd, needs_review, substr(query, 1, 160) AS query_preview")
+
+
+def open_readonly(path: str | Path, *, check_same_thread: bool = True) -> Database:
+    """A read-only connection to an existing, fully migrated database.
+
+    Raises StoreError when the file is missing, is not a database, or its schema is not exactly
+    the one this code writes (older: any writing `veralith` command migrates it; newer: upgrade).
+    Like any sqlite3 connection it belongs to the thread that opened it, unless
+    `check_same_thread=False`: then any thread may use it, but only one at a time (a pool).
+    """
+    target = Path(path).expanduser().resolve()
+    if not target.is_file():
+        raise StoreError(f"no database at {target} (run `veralith eval FILE.jsonl` first, or pass --db)")
+    uri = f"file:{quote(str(target))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=check_same_thread)
+        conn.execute("PRAGMA query_only = ON")
+        conn.execute("PRAGMA busy_timeout = 5000")  # a writer checkpointing the WAL holds a lock briefly
+        db = Database(conn, execute_plugins=False)
+        have = schema_version(db)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the database at {target}: {exc}") from exc
+    names = [f.name for f in discover()]
+    if have != names[-1]:
+        if have in names or have is None:
+            raise StoreError(f"the database at {target} has schema {have or 'none'}, this Veralith expects "
+                             f"{names[-1]}; any writing command (e.g. `veralith resume`) brings it up to date")
+        raise StoreError(f"the database at {target} was written by a newer Veralith (schema {have}); upgrade veralith")
+    return db
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """What the traces page and a trace's neighbour links select. Empty fields select everything.
+
+    `since`/`until` are UTC dates (inclusive), `text` a case-insensitive (ASCII) substring of the
+    query or the response. Values are validated by the caller (the web layer) before they get here.
+    """
+
+    cell: str | None = None       # a failure cell, or "unclassified" (a result without one)
+    gate: str | None = None
+    kb: str | None = None
+    since: dt.date | None = None
+    until: dt.date | None = None
+    text: str | None = None
+    run: int | None = None        # a run id: the traces it judged (eval) or logged (SDK)
+
+    def is_empty(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    def without(self, name: str) -> TraceFilter:
+        return replace(self, **{name: None})
+
+    def where(self) -> tuple[list[str], list[Any]]:
+        """SQL conditions (ANDed) and their parameters; values are always bound, never spliced."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.cell == "unclassified":
+            clauses.append("failure_cell IS NULL AND quality_gate IS NOT NULL")
+        elif self.cell is not None:
+            clauses.append("failure_cell = ?")
+            params.append(self.cell)
+        if self.gate is not None:
+            clauses.append("quality_gate = ?")
+            params.append(self.gate)
+        if self.kb is not None:
+            clauses.append("knowledge_base = ?")
+            params.append(self.kb)
+        if self.since is not None:
+            clauses.append("created_at >= ?")
+            params.append(self.since.isoformat())
+        if self.until is not None:
+            clauses.append("created_at < ?")  # the day after: timestamps carry a time part
+            params.append((self.until + dt.timedelta(days=1)).isoformat())
+        if self.run is not None:
+            # An eval run's own list (run_traces) and the traces that name the run (SDK runs, and
+            # eval traces not re-judged since); as `rowid IN (...)` the page walks that list by id.
+            clauses.append("id IN (SELECT trace_id FROM run_traces WHERE run_id = ? UNION"
+                           " SELECT id FROM traces WHERE run_id = ?)")
+            params += [self.run, self.run]
+        if self.text:
+            pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            clauses.append("(query LIKE ? ESCAPE '\\' OR response LIKE ? ESCAPE '\\')")
+            params += [pattern, pattern]
+        return clauses, params
+
+
+@dataclass(frozen=True)
+class TracePage:
+    rows: list[dict[str, Any]]     # newest first
+    newer: int | None              # `after=` for the page of newer traces, None on the first page
+    older: int | None              # `before=` for the page of older traces, None on the last page
+    searched_to: int | None = None  # a text search stopped at this id (see SCAN_WINDOW); `older` goes on from it
+
+
+# A text filter has no index to walk: each page (and each neighbour lookup) examines at most this
+# many ids, then offers to go on, so a word that occurs nowhere costs one window, not the table.
+SCAN_WINDOW = 50_000
+
+
+def page_traces(db: Database, flt: TraceFilter, *, limit: int = 50, before: int | None = None,
+                after: int | None = None) -> TracePage:
+    """One page of traces matching `flt`, newest (highest id) first.
+
+    `before=ID` gives the traces just older than ID, `after=ID` those just newer (still shown
+    newest first); neither gives the newest page. One extra row is read to know whether a
+    further page exists, so a page costs `limit + 1` matches whatever the table's size. With a
+    text filter a page examines at most SCAN_WINDOW ids: it may then hold fewer rows than `limit`
+    and `searched_to` says where the search stopped (`older` continues from there).
+    """
+    if before is not None and after is not None:
+        raise ValueError("give before or after, not both")
+    clauses, params = flt.where()
+    window = SCAN_WINDOW if flt.text else None
+    if after is not None:
+        rows, cut = _walk(db, clauses, params, after, "ASC", limit + 1, window)
+        more_newer = len(rows) > limit or cut is not None
+        rows = rows[:limit][::-1]
+        newer = (rows[0]["id"] if rows else cut) if more_newer else None
+        if not rows:
+            return TracePage(rows, newer, after + 1)
+        # Walking back towards the newest: an older page exists iff something older than its last row
+        # matches (or the bounded search could not tell).
+        found, cut = _walk(db, clauses, params, rows[-1]["id"], "DESC", 1, window)
+        return TracePage(rows, newer, rows[-1]["id"] if found or cut is not None else None)
+    rows, cut = _walk(db, clauses, params, before, "DESC", limit + 1, window)
+    newer = (rows[0]["id"] if rows else before - 1) if before is not None else None
+    if len(rows) > limit:
+        return TracePage(rows[:limit], newer, rows[limit - 1]["id"])
+    return TracePage(rows, newer, cut, searched_to=cut)
+
+
+def _walk(db: Database, clauses: list[str], params: list[Any], start: int | None, order: str, limit: int,
+          window: int | None) -> tuple[list[dict[str, Any]], int | None]:
+    """Up to `limit` matching rows from `start` (exclusive; None: the newest) in `order`, and, when
+    `window` bounded the search short of the table's end, the id it stopped at."""
+    # Keyset conditions are built here from ints, never from request text.
+    keyset: list[str] = []
+    cut = None
+    if order == "DESC":
+        if start is not None:
+            keyset.append(f"id < {int(start)}")
+        if window is not None:
+            # Two statements: SQLite answers a lone min() or max() from the index end, but not both at once.
+            low = db.execute("SELECT min(id) FROM traces").fetchone()[0]
+            high = db.execute("SELECT max(id) FROM traces").fetchone()[0]
+            floor = (int(start) if start is not None else int(high or 0) + 1) - window
+            keyset.append(f"id >= {floor}")
+            cut = floor if low is not None and low < floor else None
+    else:
+        keyset.append(f"id > {int(start or 0)}")
+        if window is not None:
+            ceiling = int(start or 0) + window
+            keyset.append(f"id <= {ceiling}")
+            high = db.execute("SELECT max(id) FROM traces").fetchone()[0]
+            cut = ceiling if high is not None and high > ceiling else None
+    where = [*clauses, *keyset]
+    sql = f"SELECT {_LIST_COLUMNS} FROM traces"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return list(db.query(sql + f" ORDER BY id {order} LIMIT ?", [*params, limit])), cut
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    newer: int | None              # the next newer trace of the filter, None when there is none
+    older: int | None
+    newer_unsearched: bool = False  # none within a text search's window, but newer traces remain unsearched
+    older_unsearched: bool = False
+
+
+def neighbours(db: Database, trace_id: int, flt: TraceFilter) -> Neighbours:
+    """The traces next to `trace_id` among those matching `flt` (bounded like a page for a text filter)."""
+    clauses, params = flt.where()
+    window = SCAN_WINDOW if flt.text else None
+    newer, newer_cut = _walk(db, clauses, params, trace_id, "ASC", 1, window)
+    older, older_cut = _walk(db, clauses, params, trace_id, "DESC", 1, window)
+    return Neighbours(newer[0]["id"] if newer else None, older[0]["id"] if older else None,
+                      not newer and newer_cut is not None, not older and older_cut is not None)
+
+
+def trace_row(db: Database, trace_id: int) -> dict[str, Any] | None:
+    """The work state and inputs of one trace (status, times, error, kb, metadata, query, response,
+    and where the schema has them its external id and the run that last wrote or judged it)."""
+    rows = list(db.query("SELECT * FROM traces WHERE id = ?", [trace_id]))
+    if not rows:
+        return None
+    row = rows[0]
+    row.setdefault("external_id", None)
+    row.setdefault("run_id", None)
+    return row
+
+
+def kb_figures(db: Database) -> dict[str, dict[str, Any]]:
+    """Per knowledge base, from the running totals (`trace_rollup`): traces, stored results, counts by
+    cell and by gate, pass rate (passes / results, None without results), known cost and the number
+    of results whose cost is unknown. Cheap at any size: the totals are kept by triggers."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in db.query("SELECT * FROM trace_rollup ORDER BY knowledge_base"):
+        kb = out.setdefault(row["knowledge_base"], {"traces": 0, "results": 0, "by_cell": {}, "by_gate": {},
+                                                     "usd": 0.0, "usd_unknown": 0})
+        kb["traces"] += row["n"]
+        kb["usd"] += row["usd"] or 0.0
+        kb["usd_unknown"] += row["usd_unknown"] or 0
+        if row["quality_gate"]:  # '' marks "no stored result"
+            kb["results"] += row["n"]
+            cell = row["failure_cell"] or "unclassified"
+            kb["by_cell"][cell] = kb["by_cell"].get(cell, 0) + row["n"]
+            kb["by_gate"][row["quality_gate"]] = kb["by_gate"].get(row["quality_gate"], 0) + row["n"]
+    for kb in out.values():
+        kb["pass_rate"] = kb["by_gate"].get("pass", 0) / kb["results"] if kb["results"] else None
+    return out
+
+
+def daily_figures(db: Database, *, days: int = 30) -> dict[str, Any]:
+    """The last `days` UTC days that end on the newest day with a result: per (day, knowledge base)
+    the results by cell and the passes, and per day the known cost and the results of unknown cost.
+    A trace counts on the day it was created.
+
+    {"days": [date, ...] oldest first, "by_kb": {kb: {day: {"cells": {cell: n}, "results": n,
+    "passes": n}}}, "cost": {day: {"usd": float, "unknown": n}}}
+    """
+    # Running totals per (day, kb, cell, gate) kept by triggers (migrations/0008): a few rows a day.
+    newest = db.execute("SELECT max(day) FROM trace_daily").fetchone()[0]
+    if newest is None:
+        return {"days": [], "by_kb": {}, "cost": {}}
+    last = dt.date.fromisoformat(str(newest))
+    first = last - dt.timedelta(days=max(1, days) - 1)
+    by_kb: dict[str, dict[str, dict[str, Any]]] = {}
+    cost: dict[str, dict[str, Any]] = {}
+    rows = db.execute("SELECT day, knowledge_base, failure_cell, quality_gate, n, usd, usd_unknown FROM trace_daily"
+                      " WHERE day >= ?", [first.isoformat()]).fetchall()
+    for day, kb, cell, gate, n, usd, unknown in rows:
+        slot = by_kb.setdefault(kb, {}).setdefault(day, {"cells": {}, "results": 0, "passes": 0})
+        name = cell or "unclassified"
+        slot["cells"][name] = slot["cells"].get(name, 0) + n
+        slot["results"] += n
+        slot["passes"] += n if gate == "pass" else 0
+        spent = cost.setdefault(day, {"usd": 0.0, "unknown": 0})
+        spent["usd"] += usd or 0.0
+        spent["unknown"] += unknown or 0
+    return {"days": [(first + dt.timedelta(days=i)).isoformat() for i in range((last - first).days + 1)],
+            "by_kb": dict(sorted(by_kb.items())), "cost": cost}
+
+
+def has_runs(db: Database) -> bool:
+    """Whether the schema records runs (migrations/0007)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_traces'").fetchone() \
+        is not None
+
+
+def run_cells(db: Database, runs: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
+    """Per run (id, source): its results by cell and its passes, in daily_figures' slot shape. An
+    eval run is counted from its own copies (what it found), an SDK run from its traces as they are."""
+    out: dict[int, dict[str, Any]] = {run_id: {"cells": {}, "results": 0, "passes": 0} for run_id, _ in runs}
+    for source, table in (("eval", "run_traces"), ("sdk", "traces")):
+        ids = [run_id for run_id, kind in runs if kind == source]
+        if not ids:
+            continue
+        marks = ", ".join("?" for _ in ids)
+        for run_id, cell, gate, n in db.execute(
+                f"SELECT run_id, failure_cell, quality_gate, COUNT(*) FROM {table}"
+                f" WHERE run_id IN ({marks}) AND quality_gate IS NOT NULL GROUP BY 1, 2, 3", ids).fetchall():
+            slot = out[run_id]
+            name = cell or "unclassified"
+            slot["cells"][name] = slot["cells"].get(name, 0) + n
+            slot["results"] += n
+            slot["passes"] += n if gate == "pass" else 0
+    return out
+
+
+def run_labels(db: Database, *, limit: int = 50) -> list[tuple[int, str]]:
+    """(id, "#id name") of the newest runs, for a filter's choices (no totals: a few rows)."""
+    return [(int(i), f"#{i}" + (f" {name}" if name else "")) for i, name in
+            db.execute("SELECT id, name FROM runs ORDER BY id DESC LIMIT ?", [limit]).fetchall()]
+
+
+def knowledge_bases(db: Database) -> list[str]:
+    """Every knowledge base that has traces (from the running totals: a few rows)."""
+    return [r[0] for r in db.execute("SELECT DISTINCT knowledge_base FROM trace_rollup ORDER BY 1").fetchall()]
+

@@ -1,0 +1,367 @@
+"""The `veralith serve` application: Starlette routes over a read-only connection, Jinja2 pages.
+
+Safety contract (tests/test_web*.py check each in a browser or over HTTP):
+- Read-only: the database is opened with `mode=ro` and `query_only`; only GET and HEAD are routed.
+- Every value reaches the page through Jinja2 autoescape; no URL is ever built from trace text.
+- Every response carries a strict Content-Security-Policy: no script at all, styles and images
+  only from this server, no framing, no form posts elsewhere; the pages need no script (a claim's
+  evidence opens with CSS `:target`).
+- With a token, every request (static files too) must present it, compared in constant time; the
+  `?token=` of the URL `veralith serve` prints sets an HttpOnly, SameSite=Strict cookie and is
+  removed from the address by a redirect.
+- Without a token (loopback only), requests must name a loopback Host, so a web page that rebinds
+  its own domain name to 127.0.0.1 cannot read the history from the user's browser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import hmac
+import json
+import queue
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from sqlite_utils import Database
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from veralith.errors import StoreError
+from veralith.models import EvaluationResult
+from veralith.safe_text import visible
+from veralith.store import browse
+from veralith.web import chart, views
+
+__all__ = ["CSP", "LOOPBACK_HOSTS", "create_app"]
+
+HERE = Path(__file__).resolve().parent
+CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; font-src 'none'; "
+       "connect-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
+            (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+TOKEN_COOKIE = "veralith_token"
+PAGE_SIZE = 50
+DAYS = 30
+RUNS_SHOWN = 12
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def create_app(db_path: str | Path, *, token: str | None = None, page_size: int = PAGE_SIZE) -> ASGIApp:
+    """The ASGI app serving the database at `db_path` read-only (`page_size` traces per page).
+
+    The database is opened (and its schema checked) once here, so a wrong path fails before the
+    server starts (StoreError); requests then share a pool of read-only connections.
+    """
+    probe = browse.open_readonly(db_path)
+    runs = browse.has_runs(probe)
+    probe.close()
+    pages = _Pages(Path(db_path), page_size, runs)
+    routes = [
+        Route("/", pages.overview, name="overview"),
+        Route("/traces", pages.traces, name="traces"),
+        Route("/traces/{trace_id:int}", pages.trace, name="trace"),
+        Route("/compare", pages.compare, name="compare"),
+        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: pages.not_found, 405: pages.not_allowed})
+    return _Guard(app, token)
+
+
+class _Guard:
+    """Security headers on every response; the token or the loopback Host check on every request."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.digest = hashlib.sha256(token.encode()).digest() if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        request = Request(scope)
+        if self.digest is None:
+            if _host_name(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
+                reply: Response = PlainTextResponse("this server only answers requests for 127.0.0.1 or localhost",
+                                                    status_code=403)
+                return await reply(scope, receive, with_headers)
+            return await self.app(scope, receive, with_headers)
+        offered = request.query_params.get("token")
+        if offered is not None and self._ok(offered):
+            # Trade the token in the address for a cookie, and drop it from the address bar and history.
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            # One leading slash: "//host/..." would be read as another site.
+            target = "/" + request.url.path.lstrip("/")
+            reply = RedirectResponse(target + ("?" + urlencode(rest) if rest else ""), status_code=303)
+            reply.set_cookie(TOKEN_COOKIE, offered, httponly=True, samesite="strict", path="/")
+            return await reply(scope, receive, with_headers)
+        auth = request.headers.get("authorization", "")
+        presented = auth[7:] if auth.lower().startswith("bearer ") else request.cookies.get(TOKEN_COOKIE, "")
+        if not self._ok(presented):
+            reply = PlainTextResponse("a token is required: open the address `veralith serve` printed, or send "
+                                      "Authorization: Bearer <token>", status_code=401)
+            return await reply(scope, receive, with_headers)
+        return await self.app(scope, receive, with_headers)
+
+    def _ok(self, presented: str) -> bool:
+        # Digests of equal length, compared in constant time: neither the content nor the length leaks.
+        assert self.digest is not None
+        return hmac.compare_digest(hashlib.sha256(presented.encode()).digest(), self.digest)
+
+
+def _host_name(host: str) -> str:
+    if host.startswith("["):                       # [::1]:8765
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class _BadFilter(ValueError):
+    pass
+
+
+class _Pages:
+    def __init__(self, db_path: Path, page_size: int, runs: bool) -> None:
+        self.db_path, self.page_size, self.runs = db_path, page_size, runs
+        self.pool: queue.LifoQueue[Database] = queue.LifoQueue()
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
+            enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
+            trim_blocks=True, lstrip_blocks=True)
+        self.env.filters.update(visible=visible, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
+        self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER)
+
+    @contextlib.contextmanager
+    def db(self) -> Iterator[Database]:
+        """A connection for one request. Starlette runs the sync handlers on worker threads that
+        come and go; connections outlive them in a pool (warm page cache, schema checked once), and
+        each is used by one request at a time."""
+        try:
+            db = self.pool.get_nowait()
+        except queue.Empty:
+            db = browse.open_readonly(self.db_path, check_same_thread=False)
+        try:
+            yield db
+        finally:
+            if db.conn.in_transaction:  # a request that failed inside a read transaction
+                db.conn.rollback()
+            self.pool.put(db)
+
+    def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
+
+    def overview(self, request: Request) -> Response:
+        from veralith.store.queries import stats
+
+        with self.db() as db:
+            kbs = browse.kb_figures(db)
+            daily = browse.daily_figures(db, days=DAYS)
+            thresholds = stats(db)["thresholds"] if kbs else {}
+            runs = self._runs(db)
+        charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {})) for kb in kbs}
+        cost_days = [(day, daily["cost"][day]) for day in reversed(daily["days"]) if day in daily["cost"]]
+        return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=thresholds,
+                           cost_days=cost_days, days=daily["days"], runs=runs)
+
+    def _runs(self, db: Database) -> dict[str, Any] | None:
+        """The newest runs with their totals, cells and a chart over them (oldest first), or None
+        when the schema has no runs."""
+        if not self.runs:
+            return None
+        from veralith.store.runs import list_runs
+
+        newest = list_runs(db, limit=RUNS_SHOWN)
+        cells = browse.run_cells(db, [(r.id, r.source) for r in newest])
+        ordered = newest[::-1]
+        keys = [str(r.id) for r in ordered]
+        graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered])
+        return {"list": newest, "cells": cells, "chart": graph}
+
+    def traces(self, request: Request) -> Response:
+        try:
+            flt = _filter(request)
+            before, after = _int_param(request, "before"), _int_param(request, "after")
+            if before is not None and after is not None:
+                raise _BadFilter("give before or after, not both")
+        except _BadFilter as exc:
+            return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
+        with self.db() as db:
+            page = browse.page_traces(db, flt, limit=self.page_size, before=before, after=after)
+            kbs = browse.knowledge_bases(db)
+            runs = browse.run_labels(db) if self.runs else []
+        return self.render("traces.html", page="traces", flt=flt, rows=page.rows, newer=page.newer,
+                           older=page.older, searched_to=page.searched_to, window=browse.SCAN_WINDOW, kbs=kbs,
+                           runs=runs,
+                           link=lambda **extra: _link("/traces", flt, **extra),
+                           trace_link=lambda trace_id: _link(f"/traces/{trace_id}", flt))
+
+    def trace(self, request: Request) -> Response:
+        from veralith.store.repository import TraceNotEvaluated, load_result
+
+        trace_id = request.path_params["trace_id"]
+        try:
+            flt = _filter(request)
+        except _BadFilter as exc:
+            return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
+        with self.db() as db:
+            row = browse.trace_row(db, trace_id)
+            if row is None:
+                return self.render("error.html", 404, page="traces", title="Not found",
+                                   message=f"No trace has id {trace_id}.")
+            try:
+                result: EvaluationResult | None = load_result(trace_id, db)
+            except TraceNotEvaluated:
+                result = None
+            except (sqlite3.DatabaseError, ValueError, StoreError) as exc:
+                return self.render("error.html", 500, page="traces", title="Unreadable trace",
+                                   message=f"Trace {trace_id} cannot be read: {exc}")
+            near = browse.neighbours(db, trace_id, flt)
+        context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt,
+                                   "metadata": json.loads(row["metadata"] or "{}"),
+                                   "newer": _neighbour(near.newer, near.newer_unsearched, "after", trace_id, flt),
+                                   "older": _neighbour(near.older, near.older_unsearched, "before", trace_id, flt),
+                                   "back": _link("/traces", flt)}
+        if result is not None:
+            judged = {j.sub_question_id: j for j in result.sufficiency}
+            context.update(
+                segments=views.response_segments(result), claims=views.claim_views(result),
+                sub_questions=[(q, judged.get(q.id), *views.coverage_reason(result, q.id))
+                               for q in result.sub_questions])
+        return self.render("trace.html", **context)
+
+    def compare(self, request: Request) -> Response:
+        """Two runs side by side: the content of `veralith compare A B` (veralith.compare)."""
+        if not self.runs:
+            return self.render("error.html", 404, page="compare", title="No runs",
+                               message="This database records no runs (it predates them).")
+        from veralith.compare import compare_runs
+        from veralith.store.runs import RunNotFound
+
+        with self.db() as db:
+            labels = browse.run_labels(db, limit=200)
+            a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
+            if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
+                a, b = str(labels[1][0]), str(labels[0][0])
+            comparison = None
+            if a and b:
+                if len(a) > 200 or len(b) > 200:
+                    return self.render("error.html", 400, page="compare", title="Bad run",
+                                       message="a run is named by its id or a name of at most 200 characters")
+                try:
+                    comparison = compare_runs(db, a, b)
+                except RunNotFound as exc:
+                    return self.render("error.html", 404, page="compare", title="No such run", message=str(exc))
+        return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison,
+                           cells=comparison_cells())
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return self.render("error.html", 404, page="", title="Not found", message="There is no page at this address.")
+
+    async def not_allowed(self, request: Request, exc: Exception) -> Response:
+        return PlainTextResponse("read-only: only GET and HEAD", status_code=405)
+
+
+def comparison_cells() -> tuple[str, ...]:
+    from veralith.compare import CELLS
+
+    return CELLS
+
+
+def _filter(request: Request) -> browse.TraceFilter:
+    """The filter from the query string; a value that is not one the store knows is a 400, not a guess."""
+    q = request.query_params
+
+    def opt(name: str) -> str | None:
+        value = q.get(name, "").strip()
+        return value or None
+
+    cell, gate = opt("cell"), opt("gate")
+    if cell is not None and cell not in (*browse.CELLS, "unclassified"):
+        raise _BadFilter(f"cell must be one of {', '.join(browse.CELLS)} or unclassified")
+    if gate is not None and gate not in browse.GATES:
+        raise _BadFilter(f"gate must be one of {', '.join(browse.GATES)}")
+    dates = {}
+    for name in ("since", "until"):
+        value = opt(name)
+        try:
+            dates[name] = None if value is None else dt.date.fromisoformat(value)
+        except ValueError:
+            raise _BadFilter(f"{name} must be a date such as 2026-01-31") from None
+    text = opt("q")
+    if text is not None and len(text) > 200:
+        raise _BadFilter("the text filter is limited to 200 characters")
+    return browse.TraceFilter(cell=cell, gate=gate, kb=opt("kb"), since=dates["since"], until=dates["until"],
+                              text=text, run=_int_param(request, "run"))
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or len(value) > 18:
+        raise _BadFilter(f"{name} must be an id (digits)")
+    return int(value)
+
+
+def _filter_query(flt: browse.TraceFilter) -> list[tuple[str, str]]:
+    pairs = [("cell", flt.cell), ("gate", flt.gate), ("kb", flt.kb),
+             ("since", flt.since.isoformat() if flt.since else None),
+             ("until", flt.until.isoformat() if flt.until else None), ("q", flt.text),
+             ("run", None if flt.run is None else str(flt.run))]
+    return [(k, v) for k, v in pairs if v is not None]
+
+
+def _neighbour(found: int | None, unsearched: bool, direction: str, trace_id: int,
+               flt: browse.TraceFilter) -> tuple[str, bool] | None:
+    """(URL, is-a-search-link) for a neighbour link: the trace itself, or when a text search's window
+    found none, the list going on from this trace in that direction."""
+    if found is not None:
+        return _link(f"/traces/{found}", flt), False
+    if unsearched:
+        return _link("/traces", flt, **{direction: trace_id}), True
+    return None
+
+
+def _link(path: str, flt: browse.TraceFilter, **extra: Any) -> str:
+    """A same-site URL: a fixed path plus the filter, URL-encoded (the template escapes it once more)."""
+    pairs = _filter_query(flt) + [(k, str(v)) for k, v in extra.items() if v is not None]
+    return path + ("?" + urlencode(pairs) if pairs else "")
+
+
+def _jsonish(value: Any) -> str:
+    """A metadata value as text: strings as they are, anything else as JSON (escaped later, as all text)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} ms"
