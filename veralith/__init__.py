@@ -27,7 +27,7 @@ from veralith.models import (
 )
 from veralith.pipeline.evaluate import evaluate
 from veralith.sdk.log import log, resume, shutdown
-from veralith.sdk.trace import TraceReturn, trace
+from veralith.sdk.trace import TraceContext, TraceReturn, trace
 
 try:
     __version__ = _version("veralith")  # written once, in pyproject.toml
@@ -50,6 +50,7 @@ __all__ = [
     "SufficiencyJudgment",
     "SufficiencyLevel",
     "Suggestion",
+    "TraceContext",
     "TraceReturn",
     "Usage",
     "Verdict",

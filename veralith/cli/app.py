@@ -5,8 +5,11 @@ in veralith.cli.batch, and everything shown is built by veralith.cli.render. Hea
 inside the commands so `veralith --help` stays instant.
 
 Exit codes: 0 clean; 1 missing or empty input, unknown trace, bad invocation; 2 finished with
-per-record errors (bad lines, failed records, judge errors), an invalid VERALITH_* setting, or a
-database that stopped accepting writes (full disk, read-only); 130 interrupted by Ctrl-C.
+per-record errors (bad lines, failed records, judge errors), an option value no command can use
+(an unknown --status, --cell, --kb or --since, as for click's own checks), an invalid VERALITH_*
+setting, or a database that stopped accepting writes (full disk, read-only); 3 the quality gate of
+`eval --fail-under/--max-cell` failed (veralith.cli.gate; `compare` exits 1 on regressions, see
+veralith.cli.compare); 130 interrupted by Ctrl-C.
 Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 """
 
@@ -18,20 +21,30 @@ import sys
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, records, render
+from veralith.cli import batch, compare, filters, listing, records, render, runs, serve
+
+if TYPE_CHECKING:
+    from veralith.store.protocol import TraceStore
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(name="veralith", help="Diagnose why a RAG answer went wrong.", no_args_is_help=True,
-                  add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(name="veralith", help="Diagnose why a RAG answer went wrong.", add_completion=False,
+                  pretty_exceptions_enable=False)
+
+# Shown under the help when `veralith` runs with no command: the loop a new user starts with.
+GETTING_STARTED = """Getting started:
+  veralith eval traces.jsonl   judge a file of query/context/response records
+  veralith list                the stored traces, newest first, with their cell
+  veralith inspect ID          why one trace failed, claim by claim, and the fix"""
 
 EXIT_INPUT, EXIT_RECORD_ERRORS, EXIT_INTERRUPTED = 1, 2, 130
 EXIT_CONFIG = 2
+EXIT_BAD_OPTION = 2  # an option value no command can use, as click exits for its own checks
 MAX_ID = 2**63 - 1  # SQLite's largest integer; larger ids cannot exist and would overflow the driver
 
 
@@ -43,13 +56,19 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", help="Show the version and exit.", callback=_print_version,
                                           is_eager=True)] = False,
 ) -> None:
     # No docstring: the app's help (above) stays the one shown by `veralith --help`.
-    pass
+    if ctx.invoked_subcommand is None:  # bare `veralith`: the help, then where to start
+        shown = ctx.get_help()  # typer's rich help prints itself and returns ""; plain click returns the text
+        if shown:
+            typer.echo(shown)
+        typer.echo(GETTING_STARTED)
+        raise typer.Exit()
 
 
 class Backend(str, Enum):
@@ -101,6 +120,42 @@ def _open_output(path: Path, *, newline: str | None) -> Any:
         raise _fail(f"--output {path}: cannot write ({exc.strerror or exc})") from None
 
 
+def _store() -> TraceStore:
+    """The configured trace store (veralith.store.protocol), opened (and created) on first use."""
+    from veralith.store import open_store
+
+    return open_store()
+
+
+def _resolve(store: TraceStore, ref: str, kb: str | None) -> int:
+    """The trace id a person means by `ref`: a trace id, else their own record id (see resolve)."""
+    from veralith.errors import StoreError
+
+    _known_kb(kb)
+    try:
+        return store.resolve(ref, knowledge_base=kb)
+    except StoreError as exc:  # not found; or a record id used in several knowledge bases: name one
+        raise _fail(str(exc)) from None
+    except sqlite3.DatabaseError as exc:  # a damaged page: a message, not a traceback
+        raise _fail(f"trace {ref} cannot be read: {exc} (the database file is damaged)") from None
+
+
+def _known_kb(kb: str | None) -> str | None:
+    """`kb` if some trace is stored under it (or there is no database to ask); otherwise a one-line
+    error naming the knowledge bases that have traces, exit 2. Every --kb that selects is checked here."""
+    from veralith.store.queries import knowledge_bases
+
+    db = _existing_db()
+    try:
+        return kb if db is None else filters.knowledge_base(kb, lambda: knowledge_bases(db))
+    except filters.BadOption as exc:
+        raise _fail(str(exc), EXIT_BAD_OPTION) from None
+
+
+def _resolve_all(store: TraceStore, refs: list[str], kb: str | None) -> list[int]:
+    return list(dict.fromkeys(_resolve(store, ref, kb) for ref in refs))  # in the order given, once each
+
+
 def _existing_db() -> Any | None:
     """The database if it exists; read-only commands never create one."""
     from veralith.config import settings
@@ -114,17 +169,39 @@ def _existing_db() -> Any | None:
 @app.command("eval")
 def eval_command(
     file: Annotated[Path, typer.Argument(help="JSONL: one {query, context, response} per line; optional id, "
-                                               "knowledge_base, metadata.", show_default=False)],
+                                               "knowledge_base, metadata. A .csv file: a header row naming the "
+                                               "same columns. RAGAS and DeepEval field names are read too.",
+                                          show_default=False)],
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", "-c", min=1, max=256, help="Traces evaluated in parallel (default: from settings)")] = None,
-    no_persist: Annotated[bool, typer.Option("--no-persist", help="Dry run: write nothing to the database.")] = False,
+    no_persist: Annotated[bool, typer.Option(
+        "--no-persist", help="Judge, but write nothing to the database (--dry-run calls no judge).")] = False,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(help="Judge model name (default: from settings)")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write one full result per line "
                                                 "(JSON), in input order.")] = None,
     kb: Annotated[str, typer.Option("--kb", help="Knowledge base of records that name none.")] = "default",
+    run_name: Annotated[str | None, typer.Option(
+        "--run-name", help="Name this run (every eval is a run; see `veralith runs`, `veralith compare A B`).")]
+    = None,
+    fail_under: Annotated[float | None, typer.Option(
+        "--fail-under", min=0.0, max=1.0, metavar="RATE",
+        help="CI gate: exit 3 when the pass rate (0-1; indeterminate counts as not passing) is below RATE.")] = None,
+    max_cell: Annotated[list[str] | None, typer.Option(
+        "--max-cell", metavar="CELL=N", help="CI gate: exit 3 when more than N traces land in CELL (one of the "
+        "six cells or indeterminate). Repeatable.")] = None,
+    rejudge: Annotated[bool, typer.Option(
+        "--rejudge", help="Re-evaluate records whose id is already stored even when nothing changed (in place; "
+        "the earlier outcome stays in the trace's history).")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Call no model and write nothing: print each trace's judge calls, prompt and output "
+        "tokens and estimated cost for the configured judge model, and the totals (the budget guard's "
+        "estimate).")] = False,
 ) -> None:
-    """Evaluate every trace in a JSONL file; bad lines are reported as FILE:LINE and skipped."""
+    """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
+
+    A record's `id` is its trace's external id: re-running a file skips the records already evaluated
+    with the same inputs and judges, and re-evaluates changed ones in place."""
     if not file.exists():
         raise _fail(f"{file}: no such file")
     if not file.is_file():
@@ -138,18 +215,41 @@ def eval_command(
     except OSError as exc:
         raise _fail(f"{file}: cannot read ({exc.strerror or exc})") from None
     if total == 0:
-        raise _fail(f"{file} is empty: expected one JSON object per line")
+        raise _fail(f"{file} is empty: expected " + ("a header row and one row per trace" if records.is_csv(file)
+                                                      else "one JSON object per line"))
+    if dry_run:
+        from veralith.cli.dryrun import dry_run as estimate
+
+        bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
+                       err=_err())
+        raise typer.Exit(EXIT_RECORD_ERRORS if bad else 0)
     persist = not no_persist
+    from veralith.cli.gate import EvalHooks
+
+    try:  # the run (--run-name) and the CI gate (--fail-under, --max-cell)
+        hooks = EvalHooks(file, persist=persist, run_name=run_name, fail_under=fail_under, max_cell=max_cell)
+    except (TypeError, ValueError) as exc:
+        raise _fail(str(exc), EXIT_BAD_OPTION) from None
 
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
-        return batch.eval_jobs(file, default_kb=kb, persist=persist, db=db, client=client, tally=tally,
-                               report=report)
+        return batch.eval_jobs(file, default_kb=kb, persist=persist, store=_store() if persist else None,
+                               client=client, tally=tally, report=report, run_id=hooks.start(db, client),
+                               rejudge=rejudge)
 
     def work(record: records.Record, client: Any) -> Any:
-        return batch.evaluate_record(record, persist=persist, client=client)
+        # again: a re-run record names a trace already evaluated, re-judged in place
+        return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
-    _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model,
-         concurrency=concurrency, output=output, where=lambda r: f"{file}:{r.line}")
+    code: int | None = None  # stays None when the batch ends by an exception
+    try:
+        _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model,
+             concurrency=concurrency, output=output, where=lambda r: f"{file}:{r.line}")
+        code = 0
+    except typer.Exit as stop:
+        code = stop.exit_code
+        raise
+    finally:
+        hooks.finish(_out(), code)  # closes the run; raises Exit(3) when only the gate failed
 
 
 @app.command("resume")
@@ -161,25 +261,35 @@ def resume_command(
     failed: Annotated[bool, typer.Option(
         "--failed", help="Instead re-judge stored traces whose last evaluation failed (judge errors, e.g. an "
         "outage); earlier errors stay in their history.")] = False,
+    refs: Annotated[list[str] | None, typer.Argument(
+        metavar="[ID]...", help="Only these traces (trace ids or your own record ids).", show_default=False)]
+    = None,
+    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the record ids given.")] = None,
 ) -> None:
     """Evaluate traces left pending (or abandoned by a crashed process); with --failed, re-judge failed ones."""
-    db = _existing_db()
-    if db is None:
+    if _existing_db() is None:
+        if refs:
+            raise _fail(f"trace {refs[0]} not found: no database yet")
         _out().print("nothing to resume: no database yet")
         return
-    from veralith.store.db import resolve_path
-    from veralith.store.repository import resumable_trace_ids
-    from veralith.store.spool import recover
+    from veralith.sdk.stored import resumable
 
-    if not failed:
-        recover(db, resolve_path())  # traces spooled by a process that is gone
-    ids = resumable_trace_ids(db, failed=failed)
+    store = _store()
+    wanted = _resolve_all(store, refs or [], kb)
+    ids = resumable(store, failed=failed)  # moves in traces spooled by a process that is gone, first
+    if refs:
+        idle = [i for i in wanted if i not in set(ids)]
+        for trace_id in idle:
+            _out().print(f"trace {trace_id}: nothing to resume (it is not " + (
+                "a failed evaluation)" if failed else "pending, nor left running by a process that is gone)"))
+        ids = [i for i in wanted if i not in set(idle)]
     if not ids:
-        _out().print("nothing to resume: " + ("no traces with judge errors" if failed else "no pending traces"))
+        if not refs:
+            _out().print("nothing to resume: " + ("no traces with judge errors" if failed else "no pending traces"))
         return
 
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
-        return batch.resume_jobs(db, ids)
+        return batch.resume_jobs(store, ids)
 
     def work(job: records.Record, client: Any) -> Any:
         return batch.evaluate_record(job, persist=True, client=client, failed=failed)
@@ -212,7 +322,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
             db = open_db() if persist else None
             with batch.Reporter(err, tally) as reporter:
                 def on_done(job: Any, result: Any, error: BaseException | None) -> None:
-                    batch.record_outcome(tally, job, result, error, persist=persist, db=db,
+                    batch.record_outcome(tally, job, result, error, persist=persist,
                                          report=reporter.report, where=where(job))
                     reporter.advance()
 
@@ -230,7 +340,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                     tally.interrupted = True
                     tally.left_pending, tally.left_running = len(stop.cancelled), len(stop.abandoned)
                     if persist:
-                        batch.release(db, stop.cancelled)
+                        batch.release(_store(), stop.cancelled)
     except ConfigError as exc:
         raise _fail(str(exc), EXIT_CONFIG) from None
     except WritesStopped as exc:  # full disk, read-only file: what was committed stays
@@ -257,26 +367,33 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
 
 @app.command("inspect")
 def inspect_command(
-    trace_id: Annotated[int, typer.Argument(metavar="ID", min=1, max=MAX_ID, help="Trace id (see `veralith list`).")],
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Trace id (see `veralith list`), or your own id: the "
+                                       "`id` of the record it came from.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
+    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the id, when your own id is used in "
+                                           "several.")] = None,
 ) -> None:
     """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only)."""
     from veralith.errors import StoreError
-    from veralith.store.repository import load_result
+    from veralith.store.queries import trace_run
 
     db = _existing_db()
     if db is None:
-        raise _fail(f"trace {trace_id} not found: no database yet")
+        raise _fail(f"trace {ref} not found: no database yet")
+    store = _store()
+    trace_id = _resolve(store, ref, kb)
     try:
-        result = load_result(trace_id, db=db)
-    except StoreError as exc:  # unknown id, or a trace with no result yet (pending, running, error)
+        result = store.load_result(trace_id)
+        info = store.trace_info(trace_id)
+        run = trace_run(db, trace_id)
+    except StoreError as exc:  # a trace with no result yet (pending, running, error)
         raise _fail(str(exc)) from None
     except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
         raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)") from None
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
-    _out().print(render.result_view(result))
+    _out().print(render.result_view(result, external_id=info.external_id, created_at=info.created_at, run=run))
 
 
 @app.command("list")
@@ -286,35 +403,46 @@ def list_command(
     kb: Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")] = None,
     status: Annotated[str | None, typer.Option(help="Only traces in this state: pending, running, done, error.")]
     = None,
+    since: Annotated[str | None, typer.Option(
+        help="Only traces created at or after this ISO date/time (UTC unless it names a zone) or this long "
+        "ago: 30m, 24h, 7d, 2w.")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column and the whole query, however wide the "
+                                       "terminal.")] = False,
 ) -> None:
-    """List stored traces, newest first."""
-    from veralith.models import FailureCell
-    from veralith.store.repository import list_traces
+    """List stored traces, newest first, with when each was created.
 
-    if cell is not None and cell not in FailureCell.__members__:
-        raise _fail(f"--cell {cell!r} is not a cell; use one of {', '.join(FailureCell.__members__)}", 2)
-    from veralith.store.queries import STATUSES
-
-    if status is not None and status not in STATUSES:
-        raise _fail(f"--status {status!r} is not a status; use one of {', '.join(STATUSES)}", 2)
+    On a narrow terminal the numeric columns give way first so the query stays readable; --wide
+    shows every column and the whole query."""
+    try:
+        cell, status, when = filters.cell(cell), filters.status(status), filters.since(since)
+    except filters.BadOption as exc:
+        raise _fail(str(exc), EXIT_BAD_OPTION) from None
+    kb = _known_kb(kb)
     db = _existing_db()
-    rows = [] if db is None else list_traces(db, limit=limit, cell=cell, kb=kb, status=status)
+    out = _out()
+    # A query is never shown wider than the terminal, so that much of it is all a row needs.
+    rows = [] if db is None else _store().list_traces(limit=limit, cell=cell, kb=kb, status=status, since=when,
+                                                      preview_chars=None if wide else max(out.width, 1))
     if not rows:
-        _out().print("no traces" + ("" if db else " (no database yet)"))
+        given = [f"--{name} {value}" for name, value in (("cell", cell), ("kb", kb), ("status", status),
+                                                         ("since", since)) if value is not None]
+        out.print(render.literal("no traces" + (" (no database yet)" if db is None else
+                                                f" match {' '.join(given)}" if given else "")))
         return
-    _out().print(render.traces_table(rows))
+    table = listing.traces_table(rows, width=out.width, wide=wide)
+    if wide:  # as wide as the table needs: a row per line, never wrapped or cut (a pager or a file scrolls)
+        width, out.width = out.width, 10**6  # measure() caps at the console's width
+        out.width = max(width, out.measure(table).maximum)
+    out.print(table)
 
 
 @app.command("stats")
 def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")] = None) -> None:
     """Failure-cell distribution, gate counts, mean fractions, cost and thresholds."""
-    from veralith.store.repository import stats
-
-    db = _existing_db()
-    if db is None:
+    if _existing_db() is None:
         _out().print("no traces (no database yet)")
         return
-    _out().print(render.stats_view(stats(db, kb=kb)))
+    _out().print(render.stats_view(_store().stats(kb=_known_kb(kb))))
 
 
 @app.command("export")
@@ -322,27 +450,30 @@ def export_command(
     fmt: Annotated[Format, typer.Option("--format", help="jsonl: full results; csv: one flat row each.")]
     = Format.jsonl,
     since: Annotated[str | None, typer.Option(
-        help="Only traces created at or after this ISO date/time (UTC unless it names a zone).")] = None,
+        help="Only traces created at or after this ISO date/time (UTC unless it names a zone) or this long "
+        "ago: 30m, 24h, 7d, 2w.")] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")]
     = None,
+    refs: Annotated[list[str] | None, typer.Argument(
+        metavar="[ID]...", help="Only these traces (trace ids or your own record ids).", show_default=False)]
+    = None,
+    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the record ids given.")] = None,
 ) -> None:
-    """Export stored results (traces with a result), oldest first."""
-    from datetime import datetime, timezone
+    """Export stored results (traces with a result), oldest first, with when each trace was created,
+    updated and evaluated, its external id, backend, model, prompt versions and usage."""
+    from veralith.cli.export import write_stored
 
-    from veralith.store.repository import iter_results
-
-    when = None
-    if since is not None:
-        try:
-            parsed = datetime.fromisoformat(since)
-        except ValueError:
-            raise _fail(f"--since {since!r} is not an ISO date such as 2026-01-31 or 2026-01-31T12:00", 2) from None
-        # Stored times are UTC ISO text; a time without a zone is taken as UTC.
-        aware = parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-        when = aware.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    try:
+        when = filters.since(since)  # the same dates and durations as `list --since`
+    except filters.BadOption as exc:
+        raise _fail(str(exc), EXIT_BAD_OPTION) from None
     if output is not None:
         _check_output(output)
     db = _existing_db()
+    if db is None and refs:
+        raise _fail(f"trace {refs[0]} not found: no database yet")
+    store = None if db is None else _store()
+    wanted = None if store is None or not refs else _resolve_all(store, refs, kb)
     unreadable: list[int] = []
 
     def skip(trace_id: int, exc: Exception) -> None:  # a damaged page spoils its traces, not the export
@@ -350,12 +481,12 @@ def export_command(
         _err().print(render.literal(f"error: trace {trace_id} cannot be read: {exc}; skipped", "red"),
                      soft_wrap=True)
 
-    results = iter([]) if db is None else iter_results(db, since=when, on_error=skip)
+    results = iter([]) if store is None else store.iter_results(since=when, on_error=skip, trace_ids=wanted)
     sink = _open_output(output, newline="") if output else sys.stdout
     # On a terminal, control and bidi characters in stored text are shown escaped, never obeyed.
     escape = render.terminal_safe if output is None and sys.stdout.isatty() else None
     try:
-        count = records.write_export(results, sink, fmt.value, escape=escape)
+        count = write_stored(results, sink, fmt.value, escape=escape)
     except sqlite3.DatabaseError as exc:  # the listing itself hit a damaged page
         raise _fail(f"the database file is damaged ({exc}); export stopped", EXIT_RECORD_ERRORS) from None
     finally:
@@ -366,6 +497,13 @@ def export_command(
     if unreadable:
         raise _fail(f"{len(unreadable)} trace(s) could not be read (damaged database pages): "
                     f"{', '.join(map(str, unreadable[:20]))}", EXIT_RECORD_ERRORS)
+
+
+# The web view lives in its own module (it needs the optional `web` extra, imported when it runs).
+app.command("serve")(serve.serve_command)
+# Runs and their comparison; the comparison itself is veralith.compare, shared with the web view.
+app.command("runs")(runs.runs_command)
+app.command("compare")(compare.compare_command)
 
 
 def main() -> None:
