@@ -32,9 +32,9 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from veralith.errors import VeralithError
-from veralith.redact import redact_url
+from veralith.redact import redact, redact_url
 
-__all__ = ["ConfigError", "Settings", "env_name", "load_dotenv_cwd", "load_settings", "settings"]
+__all__ = ["ConfigError", "Settings", "env_name", "load_dotenv_cwd", "load_settings", "redact_configured", "settings"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -279,3 +279,15 @@ load_dotenv_cwd()
 settings = _SettingsHandle()
 with contextlib.suppress(ConfigError):  # reported on first use, so that `--help` still works
     settings.reload()
+
+
+def redact_configured(text: object) -> str:
+    """`redact` with the configured API key as the secret: for messages that are stored or printed
+    (judge errors, failure messages, CLI error lines)."""
+    secrets: list[str] = []
+    try:
+        if settings.api_key is not None:
+            secrets.append(settings.api_key.get_secret_value())
+    except Exception:  # an invalid environment: there is no usable key to mask
+        pass
+    return redact(text, secrets)

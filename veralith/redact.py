@@ -1,7 +1,8 @@
 """Secrets out of text: API keys and the password (user info) of a URL.
 
 One place for the rule, used wherever text may reach a person or a file: `repr(settings)`, the
-CLI's error lines, the OpenAI client's repr and the judge errors it records.
+CLI's error lines, the OpenAI client's repr and the judge errors it records. This module knows no
+settings; `veralith.config.redact_configured` applies it with the configured key.
 
     redact_url("http://user:pw@host:8000/v1")      # 'http://***@host:8000/v1'
     redact("GET http://u:p@h/v1 key sk-abc", ["sk-abc"])   # 'GET http://***@h/v1 key ***'
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MASK", "redact", "redact_configured", "redact_url"]
+__all__ = ["MASK", "redact", "redact_url"]
 
 MASK = "***"
 
@@ -44,16 +45,3 @@ def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
     out = _USERINFO.sub(lambda m: f"{m.group('scheme')}{MASK}@", out)
     return _AUTH.sub(lambda m: f"{m.group('head')}{MASK}", out)
 
-
-def redact_configured(text: object) -> str:
-    """`redact` with the configured API key as the secret: for messages that are stored or printed
-    (judge errors, failure messages, CLI error lines)."""
-    secrets: list[str] = []
-    try:
-        from veralith.config import settings  # imported here: config itself uses this module
-
-        if settings.api_key is not None:
-            secrets.append(settings.api_key.get_secret_value())
-    except Exception:  # an invalid environment: there is no usable key to mask
-        pass
-    return redact(text, secrets)

@@ -99,7 +99,7 @@ def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
 
 def _redacted(message: object) -> str:
     """The message with the API key and any URL password masked (veralith.redact)."""
-    from veralith.redact import redact_configured
+    from veralith.config import redact_configured
 
     return redact_configured(message)
 

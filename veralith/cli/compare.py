@@ -35,7 +35,7 @@ class CompareFormat(str, Enum):
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    from veralith.redact import redact_configured
+    from veralith.config import redact_configured
 
     Console(stderr=True, highlight=False).print(literal(f"error: {redact_configured(message)}", "red"),
                                                 soft_wrap=True)

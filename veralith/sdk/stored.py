@@ -34,7 +34,7 @@ def resumable(store: TraceStore, *, failed: bool = False) -> list[int]:
 
 def failure_message(exc: BaseException) -> str:
     """What is stored (and shown) for a failed evaluation: type and message, secrets masked."""
-    from veralith.redact import redact_configured
+    from veralith.config import redact_configured
 
     return redact_configured(f"{type(exc).__name__}: {exc}")
 

@@ -1,11 +1,40 @@
-"""Which store errors end a batch: the database stopped accepting writes (full disk, read-only
-file, I/O error). Any other error spoils one record and the run goes on."""
+"""The store's errors: a lookup that finds no trace or no result, and which errors end a batch (the
+database stopped accepting writes: full disk, read-only file, I/O error). Any other error spoils one
+record and the run goes on."""
 
 from __future__ import annotations
 
 from veralith.errors import StoreError
 
-__all__ = ["WritesStopped", "writes_stopped"]
+__all__ = ["AmbiguousTraceId", "TraceNotEvaluated", "TraceNotFound", "WritesStopped", "writes_stopped"]
+
+
+class TraceNotFound(StoreError, KeyError):
+    """No trace has this id."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "trace not found"
+
+
+class TraceNotEvaluated(StoreError):
+    """The trace exists but holds no result yet (pending, running, or its evaluation failed)."""
+
+    def __init__(self, trace_id: int, status: str, error_message: str | None) -> None:
+        detail = f": {error_message}" if error_message else ""
+        super().__init__(f"trace {trace_id} has no stored result (status {status}{detail})")
+        self.trace_id, self.status, self.error_message = trace_id, status, error_message
+
+
+class AmbiguousTraceId(StoreError, KeyError):
+    """An external id names traces in several knowledge bases; `knowledge_bases` lists them."""
+
+    def __init__(self, ref: str, knowledge_bases: list[str]) -> None:
+        super().__init__(f"{ref!r} is the external id of traces in several knowledge bases "
+                         f"({', '.join(knowledge_bases)}); name one with --kb")
+        self.ref, self.knowledge_bases = ref, knowledge_bases
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class WritesStopped(StoreError):

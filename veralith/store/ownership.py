@@ -15,6 +15,7 @@ from sqlite_utils import Database
 from veralith.errors import StoreError
 from veralith.store import leases
 from veralith.store.db import open_db, write
+from veralith.store.errors import TraceNotFound
 from veralith.store.rows import dumps
 
 __all__ = ["LeaseLost", "check_owner", "db_path", "drop_lease", "history", "keep_history", "renew", "renewer"]
@@ -102,5 +103,4 @@ def drop_lease(db: Database, trace_id: int) -> None:
 
 
 def _not_found(trace_id: int) -> StoreError:
-    from veralith.store.repository import TraceNotFound  # defined there, beside the other read errors
     return TraceNotFound(f"no trace with id {trace_id}")

@@ -34,6 +34,7 @@ from veralith.errors import StoreError
 from veralith.models import ContextChunk, EvaluationResult
 from veralith.store import leases
 from veralith.store.db import open_db, write
+from veralith.store.errors import AmbiguousTraceId, TraceNotEvaluated, TraceNotFound
 from veralith.store.ownership import LeaseLost, check_owner, db_path, drop_lease, history, keep_history, renewer
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
 from veralith.store.queries import list_traces, stats
@@ -63,34 +64,6 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
 }
 _ORDER = {"completeness": "trace_id", "completeness_mappings": "sq_position, position",
           "grounding": "judgment_position, kind, position"}
-
-
-class TraceNotFound(StoreError, KeyError):
-    """No trace has this id."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else "trace not found"
-
-
-class TraceNotEvaluated(StoreError):
-    """The trace exists but holds no result yet (pending, running, or its evaluation failed)."""
-
-    def __init__(self, trace_id: int, status: str, error_message: str | None) -> None:
-        detail = f": {error_message}" if error_message else ""
-        super().__init__(f"trace {trace_id} has no stored result (status {status}{detail})")
-        self.trace_id, self.status, self.error_message = trace_id, status, error_message
-
-
-class AmbiguousTraceId(StoreError, KeyError):
-    """An external id names traces in several knowledge bases; `knowledge_bases` lists them."""
-
-    def __init__(self, ref: str, knowledge_bases: list[str]) -> None:
-        super().__init__(f"{ref!r} is the external id of traces in several knowledge bases "
-                         f"({', '.join(knowledge_bases)}); name one with --kb")
-        self.ref, self.knowledge_bases = ref, knowledge_bases
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 class DuplicateExternalId(StoreError):
