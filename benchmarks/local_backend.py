@@ -4,7 +4,7 @@
 
 Every record of every *.dev.jsonl in ../shared/data with a context is evaluated once per repeat,
 in one process pinned to one CPU where the OS allows it. A record without a query (WiCE's claims)
-is judged under train_local.NO_QUERY, as benchmarks/judge_quality.py does (the API refuses an
+is judged under local_fit.NO_QUERY, as benchmarks/judge_quality.py does (the API refuses an
 empty one). Both the process's CPU time (traces per CPU-second: the figure that does not depend on
 what else the machine runs) and wall time are shown. Each trace is new to the process on the first
 pass (the tokenizer caches only help within a trace; one untimed warm-up call pays the imports), so
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from train_local import query_of  # noqa: E402
+from local_fit import query_of  # noqa: E402
 
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
