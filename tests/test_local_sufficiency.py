@@ -115,6 +115,18 @@ def test_when_question_without_any_date_near_its_words_is_insufficient():
     assert item.sufficient == "yes"
 
 
+def test_a_question_about_a_period_is_answered_by_a_span_of_time():
+    question = "What is the return period for the Halden kettle?"
+    kettle = "The Halden kettle can be returned within 30 days of delivery, in its original box."
+    item, confidence = judge(question, [kettle])
+    assert item.sufficient == "yes" and confidence > 0.5
+    worded = "The Halden kettle comes with a two-year return window for unused units."
+    assert judge(question, [worded])[0].sufficient == "yes"
+    # A period with no span of time given is still not enough.
+    vague = "The Halden kettle can be returned in its original box; ask the shop about the return period."
+    assert judge(question, [vague])[0].sufficient == "no"
+
+
 def test_who_question_answered_by_a_name_is_sufficient():
     item, confidence = judge("Who founded the Marlow Clockworks?", [CLOCKWORKS])
     assert item.sufficient == "yes"

@@ -90,6 +90,8 @@ daily weekly weekend weekday am pm
 """.split())
 # A "when" question is also answered by an event it is tied to ("after the merger", "when she left").
 _TIME_RELATIONS = frozenset("when after before during since until while following beginning end start".split())
+# Units of a span of time: "a two-year warranty", "within 30 days" answer a question about a period.
+_TIME_UNITS = frozenset(stem(w) for w in "second minute hour day week month year decade century".split())
 
 
 @lru_cache(maxsize=8192)
@@ -183,6 +185,8 @@ def has_answer(kind: str, sentence: str, question_norms: frozenset[str]) -> bool
             continue
         if kind == "date" and (_is_date(tok) or tok.text.lower() in _TIME_RELATIONS):
             return True
+        if kind == "date" and tok.is_number and i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS:
+            return True     # a span of time ("two-year", "30 days") dates an answer about a period
         if kind == "number" and (tok.is_number or tok.text.lower() in _QUANTITY_WORDS):
             return True
         named = (tok.is_capital or _opens_name(toks, i)) and tok.norm not in MONTHS and tok.norm not in _DATE_WORDS
