@@ -70,6 +70,29 @@ def test_a_malformed_max_cell_is_a_bad_option(tmp_path, spec, message):
     assert result.exit_code == 2 and message in result.output
 
 
+def test_one_cell_limited_twice_with_different_counts_is_a_bad_option(tmp_path):
+    path = _file(tmp_path, [*PASSING, FAILING])
+    result = _eval(path, "--max-cell", "extra_ungrounded=0", "--max-cell", "extra_ungrounded=5")
+    assert result.exit_code == 2, result.output
+    assert "extra_ungrounded is already limited to 0; give it once" in result.output
+    assert _eval(path, "--max-cell", "extra_ungrounded=0", "--max-cell", "extra_ungrounded=0").exit_code == 3
+
+
+@pytest.mark.parametrize("name", ["12", "#12"])
+def test_a_run_name_that_reads_as_a_run_id_is_a_bad_option(tmp_path, name):
+    # `veralith compare A 12` means run #12, so a run named "12" could never be compared by name.
+    result = _eval(_file(tmp_path, PASSING[:1]), "--run-name", name)
+    assert result.exit_code == 2 and "would be read as a run id; add a letter (e.g. build-12)" in result.output
+
+
+@pytest.mark.parametrize("name, shown", [("pr-12", "pr-12"), ("my run; rm -rf ~", "'my run; rm -rf ~'"),
+                                         ("-x", "1")])
+def test_the_compare_hint_after_a_run_is_a_command_to_copy(tmp_path, name, shown):
+    result = _eval(_file(tmp_path, PASSING[:1]), "--run-name", name)
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith(f"compare it with an earlier run: veralith compare EARLIER {shown}")
+
+
 def test_fail_under_must_be_a_rate(tmp_path):
     result = _eval(_file(tmp_path, PASSING[:1]), "--fail-under", "90")
     assert result.exit_code == 2 and "--fail-under" in result.output

@@ -105,6 +105,30 @@ def test_rerunning_the_same_file_skips_every_record_and_says_so(runner, tmp_path
     assert all(history(open_db(), t[0]) == [] for t in before)
 
 
+def test_a_rerun_writes_every_result_to_output_unchanged_ones_included(runner, tmp_path):
+    # --output promises one result per record in input order; an empty file on a re-run would
+    # overwrite the results of the first run with nothing.
+    path, out = _write(tmp_path / "in.jsonl", ROWS), tmp_path / "out.jsonl"
+    _eval(runner, path, "--output", str(out))
+    first = out.read_text().splitlines()
+    changed = [ROWS[0], {**ROWS[1], "response": "The capital of France is Lyon."}, ROWS[2]]
+    again = _eval(runner, _write(path, changed), "--output", str(out))
+    assert "2 already evaluated" in again.stdout
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["metadata"]["id"] for r in lines] == ["pe", 7, "ww2"]
+    assert [lines[0], lines[2]] == [json.loads(first[0]), json.loads(first[2])]
+    assert lines[1]["response"] == "The capital of France is Lyon."
+
+
+def test_records_without_an_id_are_said_to_be_stored_anew(runner, tmp_path):
+    # Without an id a re-run cannot find a record's trace: it is stored (and judged) again.
+    bare = [{k: v for k, v in row.items() if k != "id"} for row in ROWS]
+    shown = _eval(runner, _write(tmp_path / "bare.jsonl", [*bare[:2], ROWS[2]]))
+    assert "no id" in shown.stdout and "2 stored as new traces; give each record an `id`" in shown.stdout
+    assert "no id" not in _eval(runner, _write(tmp_path / "ids.jsonl", ROWS)).stdout
+    assert "no id" not in _eval(runner, _write(tmp_path / "bare.jsonl", bare), "--no-persist").stdout
+
+
 def test_a_changed_record_is_re_evaluated_in_place_with_history(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     before = {ext: tid for tid, _, ext, _, _ in _traces()}
@@ -121,6 +145,18 @@ def test_a_changed_record_is_re_evaluated_in_place_with_history(runner, tmp_path
     assert past[0]["failure_cell"] == first.failure_cell.value and past[0]["backend"] == "local"
     assert past[0]["prompt_versions"] == first.prompt_versions
     assert history(open_db(), before["pe"]) == []
+
+
+def test_changed_metadata_is_re_evaluated_in_place_and_stored(runner, tmp_path):
+    # The judges read metadata["as_of"], and a record found unchanged keeps what was stored.
+    _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
+    before = {ext: tid for tid, _, ext, _, _ in _traces()}
+    dated = {**ROWS[1], "metadata": {"as_of": "2020-01-31", "user": "u2"}}
+    result = _eval(runner, _write(tmp_path / "in.jsonl", [ROWS[0], dated, ROWS[2]]))
+    assert "2 already evaluated" in result.stdout
+    now = open_store().load_result(before["7"])
+    assert now.metadata == {"as_of": "2020-01-31", "user": "u2", "id": 7} and now.as_of == "2020-01-31"
+    assert len(history(open_db(), before["7"])) == 1
 
 
 def test_a_changed_judge_configuration_re_evaluates(runner, tmp_path):

@@ -121,3 +121,32 @@ def test_eval_reads_a_csv_file_and_a_ragas_jsonl_file(tmp_path):
     empty.write_text("query,context,response\n")
     shown = runner.invoke(app, ["eval", str(empty)])
     assert shown.exit_code == 1 and "is empty: expected a header row and one row per trace" in shown.stderr
+
+
+def test_a_csv_context_written_by_pandas_is_read_as_its_chunks(tmp_path):
+    # RAGAS' dataset.to_pandas().to_csv() writes a list column as Python's repr, quotes and all.
+    path = _csv(tmp_path / "ragas.csv", ["user_input", "retrieved_contexts", "response"], [
+        ["Shipping?", str(["Shipping takes 3 days.", "It's free over $50."]), "3 days."],
+        ["Odd?", "['unclosed", "Yes."],
+        ["Mixed?", "['a', 1]", "Yes."],
+    ])
+    pandas_list, unclosed, mixed = records.read_records(path)
+    assert [c.text for c in pandas_list.context] == ["Shipping takes 3 days.", "It's free over $50."]
+    assert [c.text for c in unclosed.context] == ["['unclosed"]
+    assert [c.text for c in mixed.context] == ["['a', 1]"]
+
+
+def test_a_json_array_file_is_refused_whole_with_how_to_convert_it(tmp_path):
+    # DeepEval's save_as(file_type="json") writes an indented array: read as JSONL, its one-line
+    # objects would be judged and every other line reported bad.
+    cases = [{"input": "Capital?", "retrieval_context": CONTEXT, "actual_output": "Paris."}] * 2
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases, indent=None).replace("}, {", "},\n{").replace("[{", "[\n{") + "\n]\n")
+    assert path.read_text().splitlines()[0] == "["
+    shown = CliRunner(env={"COLUMNS": "200"}).invoke(app, ["eval", str(path)])
+    assert shown.exit_code == 1, shown.output
+    assert f"{path} is a JSON array; `veralith eval` reads JSONL, one JSON object per line" in shown.stderr
+    assert shown.stdout == ""
+    one_line = tmp_path / "one.jsonl"
+    one_line.write_text(json.dumps(cases) + "\n")        # a per-line problem, reported as such
+    assert not records.is_json_array(one_line)

@@ -226,3 +226,24 @@ def test_every_kb_option_is_checked_the_same_way(traces, command):
     assert shown.exit_code == 2
     assert "error: --kb 'nosuch': the knowledge base 'nosuch' has no traces; knowledge bases with traces: " \
         "engineering, finance, support" in shown.stderr
+
+
+@pytest.mark.parametrize("width", [40, 60])
+def test_below_every_narrowing_the_query_gives_way_not_the_id(width):
+    base = {"created_at": NOW.isoformat(), "status": "done", "knowledge_base": "support", "external_id": None,
+            "failure_cell": "incomplete_ungrounded", "quality_gate": "fail", "sufficiency_fraction": 1.0,
+            "faithfulness_fraction": 1.0, "usd": 0.0, "query_preview": LONG_QUERY, "error_message": None}
+    console = Console(file=StringIO(), width=width, color_system=None)
+    console.print(listing.traces_table([{**base, "id": 123456}], width=width))
+    header, row = console.file.getvalue().splitlines()
+    assert header.split()[:3] == ["id", "cell", "gate"]
+    assert row.split()[0] == "123456" and row.split()[1].startswith("incomplete_") and len(row) <= width
+
+
+@pytest.mark.parametrize("command", [["export"], ["resume"], ["resume", "--failed"]])
+def test_kb_without_ids_is_a_bad_option_not_every_knowledge_base(traces, command):
+    # Ignoring it would export (or re-judge, at a cost) the traces of every knowledge base.
+    shown = CliRunner(env={"COLUMNS": "300"}).invoke(app, [*command, "--kb", "support"])
+    assert shown.exit_code == 2, shown.output
+    assert "error: --kb 'support' names the knowledge base of the ids given, and no id was given" in shown.stderr
+    assert shown.stdout == ""

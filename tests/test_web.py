@@ -195,6 +195,7 @@ def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(db):
         assert r.headers["x-content-type-options"] == "nosniff"
         assert r.headers["x-frame-options"] == "DENY"
     assert c.get("/traces/99999").status_code == 404
+    assert c.get(f"/traces/{2**63}").status_code == 404    # past SQLite's integers: no trace, not a 500
     assert c.get("/traces?gate=maybe").status_code == 400
     assert c.get("/traces?since=yesterday").status_code == 400
     assert c.get("/traces?before=1&after=2").status_code == 400
@@ -353,6 +354,19 @@ def test_serve_refuses_a_short_token_and_a_missing_database(db, tmp_path):
     result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "none.db")])
     assert result.exit_code == 1 and "no database" in result.output
     assert not (tmp_path / "none.db").exists()
+
+
+def test_serve_on_a_port_in_use_says_so_and_exits_1(db):
+    # uvicorn's own exit code (3) would read as "quality gate failed" (docs/ci.md).
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert f"error: could not listen on 127.0.0.1:{port} (is the port in use?)" in result.output
 
 
 def test_loopback_detection():

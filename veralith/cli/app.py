@@ -16,6 +16,7 @@ Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 import sys
 import time
@@ -152,6 +153,14 @@ def _known_kb(kb: str | None) -> str | None:
         raise _fail(str(exc), EXIT_BAD_OPTION) from None
 
 
+def _kb_needs_ids(kb: str | None, refs: list[str] | None) -> None:
+    """`--kb` of export and resume says which knowledge base the ids given belong to; without ids
+    it would be ignored and every knowledge base exported or resumed, so it is a bad option."""
+    if kb is not None and not refs:
+        raise _fail(f"--kb {kb!r} names the knowledge base of the ids given, and no id was given; "
+                    "give the ids (trace ids or your own record ids) too", EXIT_BAD_OPTION)
+
+
 def _resolve_all(store: TraceStore, refs: list[str], kb: str | None) -> list[int]:
     return list(dict.fromkeys(_resolve(store, ref, kb) for ref in refs))  # in the order given, once each
 
@@ -217,6 +226,9 @@ def eval_command(
     if total == 0:
         raise _fail(f"{file} is empty: expected " + ("a header row and one row per trace" if records.is_csv(file)
                                                       else "one JSON object per line"))
+    if not records.is_csv(file) and records.is_json_array(file):
+        raise _fail(f"{file} is a JSON array; `veralith eval` reads JSONL, one JSON object per line "
+                    f"(convert it, e.g. jq -c '.[]' {shlex.quote(str(file))} > records.jsonl)")
     if dry_run:
         from veralith.cli.dryrun import dry_run as estimate
 
@@ -234,9 +246,12 @@ def eval_command(
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.eval_jobs(file, default_kb=kb, persist=persist, store=_store() if persist else None,
                                client=client, tally=tally, report=report, run_id=hooks.start(db, client),
-                               rejudge=rejudge)
+                               rejudge=rejudge, yield_unchanged=output is not None)
 
     def work(record: records.Record, client: Any) -> Any:
+        if record.unchanged:  # not judged again: its stored result goes to --output in its place
+            assert record.trace_id is not None
+            return _store().load_result(record.trace_id)
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
@@ -267,6 +282,7 @@ def resume_command(
     kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the record ids given.")] = None,
 ) -> None:
     """Evaluate traces left pending (or abandoned by a crashed process); with --failed, re-judge failed ones."""
+    _kb_needs_ids(kb, refs)
     if _existing_db() is None:
         if refs:
             raise _fail(f"trace {refs[0]} not found: no database yet")
@@ -322,6 +338,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
             db = open_db() if persist else None
             with batch.Reporter(err, tally) as reporter:
                 def on_done(job: Any, result: Any, error: BaseException | None) -> None:
+                    if getattr(job, "unchanged", False) and error is None:
+                        return  # counted as unchanged when read (batch.eval_jobs)
                     batch.record_outcome(tally, job, result, error, persist=persist,
                                          report=reporter.report, where=where(job))
                     reporter.advance()
@@ -338,9 +356,11 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                                       on_flush=on_flush)
                 except batch.Interrupted as stop:
                     tally.interrupted = True
-                    tally.left_pending, tally.left_running = len(stop.cancelled), len(stop.abandoned)
+                    # an unchanged record's trace is done, not left pending (it was only to be read back)
+                    cancelled = [job for job in stop.cancelled if not getattr(job, "unchanged", False)]
+                    tally.left_pending, tally.left_running = len(cancelled), len(stop.abandoned)
                     if persist:
-                        batch.release(_store(), stop.cancelled)
+                        batch.release(_store(), cancelled)
     except ConfigError as exc:
         raise _fail(str(exc), EXIT_CONFIG) from None
     except WritesStopped as exc:  # full disk, read-only file: what was committed stays
@@ -467,6 +487,7 @@ def export_command(
         when = filters.since(since)  # the same dates and durations as `list --since`
     except filters.BadOption as exc:
         raise _fail(str(exc), EXIT_BAD_OPTION) from None
+    _kb_needs_ids(kb, refs)
     if output is not None:
         _check_output(output)
     db = _existing_db()

@@ -139,6 +139,7 @@ class Tally:
     failed: int = 0                   # records whose evaluation raised or was refused (budget)
     skipped: int = 0                  # claimed by another process meanwhile; not ours to evaluate
     unchanged: int = 0                # re-run records whose stored result stands (same inputs and judges)
+    without_id: int = 0               # stored as new traces: a record without an id is never matched again
     with_judge_errors: int = 0        # evaluated, but at least one judge recorded an error
     usage: CallUsage = field(default_factory=CallUsage)   # summed by CallUsage.add, the one rule for it
     stored: int = 0
@@ -181,7 +182,8 @@ class Tally:
 
 
 def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore | None, client: Any, tally: Tally,
-              report: Callable[[str], None], run_id: int | None = None, rejudge: bool = False) -> Iterator[Record]:
+              report: Callable[[str], None], run_id: int | None = None, rejudge: bool = False,
+              yield_unchanged: bool = False) -> Iterator[Record]:
     """Valid records of `path`, each budget-checked and (when persisting) stored as a pending trace
     (tagged with the eval run `run_id`, when given).
 
@@ -193,9 +195,11 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore |
     knowledge base that already holds a result for the same inputs, judged the same way
     (`judged_alike`), is counted in `tally.unchanged` and not evaluated again; any other such record
     re-judges that trace in place (its earlier outcome goes to the trace's history), and so does
-    every one with `rejudge`. An id used twice in one knowledge base of the file is a bad line the
-    second time (ids are unique per knowledge base); to tell, the run keeps an 8-byte digest and a
-    line number per id (about 100 bytes each): the one part of its memory that grows with the file.
+    every one with `rejudge`. With `yield_unchanged`, an unchanged record is yielded too, marked
+    `unchanged` and naming its trace, for a caller that writes every result out. An id used twice
+    in one knowledge base of the file is a bad line the second time (ids are unique per knowledge
+    base); to tell, the run keeps an 8-byte digest and a line number per id (about 100 bytes
+    each): the one part of its memory that grows with the file.
     """
     from veralith.pipeline.budget import BudgetExceeded, enforce_budget
 
@@ -225,6 +229,10 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore |
                     from veralith.cli.runs import file_unchanged
 
                     file_unchanged(store, item, run_id)
+                if yield_unchanged:
+                    info = store.find_external(item.knowledge_base, item.external_id)
+                    if info is not None:
+                        yield replace(item, trace_id=info.trace_id, unchanged=True)
                 continue
         try:
             enforce_budget(item.query, item.context, item.response, client=client)
@@ -247,6 +255,7 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore |
                 else:
                     # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
                     trace_id = store.create_trace(_input(item), queued=True, run_id=run_id)
+                    tally.without_id += item.external_id is None
             except WritesStopped:
                 raise
             except DuplicateExternalId as exc:  # another run of this file stored it a moment ago

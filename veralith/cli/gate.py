@@ -10,6 +10,7 @@ the command exits 3 and names the worst traces, worst cell first (veralith.compa
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -76,6 +77,8 @@ def parse_spec(fail_under: float | None, max_cell: Iterable[str] | None) -> Gate
             raise ValueError(f"--max-cell {item!r}: N must be a whole number >= 0") from None
         if limit < 0:
             raise ValueError(f"--max-cell {item!r}: N must be a whole number >= 0")
+        if limits.get(cell, limit) != limit:  # which one was meant? a gate must not guess
+            raise ValueError(f"--max-cell {item!r}: {cell} is already limited to {limits[cell]}; give it once")
         limits[cell] = limit
     return GateSpec(fail_under=fail_under, max_cells=limits)
 
@@ -179,6 +182,11 @@ class EvalHooks:
             from veralith.store.runs import check_run_name
 
             run_name = check_run_name(run_name, what="--run-name")
+            # `compare` and the hint printed after the run read digits as a run id (runs.resolve_run),
+            # so a run named "12" could never be named on the command line.
+            if run_name.removeprefix("#").isdigit():
+                raise ValueError(f"--run-name {run_name!r} would be read as a run id; add a letter "
+                                 f"(e.g. build-{run_name.removeprefix('#')})")
             if not persist:
                 raise ValueError("--run-name needs the database; it cannot be used with --no-persist")
         self.where = str(file)
@@ -206,8 +214,11 @@ class EvalHooks:
 
         run = self.run.finish() if self.run is not None else None
         if run is not None:
+            # A command to copy: the name shell-quoted (it may hold spaces or `;`), the id when the
+            # name would read as an option.
+            ref = shlex.quote(run.name) if run.name and not run.name.startswith("-") else str(run.id)
             console.print(literal(f"run {run.label} recorded; compare it with an earlier run: "
-                                  f"veralith compare EARLIER {run.name or run.id}", "dim"), soft_wrap=True)
+                                  f"veralith compare EARLIER {ref}", "dim"), soft_wrap=True)
         outcomes = self._run_outcomes(run) if run is not None else self.outcomes.outcomes
         if not self.spec.active or exit_code not in (0, 2) or (exit_code == 2 and not outcomes):
             return

@@ -61,8 +61,9 @@ def traces_table(rows: Sequence[Mapping[str, Any]], *, width: int = 80, wide: bo
     for column in shown:
         table.add_column(column, no_wrap=True, overflow="ellipsis", max_width=_CUT if column in cut else None)
     fixed = sum(natural(c) + _GAP for c in shown)
-    table.add_column("query", no_wrap=True, overflow="ellipsis",
-                     max_width=None if wide else max(width - fixed, min(_QUERY_MIN, longest_query), 5))
+    # Narrower than every narrowing allows, the query gives way: a table wider than the terminal
+    # would be shrunk by rich column by column, which wipes out the id that `inspect` needs.
+    table.add_column("query", no_wrap=True, overflow="ellipsis", max_width=None if wide else max(width - fixed, 5))
     for row, row_cells, query in zip(rows, cells, queries, strict=True):
         if folded and row["status"] != "done":
             row_cells["gate"] = row_cells["status"]

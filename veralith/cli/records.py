@@ -10,6 +10,7 @@ DeepEval (ALIASES).
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 from collections.abc import Callable, Iterable, Iterator
@@ -20,8 +21,8 @@ from typing import IO, Any
 from veralith.models import ContextChunk, EvaluationResult
 from veralith.pipeline.inputs import MAX_TEXT_CHARS
 
-__all__ = ["ALIASES", "CSV_FIELDS", "BadLine", "Record", "count_lines", "csv_row", "is_csv", "parse_line",
-           "parse_object", "read_records", "write_export"]
+__all__ = ["ALIASES", "CSV_FIELDS", "BadLine", "Record", "count_lines", "csv_row", "is_csv", "is_json_array",
+           "parse_line", "parse_object", "read_records", "write_export"]
 
 REQUIRED = ("query", "context", "response")
 MAX_ID_CHARS = 256  # a record's own id: a key to find the trace by, not a place for text
@@ -48,6 +49,7 @@ class Record:
     metadata: dict[str, Any]
     trace_id: int | None = None
     external_id: str | None = None   # the record's own `id`, as text: its trace's external id
+    unchanged: bool = False          # a re-run record whose stored result (trace_id's) stands
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,26 @@ def is_csv(path: Path) -> bool:
     return path.suffix.lower() == ".csv"
 
 
+def is_json_array(path: Path) -> bool:
+    """Whether a (non-CSV) file opens a JSON array spread over several lines, as DeepEval's
+    `save_as(file_type="json")` and `json.dump(..., indent=...)` write one: read as JSONL, every line
+    of it would be a bad line, except an object that happens to fit on one. A one-line array is left
+    to the per-line check, whose message already says so."""
+    with path.open("rb") as handle:
+        for raw in handle:
+            first = raw.removeprefix(b"\xef\xbb\xbf").strip()  # a UTF-8 byte-order mark
+            if not first:
+                continue
+            if not first.startswith(b"["):
+                return False
+            try:
+                json.loads(first)
+            except ValueError:
+                return True
+            return False
+    return False
+
+
 # A CSV cell holds a whole context (a JSON list of texts); the csv module's default cap (128 KiB)
 # would refuse one long before the library's own limits do.
 _CSV_FIELD_LIMIT = 4 * MAX_TEXT_CHARS
@@ -248,8 +270,8 @@ def _read_csv(path: Path, *, default_kb: str) -> Iterator[Record | BadLine]:
 
 def _csv_record(lineno: int, row: dict[str, str], *, default_kb: str) -> Record | BadLine:
     """A CSV row as the record it stands for: a context cell holds a JSON list (of texts or chunk
-    objects) or else one text (an empty cell: no context); metadata a JSON object; an empty
-    optional cell is absent."""
+    objects), a Python list of texts (as pandas writes one), or else one text (an empty cell: no
+    context); metadata a JSON object; an empty optional cell is absent."""
     obj: dict[str, Any] = {}
     for name, value in row.items():
         if name in ALIASES["context"]:
@@ -277,7 +299,24 @@ def _csv_context(cell: str) -> Any:
             parsed = None  # "[1] The report says ..." is a text that happens to start with a bracket
         if isinstance(parsed, list):
             return parsed
+        texts = _python_list_of_texts(text)
+        if texts is not None:
+            return texts
     return [cell]
+
+
+def _python_list_of_texts(text: str) -> list[str] | None:
+    """A cell written as a Python list of strings (`['a', 'b']`), or None. pandas writes a list
+    column this way, so a RAGAS dataset saved with `to_pandas().to_csv()` has its contexts in this
+    form; read as one text, every chunk would be judged as a single chunk with brackets and quotes.
+    literal_eval evaluates literals only, never code."""
+    try:
+        parsed = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    if isinstance(parsed, list) and all(isinstance(item, str) for item in parsed):
+        return parsed
+    return None
 
 
 CSV_FIELDS = ["trace_id", "knowledge_base", "failure_cell", "quality_gate", "execution", "availability",

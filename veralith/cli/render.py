@@ -362,6 +362,9 @@ def summary_view(tally: Any, *, title: str = "Summary") -> RenderableType:
     if getattr(tally, "unchanged", 0):
         table.add_row("skipped", f"{tally.unchanged} already evaluated (same id, inputs and judges; "
                                  "--rejudge evaluates them again)")
+    if getattr(tally, "without_id", 0):  # a re-run of the file would store (and pay for) them again
+        table.add_row("no id", f"{tally.without_id} stored as new traces; give each record an `id` and a re-run "
+                               "skips or re-judges it instead of adding it again")
     for cell, n in sorted(tally.cells.items()):
         table.add_row(f"  {cell}", str(n))
     table.add_row("gate", "  ".join(f"{gate} {n}" for gate, n in sorted(tally.gates.items())) or "—")

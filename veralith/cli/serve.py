@@ -108,7 +108,13 @@ def serve_command(
             threading.Event().wait(0.05)
 
     threading.Thread(target=_watch, daemon=True, name="veralith-serve-announce").start()
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
-        server.run()
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it is meant to stop
+            server.run()
+    except SystemExit:
+        # uvicorn exits with its own code (3, which here means "quality gate failed") when it
+        # cannot bind; say what happened and exit as any other bad invocation does.
+        if server.started:
+            raise
     if not server.started:
         raise _fail(f"could not listen on {host}:{port} (is the port in use?)")

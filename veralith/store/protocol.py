@@ -45,9 +45,11 @@ class TraceInput:
     external_id: str | None = None
 
     def same_inputs(self, other: TraceInput) -> bool:
-        """Whether judging `other` would judge the same thing (query, context, response, knowledge base)."""
-        return (self.query, self.context, self.response, self.knowledge_base) == (
-            other.query, other.context, other.response, other.knowledge_base)
+        """Whether `other` logs the same thing: query, context, response, knowledge base and
+        metadata. Metadata counts because the judges read it (metadata["as_of"] is the date they
+        take as today) and because a trace found unchanged keeps what was stored before."""
+        return (self.query, self.context, self.response, self.knowledge_base, self.metadata) == (
+            other.query, other.context, other.response, other.knowledge_base, other.metadata)
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,8 @@ class _Pages:
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
         with self.db() as db:
-            row = browse.trace_row(db, trace_id)
+            # An id past what SQLite holds (2**63) names no trace; binding it would raise OverflowError.
+            row = browse.trace_row(db, trace_id) if trace_id < 2**63 else None
             if row is None:
                 return self.render("error.html", 404, page="traces", title="Not found",
                                    message=f"No trace has id {trace_id}.")
