@@ -80,6 +80,21 @@ def test_inspect_takes_an_external_id_a_numeric_id_first_and_kb_to_choose(runner
     assert huge.exit_code == 1 and "no trace" in huge.stderr and "Traceback" not in huge.output
 
 
+def test_a_number_that_is_one_traces_id_and_anothers_external_id_is_never_guessed(runner, tmp_path):
+    # Files often number their records 1, 2, ...: "2" is then trace 2 and the record whose id is 2.
+    rows = [{**ROWS[1], "id": n, "query": f"What is the capital of France? ({n})"} for n in (3, 2, 1)]
+    _eval(runner, _write(tmp_path / "numbered.jsonl", rows))
+    by_ext = {ext: tid for tid, _, ext, _, _ in _traces()}
+    assert by_ext["2"] == 2 and by_ext["1"] == 3       # "2" is unambiguous: the same trace either way
+    assert json.loads(runner.invoke(app, ["inspect", "2", "--json"]).stdout)["trace_id"] == 2
+    clash = runner.invoke(app, ["inspect", "1"])
+    assert clash.exit_code == 1 and "#1" in clash.stderr and "#3" in clash.stderr
+    assert json.loads(runner.invoke(app, ["inspect", "#1", "--json"]).stdout)["trace_id"] == 1
+    assert json.loads(runner.invoke(app, ["inspect", "#3", "--json"]).stdout)["trace_id"] == 3
+    gone = runner.invoke(app, ["inspect", "#99"])
+    assert gone.exit_code == 1 and "no trace with id 99" in gone.stderr
+
+
 def test_an_id_used_twice_in_one_file_is_a_bad_line(runner, tmp_path):
     result = runner.invoke(app, ["eval", str(_write(tmp_path / "in.jsonl", [ROWS[0], ROWS[1], ROWS[0]]))])
     assert result.exit_code == 2

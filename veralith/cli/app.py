@@ -387,8 +387,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
 
 @app.command("inspect")
 def inspect_command(
-    ref: Annotated[str, typer.Argument(metavar="ID", help="Trace id (see `veralith list`), or your own id: the "
-                                       "`id` of the record it came from.", show_default=False)],
+    ref: Annotated[str, typer.Argument(metavar="ID", help="Trace id (see `veralith list`; #N is always trace N), or "
+                                       "your own id: the `id` of the record it came from.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
     kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the id, when your own id is used in "
                                            "several.")] = None,

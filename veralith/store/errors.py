@@ -26,11 +26,12 @@ class TraceNotEvaluated(StoreError):
 
 
 class AmbiguousTraceId(StoreError, KeyError):
-    """An external id names traces in several knowledge bases; `knowledge_bases` lists them."""
+    """A reference names several traces: an external id used in several knowledge bases
+    (`knowledge_bases` lists them), or a number that is one trace's id and another's external id."""
 
-    def __init__(self, ref: str, knowledge_bases: list[str]) -> None:
-        super().__init__(f"{ref!r} is the external id of traces in several knowledge bases "
-                         f"({', '.join(knowledge_bases)}); name one with --kb")
+    def __init__(self, ref: str, knowledge_bases: list[str], *, message: str | None = None) -> None:
+        super().__init__(message or f"{ref!r} is the external id of traces in several knowledge bases "
+                                    f"({', '.join(knowledge_bases)}); name one with --kb")
         self.ref, self.knowledge_bases = ref, knowledge_bases
 
     def __str__(self) -> str:

@@ -126,9 +126,10 @@ class TraceStore(Protocol):
     def find_external(self, knowledge_base: str, external_id: str) -> TraceInfo | None: ...
 
     def resolve(self, ref: str, *, knowledge_base: str | None = None) -> int:
-        """The trace a person means by `ref`: a numeric trace id if one exists (in `knowledge_base`,
-        when given), else an external id. AmbiguousTraceId when the external id is used in several
-        knowledge bases and none was given; TraceNotFound when nothing matches."""
+        """The trace a person means by `ref`: `#N` is trace id N; a bare number is a trace id if one
+        exists (in `knowledge_base`, when given), else an external id. AmbiguousTraceId when a bare
+        number is one trace's id and another's external id, or when the external id is used in
+        several knowledge bases and none was given; TraceNotFound when nothing matches."""
         ...
 
     def resumable(self, *, failed: bool = False) -> list[int]:

@@ -301,20 +301,38 @@ def find_external(db: Database, knowledge_base: str, external_id: str) -> TraceI
 def resolve(db: Database, ref: str, *, knowledge_base: str | None = None) -> int:
     """The trace a person means by `ref` (a command-line argument).
 
-    An integer-looking `ref` is first tried as a trace id (of `knowledge_base`, when given); then
-    `ref` is looked up as an external id. Raises TraceNotFound when nothing matches and
-    AmbiguousTraceId when the external id is used in several knowledge bases and none was given.
+    `#N` is trace id N and nothing else. A bare number names trace N, unless it is also the
+    external id of another trace: then AmbiguousTraceId names both trace ids (files often number
+    their records 1, 2, ..., so guessing would open the wrong trace). Anything else is an external
+    id. Raises TraceNotFound when nothing matches and AmbiguousTraceId when the external id is
+    used in several knowledge bases and none was given. `knowledge_base`, when given, limits the
+    lookup to it.
     """
     text = str(ref).strip()
-    if text.isascii() and text.isdecimal() and len(text) <= 18:  # below 2**63, the largest id SQLite holds
-        row = db.execute("SELECT knowledge_base FROM traces WHERE id = ?", [int(text)]).fetchone()
+    forced = text.startswith("#")
+    digits = text[1:] if forced else text
+    by_id: int | None = None
+    if digits.isascii() and digits.isdecimal() and len(digits) <= 18:  # below 2**63, SQLite's largest id
+        row = db.execute("SELECT knowledge_base FROM traces WHERE id = ?", [int(digits)]).fetchone()
         if row is not None and knowledge_base in (None, row[0]):
-            return int(text)
+            by_id = int(digits)
+    if forced:
+        if by_id is None:
+            where = "" if knowledge_base is None else f" in knowledge base {knowledge_base!r}"
+            raise TraceNotFound(f"no trace with id {digits}{where}")
+        return by_id
     sql, params = "SELECT id, knowledge_base FROM traces WHERE external_id = ?", [str(ref)]
     if knowledge_base is not None:
         sql += " AND knowledge_base = ?"
         params.append(knowledge_base)
-    rows = db.execute(sql + " ORDER BY knowledge_base", params).fetchall()
+    rows = [r for r in db.execute(sql + " ORDER BY knowledge_base", params).fetchall() if r[0] != by_id]
+    if by_id is not None:
+        if rows:
+            others = ", ".join(f"#{r[0]}" for r in rows)
+            raise AmbiguousTraceId(str(ref), [r[1] for r in rows],
+                                   message=f"{text!r} is trace #{by_id} and also the external id of trace "
+                                           f"{others}; name the one you mean: #{by_id} or {others.split(', ')[0]}")
+        return by_id
     if len(rows) == 1:
         return int(rows[0][0])
     if rows:
