@@ -229,3 +229,83 @@ def test_a_number_that_points_into_the_answers_layout_is_no_figure() -> None:
     assert claim_features(ClaimIn(id="c1", text="The museum opens at 9:30."), "", chunks)["num_absent"] == 1.0
     items, _ = judge(["The museum opens at 9:30."], chunks)
     assert items[0].relation != "supported"
+
+
+# A claim is contradicted only by a sentence about the same thing. When its chunk states the claim's
+# names and figures elsewhere, with more of the claim's words, the claim was aligned to the wrong
+# slot (a list, two works with one title, two events of one article), and no clash is declared.
+ALIGNMENT = [
+    # two works of one title, each with its year and its cast
+    (["Harbour Lights is a 1972 radio play by Ada Lunn, starring Ivo Brandt, Nell Okafor and Rhea Stamm.",
+      "Harbour Lights (1995 film). The film stars Lise Varn, Oren Hale, Pia Dunne and Cato Wilde."],
+     "The 1995 film Harbour Lights stars Lise Varn, Oren Hale, Pia Dunne and Cato Wilde."),
+    # one sentence joining two statements, each with its own figure
+    (["Some Kestrel routers use 10.0.0.1 as their address, and some Marlin and Sorell routers use 10.0.0.138."],
+     "Marlin and Sorell routers use 10.0.0.138."),
+    # a list that goes on in the next sentence
+    (["Former winner Amy Roe is among two French writers and a Dane on this year's Pellan shortlist. "
+      "Also on the list are Paul Dern, Ida Falk, Jon Ruiz and Vera Sand."],
+     "The Pellan shortlist includes Amy Roe, Paul Dern, Ida Falk, Jon Ruiz and Vera Sand."),
+]
+
+
+@pytest.mark.parametrize(("chunks", "claim"), ALIGNMENT)
+def test_a_claim_stated_elsewhere_in_its_chunk_is_not_contradicted_by_a_neighbour(chunks: list[str],
+                                                                                 claim: str) -> None:
+    items, _ = judge([claim], [" ".join(chunks)])
+    assert items[0].relation != "contradicted", items[0].reasoning
+
+
+def test_a_sentence_naming_only_the_subject_does_not_excuse_a_swap() -> None:
+    # The claim's year does stand elsewhere, but beside its subject only, not its predicate: the
+    # sentence about winning the cup is the one the claim is about, and it gives another year.
+    context = ("The Colts made Dan Roe of Ulm their first pick in 1953. "
+               "He played for Ulm and won the Ferris Cup in 1952.")
+    items, _ = judge(["Dan Roe won the Ferris Cup in 1953."], [context])
+    assert items[0].relation == "contradicted", items[0].reasoning
+    assert "1952" in items[0].reasoning
+
+
+def test_two_chunks_that_disagree_still_conflict() -> None:
+    # Support for the claim's figure in another document is a conflict, not a misalignment.
+    chunks = ["Applications for the Tessel grant close on 14 October.",
+              "Update: applications for the Tessel grant now close on 28 October."]
+    items, _ = judge(["Applications for the Tessel grant close on 28 October."], chunks)
+    assert items[0].relation == "conflicting", items[0].reasoning
+
+
+COMPARED = ("Kestrel stoves compared. The Kestrel 2 weighs 1.9 kg and boils a litre in 4 minutes. "
+            "The Kestrel 3 weighs 2.4 kg and boils a litre in 3 minutes.")
+
+
+@pytest.mark.parametrize(("claim", "query", "contradicted"), [
+    ("The Kestrel 3 is the lighter of the two stoves.", "Which is lighter, the Kestrel 2 or the Kestrel 3?", True),
+    ("The Kestrel 2 is the lighter of the two stoves.", "Which is lighter, the Kestrel 2 or the Kestrel 3?", False),
+    ("The Kestrel 3 is lighter than the Kestrel 2.", "", True),
+    ("The Kestrel 3 is heavier than the Kestrel 2.", "", False),
+    # No name before the comparative: the claim's own figure stands for what it describes.
+    ("It weighs 2.4 kg, which makes it lighter than the Kestrel 2.", "", True),
+    ("It weighs 2.4 kg, which makes it heavier than the Kestrel 2.", "", False),
+])
+def test_a_comparison_the_stated_figures_reverse_is_contradicted(claim: str, query: str, contradicted: bool) -> None:
+    items, _ = judge([claim], [COMPARED], query=query)
+    assert (items[0].relation == "contradicted") is contradicted, items[0].reasoning
+    if contradicted:
+        assert "1.9" in items[0].reasoning and "wrong way round" in items[0].reasoning
+
+
+def test_a_comparison_without_figures_in_one_unit_is_left_to_the_model() -> None:
+    # Minutes against kilograms settle nothing; neither does a thing the context gives no figure for.
+    items, _ = judge(["The Kestrel 3 is lighter than the Kestrel 5."], [COMPARED])
+    assert items[0].relation != "contradicted", items[0].reasoning
+
+
+def test_a_name_that_is_also_a_function_word_matches_itself() -> None:
+    # "May" in "Jonny May" is a stopword as a word, a name as written: the same name in both is no swap.
+    context = "But late tries from Jonny May, Marshall, Kai Larsen and Tom Reyes sealed the Harriers' win."
+    items, _ = judge(["The Harriers' win was sealed by late tries from Jonny May, Marshall, Kai Larsen and Tom Reyes."],
+                     [context])
+    assert items[0].relation == "supported", items[0].reasoning
+    items, _ = judge(["The Harriers' win was sealed by late tries from Jonny May, Ian Marshall, Kai Larsen and Tom Reyes."],
+                     [context])
+    assert "jonny may" not in items[0].reasoning.lower(), items[0].reasoning

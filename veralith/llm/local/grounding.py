@@ -5,8 +5,11 @@ Per claim, in order:
 1. Alignment (veralith/llm/local/align.py): the context sentence that best covers the claim's
    content words, and the second sentence (any chunk) that adds most of what it lacks.
 2. Contradiction checks on the best-aligned sentences: same statement, another number, polarity,
-   name/date or direction. A claim a sentence contradicts is `contradicted`, or `conflicting`
-   when a sentence in another chunk states it as claimed.
+   name/date or direction; none against a sentence when its chunk states the claim's names and
+   figures elsewhere, with more of the claim (the claim was aligned to the wrong slot). A
+   comparison of two things the context gives figures for is settled by those figures instead.
+   A claim a sentence contradicts is `contradicted`, or `conflicting` when a sentence in another
+   chunk states it as claimed.
 3. Otherwise the shipped logistic model gives p(unsupported) from the features in FEATURES.
    A claim whose number or name occurs nowhere in the context is never `supported`.
 
@@ -29,8 +32,10 @@ from veralith.llm.local.align import (
     PREFIX_CREDIT,
     Claim,
     Context,
+    Sentence,
     claim_of,
     clauses_of,
+    comparison,
     context_of,
     contradiction,
     coverage,
@@ -38,7 +43,7 @@ from veralith.llm.local.align import (
     personal,
     subjective,
 )
-from veralith.llm.local.lexicon import FIRST_PERSON
+from veralith.llm.local.lexicon import FIRST_PERSON, MONTHS
 from veralith.llm.local.model import Logistic, load
 from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, FaithfulnessItem, FaithfulnessOutput
 
@@ -140,12 +145,20 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
     # Contradiction: the claim as stated (a bare answer is read inside its question).
     stated = claim_of(f"{query.strip().rstrip('?')} {claim.text}") if bare and not yes_no else own
     candidates = ctx.ranked(stated.terms, limit=_CANDIDATES) if stated is not own else ranked[:_CANDIDATES]
-    against = []
-    if not yes_no:
+    pool = ctx.ranked(stated.terms, limit=8) if stated is not own else ranked
+    against: list[tuple[int, str]] = []
+    # A comparison of two things the context gives figures for is settled by those figures. Its two
+    # names would otherwise read as swaps against each other's sentence, so no slot check follows.
+    compared = comparison(own, claim_of(query) if query.strip() else None, ctx) if not yes_no else None
+    if compared is not None:
+        against = [(compared[0], compared[1])] if compared[1] else []
+    elif not yes_no:
+        answer = own if stated is not own else None
         for i in candidates:
-            answer = own if stated is not own else None
-            why = contradiction(stated, sents[i], ctx, answer) or next(
-                (w for part in clauses_of(sents[i]) if (w := contradiction(stated, part, ctx, answer))), None)
+            # Where else the claim's values may stand: one well-aligned sentence, or its aligned pair.
+            pair = [sents[j] for j in grounding if j != i]
+            options = [[sents[j]] for j in pool if j != i] + ([pair] if len(pair) > 1 else [])
+            why = _clash(stated, i, ctx, answer, options)
             if why:
                 against.append((i, why))
     contra_ids = {i for i, _ in against}
@@ -181,6 +194,46 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
     return Analysis(features=features, grounding=grounding, supporting=full, contradicting=against,
                     absent=[t.low for t in absent_numbers + absent_names],
                     missing=[t.low for t, h in zip(terms, held, strict=False) if h == 0.0])
+
+
+def _said_elsewhere(claim: Claim, clash: Sentence, options: list[list[Sentence]]) -> bool:
+    """Is the claim about other sentences than the clashing one?
+
+    It is when one of `options` (other sentences of the same chunk, or the clauses of the same
+    sentence) holds every name, figure and date of the claim that `clash` lacks, and more of the
+    claim's words than it does: a list of items, the casts of two films, two events of one
+    article. The chunk states the claim's values where they belong; the clash only means the claim
+    was aligned to the wrong slot. Words are counted, not weighted, and a tie keeps the clash: a
+    sentence that names the claim's subject ("... chose Ann Roe in 1953") is not about its predicate
+    ("Ann Roe won the cup in 1952"). Another chunk is not enough: two documents that disagree are
+    a conflict, and `analyse` reports it so.
+    """
+    values = [t for t in claim.terms if (t.capital or t.number or t.norm in MONTHS) and clash.has(t) < 1.0]
+    if not values:
+        return False  # a polarity or direction clash: no value to look for elsewhere
+    mine = sum(clash.has(t) for t in claim.terms)
+    for option in options:
+        if not option or any(o.chunk != clash.chunk or o is clash for o in option):
+            continue
+        held = [max(o.has(t) for o in option) for t in claim.terms]
+        if all(h == 1.0 for t, h in zip(claim.terms, held, strict=False) if t in values) and sum(held) > mine:
+            return True
+    return False
+
+
+def _clash(claim: Claim, i: int, ctx: Context, answer: Claim | None, options: list[list[Sentence]]) -> str | None:
+    """Why sentence i, or one of its clauses, contradicts the claim, unless the claim's values are
+    stated elsewhere in its chunk (another sentence, or another clause of this one)."""
+    sent = ctx.sentences[i]
+    why = contradiction(claim, sent, ctx, answer)
+    if why:
+        return None if _said_elsewhere(claim, sent, options) else why
+    parts = clauses_of(sent)
+    for part in parts:
+        why = contradiction(claim, part, ctx, answer)
+        if why and not _said_elsewhere(claim, part, options + [[p] for p in parts if p is not part]):
+            return why
+    return None
 
 
 def _anchor(answer: Claim, query: str, ctx: Context) -> float:
