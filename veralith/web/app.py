@@ -130,6 +130,8 @@ class _Guard:
 
 
 def _host_name(host: str) -> str:
+    """The host name of a Host header, lower-cased (host names are case-insensitive)."""
+    host = host.lower()
     if host.startswith("["):                       # [::1]:8765
         return host[1:host.find("]")] if "]" in host else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
