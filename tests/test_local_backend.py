@@ -223,6 +223,43 @@ def test_a_related_but_unasked_fact_is_extra_and_an_elaboration_supports():
     assert roles == {"c1": "answers", "c2": "supports", "c3": "extra"}
 
 
+def test_a_caveat_on_the_asked_action_or_the_named_person_supports_the_answer():
+    # The verb the question asks about ("use"), anywhere in a caveat, ties it to the question; a
+    # personal pronoun ties a claim to the person an answer named. A new fact about the question's
+    # own subject ("It ships with...") stays extra.
+    roles = {i.claim_id: i.role for i in run_all(
+        "How often can I use Brellix eye drops?", ["Brellix: one drop per eye up to 4 times a day, at most 5 days."],
+        "Put one drop in each eye up to 4 times a day. Do not use them for longer than 5 days. "
+        "It ships in a blue box.")["completeness"].claims}
+    assert roles == {"c1": "answers", "c2": "supports", "c3": "extra"}
+    roles = {i.claim_id: i.role for i in run_all(
+        "Who runs the Tolvik sailing club?", ["The Tolvik sailing club is run by Ines Marrow from the harbour office."],
+        "Ines Marrow runs the Tolvik sailing club. You can reach her at the harbour office.")["completeness"].claims}
+    assert roles == {"c1": "answers", "c2": "supports"}
+
+
+def test_a_gap_on_part_of_an_answered_question_leaves_it_partial():
+    # One sub-question asks for two things; the response gives one and declines the other.
+    out = run_all("What are the opening and closing times of the Brask pool?",
+                  ["The Brask pool opens at 07:00 and closes at 21:00."],
+                  "The Brask pool opens at 07:00. I couldn't find the closing time in the documents.")["completeness"]
+    assert [s.status for s in out.sub_questions] == ["partial"]
+    # A gap about something the question never asked leaves a full answer answered.
+    out = run_all("What does a day ticket for the Brask pool cost?", ["A day ticket costs 6 euros."],
+                  "A day ticket costs 6 euros. The documents don't say whether prices rise in winter.")["completeness"]
+    assert [s.status for s in out.sub_questions] == ["answered"]
+
+
+def test_the_verb_last_is_no_ordinal_constraint_and_i_am_is_no_name():
+    from veralith.llm.local.answer_types import constraints_of
+    from veralith.llm.local.evidence import terms_of
+
+    assert constraints_of("How long does the battery last?") == ()
+    assert constraints_of("Will it last?") == ()
+    assert constraints_of("When did the last ferry leave?") == ("last",)
+    assert [t.norm for t in terms_of("Who do I call when I'm locked out?") if t.is_capital] == []
+
+
 def test_a_gap_statement_is_refusal_text_not_a_claim():
     for response in ("The documents I have do not say whether a young-driver fee applies.",
                      "I couldn't find anything about a young-driver fee.",

@@ -80,6 +80,7 @@ _CONSTRAINT_FAMILIES = {
     "less": "less fewer smaller lower under", "main": "main primary principal chief major",
 }
 _CONSTRAINTS = {word: frozenset(family.split()) for word, family in _CONSTRAINT_FAMILIES.items()}
+_SUBJECT_PRONOUNS = frozenset("it they he she".split())
 _YEAR = re.compile(r"[1-9]\d{2,3}|\d{1,2}(?:st|nd|rd|th)")
 _CLOCK = re.compile(r"\d{1,2}[:.]\d{2}")
 _PATH = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/[\w.-]+")  # a file path or URL path: a place in software
@@ -203,10 +204,13 @@ def constraints_of(question: str) -> tuple[str, ...]:
     """The constraint words of `question`: negations (as "not"), extremes, order and time relations, years
     and ordinals written in digits."""
     out: list[str] = []
-    for tok in tokens(question):
+    toks = tokens(question)
+    for i, tok in enumerate(toks):
         low = tok.text.lower()
         if low in NEGATIONS or low.endswith("n't"):
             key = "not"
+        elif low == "last" and (i + 1 == len(toks) or toks[i - 1].text.lower() in _SUBJECT_PRONOUNS):
+            continue  # the verb: "how long does the battery last?", "will it last"
         elif low in _CONSTRAINTS:
             key = low
         elif tok.is_number and _YEAR.fullmatch(tok.norm):

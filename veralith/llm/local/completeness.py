@@ -11,11 +11,14 @@ A claim *answers* a sub-question when it gives what the question asks for:
 - any other question by a claim that carries most of its distinctive content.
 Terms every sub-question shares (the subject a split query repeats) count for little, so a claim
 lands on the sub-questions whose distinctive terms it uses; one claim may answer several. A claim
-about what a sub-question turns on, or sharing the *new* content of an answering claim (words
-neither in the question nor generic), *supports* that answer; anything else is extra, even when
-it mentions the question's topic ("the filter should be replaced every six months" does not answer
-"how do I reset the filter light?"). An open request ("summarise the passage") is answered by
-every on-topic claim. The completeness judge never sees the context.
+about what a sub-question turns on, that uses the verb the question asks about ("do not use it
+for more than 10 days" beside "how often can I use..."), that shares the *new* content of an
+answering claim (words neither in the question nor generic), or that refers by "he"/"her" to the
+person an answer named, *supports* that answer; anything else is extra, even when it mentions the
+question's topic ("the filter should be replaced every six months" does not answer "how do I reset
+the filter light?"). An open request ("summarise the passage") is answered by every on-topic claim.
+A sub-question that claims answer but a gap statement declines in part (the gap uses words of the
+question that no answering claim uses) is `partial`. The completeness judge never sees the context.
 """
 
 from __future__ import annotations
@@ -95,6 +98,38 @@ def _focus(question: str, naming: frozenset[str]) -> set[str]:
     plain = [t for t in terms_of(question)
              if not (t.is_capital or t.is_number or t.norm in naming or t.text.lower() in GENERIC)]
     return {plain[-1].norm} if plain else set()
+
+
+# Auxiliaries after which a question puts its subject and then its main verb ("does Acme *match*...",
+# "can I *use*..."), and the subjects short enough to skip without a parser: a pronoun or a name.
+_DO_AUX = frozenset("do does did can could should would will may must".split())
+_PRONOUN_SUBJECTS = frozenset("i you we they he she it one people".split())
+# Pronouns that can only stand for a person: "You can find *her* at..." is about the person an answer named.
+_PERSONAL = frozenset("he she him her his hers".split())
+
+
+def _verb(question: str) -> set[str]:
+    """The main verb of an auxiliary question whose subject is a pronoun or a bare name ("Does Fennick
+    Logistics *match*...", "How often can I *use*..."): what the question asks about the subject,
+    even when it is a light verb the weighting treats as generic. Empty when the subject is a noun
+    phrase ("does the Northern Star cruise visit"): there a noun cannot be told from the verb."""
+    toks = tokens(question)
+    for i, tok in enumerate(toks[:-1]):
+        if tok.text.lower() not in _DO_AUX:
+            continue
+        j = i + 1
+        if toks[j].text.lower() in _PRONOUN_SUBJECTS:
+            j += 1
+        else:
+            while j < len(toks) and (toks[j].is_capital or (toks[j].is_number and j > i + 1)):
+                j += 1
+        if j == i + 1 or j >= len(toks):
+            return set()
+        verb = toks[j]
+        if verb.is_number or verb.is_capital or verb.text.lower() in STOPWORDS:
+            return set()
+        return {t.norm for t in terms_of(verb.text)}
+    return set()
 
 
 def _instruction(text: str) -> bool:
@@ -184,14 +219,24 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     # "Staff can also take five days of paid compassionate leave" is extra beside "sixteen weeks of
     # paid parental leave".
     focus = {q: _focus(text, asked_for(text)[1]) for q, text in sqs.items()}
+    verbs = {q: _verb(text) for q, text in sqs.items()}
     previous: str | None = None
     for claim in payload.claims:
         if claim.id not in role:
             subject = set(subject_norms(claim.text))
-            first = tokens(claim.text)[0].text.lower() if tokens(claim.text) else ""
-            about = [q for q in sqs if focus[q] & subject and q not in open_sqs]
+            words = [t.text.lower() for t in tokens(claim.text)]
+            first = words[0] if words else ""
+            norms = {t.norm for t in tokens(claim.text)}
+            # About what the question turns on: its focus as the claim's subject, or the action it asks
+            # about anywhere in the claim ("Do not *use* it for more than..." beside "how often can I use").
+            about = [q for q in sqs if (focus[q] & subject or verbs[q] & norms) and q not in open_sqs]
             introduced = [other for other, _ in role.items()
                           if subject & ({t.norm for t in claim_terms[other]} - asked)]
+            if not introduced and _PERSONAL & set(words):
+                # "he"/"her" stands for a person; when an answer named one the question did not, the
+                # claim is about that answer.
+                introduced = [other for other, (r, _, _) in role.items() if r == "answers" and any(
+                    t.is_capital and t.norm not in asked for t in claim_terms[other])]
             if about:
                 role[claim.id] = ("supports", about, "about what " + ", ".join(about) + " asks")
             elif introduced:
@@ -205,6 +250,7 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
              for c in payload.claims]
     answering = {q: [c for c, (r, targets, _) in role.items() if r == "answers" and q in targets] for q in sqs}
     links = []
+    declined_part: set[str] = set()
     for gap in payload.gaps:
         topic = terms_of(gap_topic(gap.text))
         shares = {q: _share(topic, sq_terms[q], distinct) for q in sqs} if topic else {}
@@ -212,11 +258,21 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
         hit = [q for q, v in shares.items() if v > 0 and v >= 0.8 * best]
         # A gap naming nothing ("I couldn't find more") declines whatever is left unanswered.
         links.append(GapLink(gap_id=gap.id, sub_question_ids=hit if topic else [q for q in sqs if not answering[q]]))
+        for q in hit if topic else []:
+            # The gap names a part of the question its answers leave out ("I couldn't find the *check-out*
+            # time" beside an answer about check-in): the question is only partly answered. A gap about
+            # something the question never asked ("whether the price is higher in summer") changes nothing.
+            said = {t.norm for c in answering[q] for t in claim_terms[c]}
+            if any(t.norm not in said for t in topic if t.norm in {u.norm for u in sq_terms[q]}):
+                declined_part.add(q)
     statuses = []
     for q in sqs:
         texts = [c.text for c in payload.claims if c.id in answering[q]]
         if not texts:
             statuses.append(SubQuestionStatus(sub_question_id=q, reasoning="no claim answers it", status="unanswered"))
+        elif q in declined_part:
+            statuses.append(SubQuestionStatus(sub_question_id=q, status="partial",
+                                              reasoning="answered in part; a gap statement declines the rest"))
         elif all(_DEPENDS.search(t) for t in texts):
             statuses.append(SubQuestionStatus(sub_question_id=q, reasoning="answered only with what it depends on",
                                               status="partial"))

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from veralith.llm.local.align import sentence_slices
-from veralith.llm.local.lexicon import GENERIC, NEGATIONS, Token, content_terms, tokens
+from veralith.llm.local.lexicon import FIRST_PERSON, GENERIC, NEGATIONS, Token, content_terms, tokens
 
 __all__ = ["ChunkIndex", "Term", "coverage", "negated", "terms_of", "weight"]
 
@@ -46,7 +46,8 @@ def terms_of(text: str) -> list[Term]:
     """Distinct content terms of `text`, first occurrence wins."""
     seen: dict[str, Term] = {}
     for tok in content_terms(text):
-        if tok.norm not in seen:
+        # "I'm", "I've": pronouns whose capital is not a name's, and nothing a chunk must mention.
+        if tok.norm not in seen and tok.text.lower().replace("’", "'") not in FIRST_PERSON:
             seen[tok.norm] = Term(tok.norm, tok.text, weight(tok), tok.is_number, tok.is_capital)
     return list(seen.values())
 
