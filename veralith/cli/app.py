@@ -205,7 +205,8 @@ def eval_command(
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Call no model and write nothing: print each trace's judge calls, prompt and output "
         "tokens and estimated cost for the configured judge model, and the totals (the budget guard's "
-        "estimate).")] = False,
+        "estimate). Records a real run would skip as already evaluated are left out and counted (the "
+        "database is only read; --rejudge estimates them too).")] = False,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 
@@ -232,8 +233,9 @@ def eval_command(
     if dry_run:
         from veralith.cli.dryrun import dry_run as estimate
 
+        # --no-persist has no stored results to skip by: a real run would judge every record, as with --rejudge.
         bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
-                       err=_err())
+                       err=_err(), rejudge=rejudge or no_persist)
         raise typer.Exit(EXIT_RECORD_ERRORS if bad else 0)
     persist = not no_persist
     from veralith.cli.gate import EvalHooks

@@ -33,8 +33,8 @@ from veralith.usage import CallUsage
 if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
     from veralith.store.protocol import TraceInfo, TraceInput, TraceStore
 
-__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "judged_alike", "record_outcome",
-           "release", "resume_jobs", "run_ordered"]
+__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "existing_trace", "judged_alike",
+           "record_outcome", "release", "resume_jobs", "run_ordered"]
 
 J = TypeVar("J")
 
@@ -222,7 +222,7 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore |
                 continue
         existing = None
         if store is not None and item.external_id is not None:
-            existing = _existing(store, item, client, rejudge=rejudge)
+            existing = existing_trace(store, item, client, rejudge=rejudge)
             if existing == "unchanged":
                 tally.unchanged += 1
                 if run_id is not None:  # its stored result stands for this run too
@@ -278,10 +278,14 @@ def _input(record: Record) -> TraceInput:
                       knowledge_base=record.knowledge_base, metadata=record.metadata, external_id=record.external_id)
 
 
-def _existing(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
+def existing_trace(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
     """For a record with an id: None when its knowledge base has no trace with that external id,
     "unchanged" when that trace's result stands (same inputs, judged alike, and no `rejudge`),
-    else the trace's id, to re-judge in place."""
+    else the trace's id, to re-judge in place.
+
+    The one rule for what a re-run skips: `eval_jobs` applies it, and `veralith eval --dry-run`
+    asks it over a read-only store to leave skipped records out of its estimate. It only reads
+    (`find_external`, `load_input`); `client` needs only `backend`, `model` and `prompt_version`."""
     assert record.external_id is not None
     info = store.find_external(record.knowledge_base, record.external_id)
     if info is None:

@@ -3,13 +3,23 @@
 Each record is read and validated exactly as `veralith eval` reads it, then priced by the budget
 guard's own estimate (veralith.pipeline.budget.estimate_trace: the prompts the trace would send,
 the pipeline's batching, tiktoken counts and an output allowance) for the configured backend and
-judge model. Nothing is called, nothing is written (the database is never opened) and no API key
-is needed. The offline backend makes no paid calls, so it estimates 0 calls and $0.
+judge model. The offline backend makes no paid calls, so it estimates 0 calls and $0.
+
+A real run skips records already evaluated (same id, inputs and judge configuration); so does the
+estimate. When the database exists it is opened read-only (SQLite `mode=ro`, `query_only`) and each
+record with an id is put to the batch runner's own rule (veralith.cli.batch.existing_trace);
+`--rejudge` prices every record, as the real run then judges every one. When there is no database
+it is not created, and every record is priced. Nothing is called, nothing is written, and no API key
+is needed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +28,10 @@ from rich.console import Console
 from rich.table import Table
 
 from veralith.cli import render
-from veralith.cli.records import BadLine, read_records
+from veralith.cli.records import BadLine, Record, read_records
 from veralith.usage import CallUsage
 
-__all__ = ["DryRunRow", "dry_run", "estimate_file"]
+__all__ = ["DryRunRow", "FileEstimate", "dry_run", "estimate_file"]
 
 _SHOWN_ROWS = 200   # per-trace rows printed; the totals always cover every record
 
@@ -37,20 +47,38 @@ class DryRunRow:
     over_budget: bool
 
 
-def estimate_file(path: Path, *, default_kb: str, report: Any) -> tuple[list[DryRunRow], int, str]:
-    """(one row per valid record, bad records, counting method) under the settings in force.
+@dataclass(frozen=True)
+class FileEstimate:
+    rows: list[DryRunRow]    # the records a real run would judge, in file order
+    bad: int                 # bad records (blank lines are not counted)
+    method: str              # how tokens were counted ("local" when nothing is)
+    skipped: int = 0         # records a real run would skip: already evaluated alike
+    database: str | None = None   # the database consulted (read-only), when one was
+
+
+SkipRule = Callable[[Record], bool]
+
+
+def estimate_file(path: Path, *, default_kb: str, report: Any, skip: SkipRule | None = None,
+                  database: str | None = None) -> FileEstimate:
+    """The estimate of `path` under the settings in force: one row per valid record that `skip`
+    (default: none) does not leave out, counted in `skipped` instead and not priced.
 
     Bad records are passed to `report` as `FILE:LINE: message`, as `veralith eval` reports them.
+    `database` is only carried into the result, to say which database `skip` read.
     """
     from veralith.config import settings
     from veralith.pipeline.budget import estimate_trace
 
     budget = settings.per_trace_budget_usd
-    rows, bad, method = [], 0, "local"
+    rows, bad, skipped, method = [], 0, 0, "local"
     for item in read_records(path, default_kb=default_kb):
         if isinstance(item, BadLine):
             bad += not item.blank
             report(f"{path}:{item.line}: {item.message}")
+            continue
+        if skip is not None and skip(item):   # before the estimate: a skipped record is never budget-checked
+            skipped += 1
             continue
         est = estimate_trace(item.query, item.context, item.response)
         method = est.method
@@ -58,13 +86,84 @@ def estimate_file(path: Path, *, default_kb: str, report: Any) -> tuple[list[Dry
         rows.append(DryRunRow(line=item.line, label=item.external_id or f"line {item.line}", calls=est.calls,
                               input_tokens=est.input_tokens, output_tokens=est.output_tokens, usd=est.usd,
                               over_budget=over))
-    return rows, bad, method
+    return FileEstimate(rows=rows, bad=bad, method=method, skipped=skipped, database=database)
+
+
+@contextlib.contextmanager
+def _already_evaluated(*, rejudge: bool, report: Callable[[str], None]) -> Iterator[tuple[SkipRule | None, str | None]]:
+    """(the rule a real `veralith eval` would skip a record by, the database it reads), under the
+    settings in force; (None, None) when every record would be judged: with `rejudge`, or when
+    there is no database (none is created) or it cannot be read (said once through `report`).
+
+    The database is opened read-only and closed on leaving; the rule is batch.existing_trace, asked
+    for the judge configuration the real run would use (backend, model, prompt versions), which
+    needs no API key: the client is built but never called.
+    """
+    from veralith.store.db import resolve_path
+
+    target = resolve_path()
+    if rejudge or target == ":memory:" or not os.path.exists(target):
+        yield None, None
+        return
+    from veralith.errors import StoreError
+    from veralith.store.browse import open_readonly
+
+    try:
+        db = open_readonly(target)
+    except StoreError as exc:  # an older schema (a real run migrates it first), not a database, ...
+        report(f"note: {exc}; every record is estimated, as if none had been evaluated")
+        yield None, None
+        return
+    try:
+        yield _skip_rule(db, target, report), target
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            db.close()
+
+
+def _skip_rule(db: Any, target: str, report: Callable[[str], None]) -> SkipRule:
+    from veralith.cli.batch import existing_trace
+    from veralith.store.sqlite import SQLiteStore
+
+    store = SQLiteStore.over(db)   # its read methods only; the connection is read-only besides
+    judge = _judge()
+    unreadable = False
+
+    def skip(record: Record) -> bool:
+        nonlocal unreadable
+        if record.external_id is None or unreadable:   # a record without an id is never matched
+            return False
+        try:
+            return existing_trace(store, record, judge, rejudge=False) == "unchanged"
+        except sqlite3.DatabaseError as exc:  # a damaged page: estimate the rest as if new, say so once
+            unreadable = True
+            report(f"note: the database at {target} cannot be read ({exc}); records from line {record.line} on "
+                   "are estimated as if none had been evaluated")
+            return False
+
+    return skip
+
+
+def _judge() -> Any:
+    """A client of the backend and model a real run would use, to name its judge configuration."""
+    from veralith.llm.backends import resolve_backend
+
+    if resolve_backend() == "local":
+        from veralith.llm.local import LocalClient
+
+        return LocalClient()
+    # Built directly, not by get_client: that one refuses a missing API key, which naming the model
+    # and prompt versions does not need. Nothing is sent (no cache, no price: never called).
+    from veralith.llm.client import OpenAIClient
+
+    return OpenAIClient()
 
 
 def dry_run(path: Path, *, default_kb: str, backend: str | None, model: str | None, out: Console,
-            err: Console) -> int:
+            err: Console, rejudge: bool = False) -> int:
     """Print the per-trace and total estimate of `path` for `backend` and `model` (default: from
-    settings); return the number of bad records."""
+    settings), leaving out records a real run would skip unless `rejudge`; return the number of
+    bad records."""
     from veralith.config import settings
 
     overrides: dict[str, Any] = {}
@@ -73,10 +172,10 @@ def dry_run(path: Path, *, default_kb: str, backend: str | None, model: str | No
     if model is not None:
         overrides["judge_model"] = model
     with settings.override(**overrides):
-        return _dry_run(path, default_kb=default_kb, out=out, err=err)
+        return _dry_run(path, default_kb=default_kb, out=out, err=err, rejudge=rejudge)
 
 
-def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console) -> int:
+def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge: bool) -> int:
     from veralith.config import settings
     from veralith.llm.backends import resolve_backend
 
@@ -85,9 +184,11 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console) -> int:
 
     with warnings.catch_warnings(record=True) as caught:   # an unknown price, tiktoken offline: one line each
         warnings.simplefilter("always")
-        rows, bad, method = estimate_file(path, default_kb=default_kb, report=report)
+        with _already_evaluated(rejudge=rejudge, report=report) as (skip, database):
+            found = estimate_file(path, default_kb=default_kb, report=report, skip=skip, database=database)
     for message in dict.fromkeys(str(w.message) for w in caught):
         report(f"note: {message}")
+    rows = found.rows
     backend, model, budget = resolve_backend(), settings.judge_model, settings.per_trace_budget_usd
     table = Table(title=render.literal(f"Estimated judge cost of {path.name}"), title_justify="left")
     for name, justify in (("trace", "left"), ("calls", "right"), ("prompt tokens", "right"),
@@ -106,12 +207,18 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console) -> int:
                             usd=row.usd))
     total_usd = total.usd
     table.add_section()
-    table.add_row(render.literal(f"total ({len(rows)} traces)", "bold"), f"{total.calls:,}",
+    label = f"total ({len(rows)} traces" + (f"; {found.skipped} skipped)" if found.skipped else ")")
+    table.add_row(render.literal(label, "bold"), f"{total.calls:,}",
                   f"{total.input_tokens:,}", f"{total.output_tokens:,}", render.literal(_usd(total_usd), "bold"))
     out.print(table)
+    if found.skipped:
+        out.print(render.literal(f"{found.skipped} would be skipped (already evaluated): their results in "
+                                 f"{found.database} stand (same id, inputs and judges); --rejudge estimates them "
+                                 "too."))
     where = "offline heuristics, no paid calls" if backend == "local" else f"judge model {model}"
-    out.print(render.literal(f"Dry run: no model was called and nothing was written. Backend {backend} ({where}); "
-                             f"tokens counted by {method}; output tokens are an "
+    written = " (the database was only read)" if found.database else ""
+    out.print(render.literal(f"Dry run: no model was called and nothing was written{written}. Backend {backend} "
+                             f"({where}); tokens counted by {found.method}; output tokens are an "
                              "allowance and cost is priced without provider-cache discounts, so it errs high."))
     if backend == "local":
         out.print(render.literal("To estimate an OpenAI-compatible judge: --backend openai --model NAME."))
@@ -121,7 +228,7 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console) -> int:
     if budget is not None:
         out.print(render.literal(f"{over} of {len(rows)} traces over the per-trace budget ${budget:.6g} "
                                  "(VERALITH_PER_TRACE_BUDGET_USD): `veralith eval` would refuse them."))
-    return bad
+    return found.bad
 
 
 def _usd(usd: float | None) -> str:

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from veralith.cli.render import fmt_usd, literal
 
@@ -49,32 +50,75 @@ def runs_command(
     if not runs:
         Console(highlight=False).print("no runs" + ("" if db else " (no database yet)"))
         return
-    Console(highlight=False).print(runs_table(runs))
+    out = Console(highlight=False)
+    out.print(runs_table(runs, width=out.width))
 
 
-def runs_table(runs: list[Any]) -> Table:
-    """One line per run; `veralith runs --json` has every field (prompt versions, input, times)."""
+# `veralith runs` columns, and what gives way, in order, when the terminal is too narrow for them and a
+# readable name (_NAME_MIN columns): the judge is cut, then the least needed columns go (`--json` has
+# them all). The id, pass, fail and rate always stay; the id is never cut (`compare` takes it), so
+# below every narrowing the name gives way instead, cut with an ellipsis like every cut cell.
+_RUN_COLUMNS = ("id", "name", "started", "judge", "traces", "pass", "fail", "ind.", "rate", "cost")
+_RUN_NARROWING = (("cut", "judge"), ("drop", "ind."), ("drop", "cost"), ("drop", "traces"), ("drop", "judge"),
+                  ("drop", "started"))
+_NAME_MIN, _RUN_CUT = 12, 12
+_RUN_GAP = 1  # the space between two columns (SIMPLE_HEAD, padding 0)
+
+
+def runs_table(runs: list[Any], *, width: int = 80) -> Table:
+    """One line per run, fitted to `width` columns (see _RUN_NARROWING); a cut cell ends in "…".
+    `veralith runs --json` has every field (prompt versions, input, times)."""
     from rich import box
 
+    cells = [_run_cells(r) for r in runs]
+    shown = list(_RUN_COLUMNS)
+    cut: set[str] = set()
+
+    def natural(column: str) -> int:
+        longest = max([len(column)] + [c[column].cell_len for c in cells])
+        return min(longest, _RUN_CUT) if column in cut else longest
+
+    def fixed() -> int:
+        return sum(natural(c) + _RUN_GAP for c in shown if c != "name")
+
+    for action, column in _RUN_NARROWING:
+        if fixed() + min(_NAME_MIN, natural("name")) <= width:
+            break
+        if action == "cut":
+            cut.add(column)
+        else:
+            shown.remove(column)
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=0, collapse_padding=True)
-    table.add_column("id", justify="right", no_wrap=True)
-    table.add_column("name", overflow="fold", min_width=12)
-    table.add_column("started", no_wrap=True)
-    table.add_column("judge", overflow="fold", min_width=6)
-    for name in ("traces", "pass", "fail", "ind.", "rate", "cost"):
-        table.add_column(name, justify="right", no_wrap=True)
-    for r in runs:
-        cost = fmt_usd(r.usd) + (f" +{r.usd_unknown}?" if r.usd_unknown else "")
-        judge = r.backend or "-"
-        if r.backend == "openai" and r.model:
-            judge += f" {r.model}"
-        started = f"{r.started_at[5:10]} {r.started_at[11:16]}"
-        label = literal(r.name or "-")
-        if r.source == "sdk" or r.ended_at is None:
-            label.append(f" ({r.source}{', open' if r.ended_at is None else ''})", "dim")
-        table.add_row(str(r.id), label, literal(started), literal(judge), str(r.n_traces), str(r.n_pass),
-                      str(r.n_fail), str(r.n_indeterminate), pct(r.pass_rate), cost)
+    for column in shown:
+        # Narrower than every narrowing allows, the name gives way: a table wider than the terminal would
+        # be shrunk by rich column by column, cutting the id too (or dropping it altogether).
+        limit = max(width - fixed(), 4) if column == "name" else _RUN_CUT if column in cut else None
+        table.add_column(column, justify="left" if column in ("name", "started", "judge") else "right",
+                         no_wrap=True, overflow="ellipsis", max_width=limit)
+    for row in cells:
+        table.add_row(*(row[c] for c in shown))
     return table
+
+
+def _run_cells(r: Any) -> dict[str, Text]:
+    judge = r.backend or "-"
+    if r.backend == "openai" and r.model:
+        judge += f" {r.model}"
+    label = literal(r.name or "-")
+    if r.source == "sdk" or r.ended_at is None:
+        label.append(f" ({r.source}{', open' if r.ended_at is None else ''})", "dim")
+    return {
+        "id": Text(str(r.id)),
+        "name": label,
+        "started": literal(f"{r.started_at[5:10]} {r.started_at[11:16]}"),
+        "judge": literal(judge),
+        "traces": Text(str(r.n_traces)),
+        "pass": Text(str(r.n_pass)),
+        "fail": Text(str(r.n_fail)),
+        "ind.": Text(str(r.n_indeterminate)),
+        "rate": Text(pct(r.pass_rate)),
+        "cost": Text(fmt_usd(r.usd) + (f" +{r.usd_unknown}?" if r.usd_unknown else "")),
+    }
 
 
 class EvalRun:
