@@ -29,7 +29,8 @@ from veralith.llm.local.synonyms import canon, direction
 from veralith.llm.text import sentence_spans
 
 __all__ = ["Claim", "Context", "Sentence", "Tok", "claim_of", "comparison", "context_of", "contradiction", "coverage",
-           "negations", "order_coverage", "personal", "sentence_slices", "strip_layout", "subjective", "toks_of"]
+           "negated_opposite", "negations", "order_coverage", "personal", "sentence_slices", "strip_layout",
+           "subjective", "toks_of"]
 
 PREFIX = 6  # morphological variants ("radiology"/"radiologist") share their first six letters
 PREFIX_CREDIT = 0.7
@@ -364,6 +365,15 @@ def negations(toks: tuple[Tok, ...] | list[Tok]) -> int:
     return count
 
 
+def negated_opposite(sent: Sentence, word: str) -> bool:
+    """Does `sent` state `word` (a direction word such as "closed") as its opposite under a negation
+    ("not open")? Two flips state the same fact, as `_direction_clash` also reads them."""
+    found = direction(word)
+    if found is None or negations(sent.toks) % 2 == 0:
+        return False
+    return any((d := direction(t.low)) is not None and d[0] == found[0] and d[1] != found[1] for t in sent.toks)
+
+
 def personal(claim: Claim) -> bool:
     return any(t.low in FIRST_PERSON for t in claim.toks)
 
@@ -642,9 +652,20 @@ def _negation_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | 
         # A negation may bear on a word both say that carries little content ("not *possible*").
         scope = shared | ({t.norm for t in part.toks if t.low not in STOPWORDS and t.low not in NEGATIONS}
                           & {t.norm for t in sent.toks})
-        if _scoped(_span(part.toks, shared), scope) % 2 != _scoped(_span(sent.toks, shared), scope) % 2:
+        # An antonym is a flip too: "closed" states what "not open" does.
+        flips = _antonyms(part.toks, sent.toks)
+        if (_scoped(_span(part.toks, shared), scope) + flips) % 2 != _scoped(_span(sent.toks, shared), scope) % 2:
             return "the source states the same thing with the opposite polarity (a negation differs)"
     return None
+
+
+def _antonyms(toks: tuple[Tok, ...], other: tuple[Tok, ...]) -> int:
+    """How many of `toks`' direction words `other` states only by their opposite ("closed" / "open")."""
+    theirs: dict[int, set[int]] = {}
+    for t in other:
+        if (d := direction(t.low)) is not None:
+            theirs.setdefault(d[0], set()).add(d[1])
+    return sum(1 for t in toks if (d := direction(t.low)) is not None and theirs.get(d[0], {d[1]}) == {1 - d[1]})
 
 
 def _direction_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:

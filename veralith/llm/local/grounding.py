@@ -39,12 +39,14 @@ from veralith.llm.local.align import (
     context_of,
     contradiction,
     coverage,
+    negated_opposite,
     order_coverage,
     personal,
     subjective,
 )
 from veralith.llm.local.lexicon import FIRST_PERSON, MONTHS
 from veralith.llm.local.model import Logistic, load
+from veralith.llm.local.synonyms import direction
 from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, FaithfulnessItem, FaithfulnessOutput
 
 __all__ = ["FEATURES", "Analysis", "analyse", "claim_features", "decide", "faithfulness", "rule_of"]
@@ -105,6 +107,13 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
     rows = [(sents[i].norms, sents[i].prefixes) for i in ranked]
     found = [[1.0 if t.norm in norms else PREFIX_CREDIT if key in prefixes else 0.0 for norms, prefixes in rows]
              for t in terms for key in (t.norm[:PREFIX] if not t.number and len(t.norm) >= PREFIX else None,)]
+    # "closed" is held by "not open": a direction word stated as its negated opposite (rare: only
+    # words with a direction are looked at).
+    for k, t in enumerate(terms):
+        if direction(t.low) is not None:
+            for j, i in enumerate(ranked):
+                if found[k][j] < 1.0 and negated_opposite(sents[i], t.low):
+                    found[k][j] = 1.0
     weights = [t.weight for t in terms]
     total = sum(weights)
 
@@ -215,7 +224,9 @@ def _said_elsewhere(claim: Claim, clash: Sentence, options: list[list[Sentence]]
     for option in options:
         if not option or any(o.chunk != clash.chunk or o is clash for o in option):
             continue
-        held = [max(o.has(t) for o in option) for t in claim.terms]
+        # "not open" holds "closed": a sentence that states the claim's direction by its negated
+        # opposite is about the claim as much as one that repeats the word.
+        held = [max(1.0 if negated_opposite(o, t.low) else o.has(t) for o in option) for t in claim.terms]
         if all(h == 1.0 for t, h in zip(claim.terms, held, strict=False) if t in values) and sum(held) > mine:
             return True
     return False
