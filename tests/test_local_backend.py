@@ -215,6 +215,19 @@ def test_one_sentence_answers_both_parts_of_a_who_and_when_question():
     assert roles == {"c1": ("answers", ["q1", "q2"])}
 
 
+def test_a_single_claim_answers_each_typed_part_only_with_a_value_of_its_own():
+    # "who" gets a role and "by what time" a time: two values, one for each part.
+    out = run_all("Who do I tell when I'm off sick at Orlen Labs, and by what time?",
+                  ["Orlen Labs absence policy. Staff who are ill must notify their line manager by 9:00."],
+                  "Let your line manager know by 9:00 on the first day.")["completeness"]
+    assert [s.status for s in out.sub_questions] == ["answered", "answered"]
+    # One name offered to "who" and "where" is no place: the second part stays unanswered.
+    out = run_all("Who founded the Orlen Rowing Club, and where did it first meet?",
+                  ["The Orlen Rowing Club was founded by Ida Brenner. It first met in the boathouse on Quay Road."],
+                  "The Orlen Rowing Club was founded by Ida Brenner.")["completeness"]
+    assert [s.status for s in out.sub_questions] == ["answered", "unanswered"]
+
+
 def test_a_related_but_unasked_fact_is_extra_and_an_elaboration_supports():
     out = run_all("How do I reset the filter light?", ["Hold the Reset button for five seconds."],
                   "Hold the Reset button for five seconds until the filter light blinks. "
@@ -258,6 +271,29 @@ def test_the_verb_last_is_no_ordinal_constraint_and_i_am_is_no_name():
     assert constraints_of("Will it last?") == ()
     assert constraints_of("When did the last ferry leave?") == ("last",)
     assert [t.norm for t in terms_of("Who do I call when I'm locked out?") if t.is_capital] == []
+
+
+def test_a_count_of_none_answers_how_many_and_a_closing_duration_verb_is_not_content():
+    # "no checked bags" counts the bags the question counts: none.
+    out = run_all("How many checked bags are included in the Saver fare?",
+                  ["The Saver fare includes one cabin bag but no checked bags."],
+                  "The Saver fare includes no checked bags, only one cabin bag.")["completeness"]
+    assert [s.status for s in out.sub_questions] == ["answered"]
+    # A yes/no reply is no count of none; the counted noun must follow "no" directly.
+    from veralith.llm.local.completeness import _counted, _zero
+
+    counted = _counted("How many checked bags are included in the Saver fare?")
+    assert _zero("the fare includes no checked bags", counted)
+    assert not _zero("No, checked bags are extra on the Saver fare.", counted)
+    assert not _zero("There is no cabin service on the Saver fare.", counted)
+    # "last" closing a how-many question only says a duration is asked: a chunk that gives the
+    # nights answers it without the verb.
+    from veralith.llm.local.answer_types import asked_for
+
+    assert asked_for("How many nights does the Vela cruise last?") == ("number", frozenset({"many", "last"}))
+    suff = run_all("How many nights does the Vela cruise last?",
+                   ["Vela cruise fares: every cabin is priced for the full seven-night voyage."], "")["sufficiency"]
+    assert [i.sufficient for i in suff.items] == ["yes"], suff.items[0].reasoning
 
 
 def test_a_gap_statement_is_refusal_text_not_a_claim():

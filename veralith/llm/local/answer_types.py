@@ -18,8 +18,8 @@ from functools import lru_cache
 
 from veralith.llm.local.lexicon import MONTHS, NEGATIONS, STOPWORDS, Token, stem, tokens
 
-__all__ = ["ANSWER_KINDS", "answer_kind", "asked_for", "constraints_of", "has_answer", "has_constraint", "kind_label",
-           "subject_norms"]
+__all__ = ["ANSWER_KINDS", "DURATION_NORMS", "answer_kind", "answer_positions", "asked_for", "constraints_of",
+           "has_answer", "has_constraint", "kind_label", "subject_norms"]
 
 ANSWER_KINDS = ("person", "date", "number", "place", "definition")
 
@@ -53,6 +53,8 @@ _QUANTITY_WORDS = frozenset("""
 dozen dozens hundreds thousands millions billions million billion trillion several none half couple few
 single double triple many
 """.split())
+_DURATION_VERBS = frozenset("last lasts lasted take takes took".split())
+DURATION_NORMS = frozenset(stem(w) for w in _DURATION_VERBS)  # what asked_for adds to a how-question's naming
 _AUXILIARIES = frozenset("""
 is are was were do does did can could will would should shall has have had may might must
 """.split())
@@ -106,7 +108,13 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
     q = " ".join(question.lower().replace("’", "'").split())
     how = _HOW_NUMBER.search(q)
     if how:
-        return "number", frozenset({stem(how.group(0).split()[1])})
+        naming = {stem(how.group(0).split()[1])}
+        # "how many nights does the cruise *last*", "how long does it *take*": the closing verb only
+        # says a duration is asked, as "long" does; a passage stating "a seven-night voyage" answers.
+        last = q.rstrip(" ?.!").rsplit(" ", 1)[-1]
+        if last in _DURATION_VERBS:
+            naming.add(stem(last))
+        return "number", frozenset(naming)
     matches = list(_WH.finditer(q))
     if not matches:
         return None, frozenset()
@@ -176,27 +184,30 @@ def _opens_name(toks: tuple[Token, ...], i: int) -> bool:
 @lru_cache(maxsize=16384)
 def has_answer(kind: str, sentence: str, question_norms: frozenset[str]) -> bool:
     """Does `sentence` hold a phrase of type `kind` that is not one of the question's own words?"""
+    return bool(answer_positions(kind, sentence, question_norms))
+
+
+def answer_positions(kind: str, sentence: str, question_norms: frozenset[str]) -> frozenset[int]:
+    """The token positions (lexicon.tokens) of `sentence` that offer a value of type `kind` and are not
+    the question's own words; -1 stands for a place given as a path, which has no one token."""
     toks = tokens(sentence)
     if kind == "place" and _PATH.search(sentence):
-        return True
+        return frozenset({-1})
     if kind == "definition":
-        return any(t.text.lower() in _DEFINITION_CUES for t in toks)
-    for i, tok in enumerate(toks):
-        if tok.norm in question_norms:
-            continue
-        if kind == "date" and (_is_date(tok) or tok.text.lower() in _TIME_RELATIONS):
-            return True
-        if kind == "date" and tok.is_number and i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS:
-            return True     # a span of time ("two-year", "30 days") dates an answer about a period
-        if kind == "number" and (tok.is_number or tok.text.lower() in _QUANTITY_WORDS):
-            return True
-        named = (tok.is_capital or _opens_name(toks, i)) and tok.norm not in MONTHS and tok.norm not in _DATE_WORDS
-        if kind in ("person", "place") and named:
-            return True
-        if kind == "person" and tok.norm in _ROLE_NOUNS:
-            return True
+        return frozenset(i for i, t in enumerate(toks) if t.text.lower() in _DEFINITION_CUES)
+    return frozenset(i for i, tok in enumerate(toks) if tok.norm not in question_norms and _offers(kind, toks, i))
 
-    return False
+
+def _offers(kind: str, toks: tuple[Token, ...], i: int) -> bool:
+    tok = toks[i]
+    if kind == "date":
+        # a span of time ("two-year", "30 days") dates an answer about a period
+        return _is_date(tok) or tok.text.lower() in _TIME_RELATIONS \
+            or (tok.is_number and i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)
+    if kind == "number":
+        return tok.is_number or tok.text.lower() in _QUANTITY_WORDS
+    named = (tok.is_capital or _opens_name(toks, i)) and tok.norm not in MONTHS and tok.norm not in _DATE_WORDS
+    return (kind in ("person", "place") and named) or (kind == "person" and tok.norm in _ROLE_NOUNS)
 
 
 @lru_cache(maxsize=8192)

@@ -5,12 +5,14 @@ A claim *answers* a sub-question when it gives what the question asks for:
 - a question that names its answer's type (who, when, where, how many, what price...) is answered by
   a claim holding a value of that type (veralith/llm/local/answer_types.py) that is not one of the
   question's own words, about the question's content ("how many vacation days" is answered by
-  "25 vacation days", not by "until 30 June");
+  "25 vacation days", not by "until 30 June"; "no checked bags" is a count too, of none);
 - a yes/no question by a claim that opened with "yes"/"no", or that carries most of its content;
 - "how do I..." by an instruction;
 - any other question by a claim that carries most of its distinctive content.
 Terms every sub-question shares (the subject a split query repeats) count for little, so a claim
-lands on the sub-questions whose distinctive terms it uses; one claim may answer several. A claim
+lands on the sub-questions whose distinctive terms it uses; one claim may answer several, and a
+response's only claim answers each typed part for which it holds a value no other part could take
+("Let your team lead know by 9:30" answers both "who" and "by what time"). A claim
 about what a sub-question turns on, that uses the verb the question asks about ("do not use it
 for more than 10 days" beside "how often can I use..."), that shares the *new* content of an
 answering claim (words neither in the question nor generic), or that refers by "he"/"her" to the
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from veralith.llm.local.answer_types import asked_for, has_answer, subject_norms
+from veralith.llm.local.answer_types import DURATION_NORMS, answer_positions, asked_for, has_answer, subject_norms
 from veralith.llm.local.decompose import gap_topic
 from veralith.llm.local.evidence import Term, terms_of
 from veralith.llm.local.lexicon import GENERIC, STOPWORDS, tokens
@@ -80,12 +82,26 @@ def _counted(question: str) -> set[str]:
 
 def _counts(text: str, nouns: set[str]) -> bool:
     toks = tokens(text)
-    return any(t.is_number and any(u.norm in nouns for u in toks[i + 1:i + 4]) for i, t in enumerate(toks))
+    return _zero(text, nouns) or any(t.is_number and any(u.norm in nouns for u in toks[i + 1:i + 4])
+                                     for i, t in enumerate(toks))
+
+
+# "no checked bags", "zero fees": a count of none. A comma after "no" ("No, checked bags cost...") is a
+# reply to a yes/no question, not a quantity.
+_ZERO = re.compile(r"\b(?:no|zero)\s+((?:[\w-]+\s+){0,2}[\w-]+)", re.I)
+
+
+def _zero(text: str, nouns: set[str]) -> bool:
+    """Does `text` count none of `nouns` (the thing a "how many/much" question counts)?"""
+    return any({t.norm for t in terms_of(m.group(1))} & nouns for m in _ZERO.finditer(text))
 
 
 def _focus(question: str, naming: frozenset[str]) -> set[str]:
     """The word a question turns on: the thing asked for ("what *warranty*..."), the action asked
     about ("how do I *reset*..."), else its first plain content word ("when was the tower *completed*")."""
+    # A closing "last"/"take" names no answer shape here: "how long does the battery *last*" turns on
+    # the lasting, and a claim that only mentions the battery is about something else.
+    naming = naming - DURATION_NORMS
     for pattern in (_WHAT, _HOW_TO):
         match = pattern.match(question)
         if match:
@@ -143,9 +159,11 @@ def _instruction(text: str) -> bool:
 
 
 def _answers(claim: ClaimIn, terms: list[Term], question: str, q_terms: list[Term], distinct: dict[str, float],
-             lead: bool) -> bool:
+             lead: bool, whole: bool = False) -> bool:
     """Does the claim give what `question` asks for? `lead`: it is the response's first claim offering a
-    value of the asked type to the only sub-question (answers come first)."""
+    value of the asked type to the only sub-question (answers come first). `whole`: it is the response's
+    only claim, so a value of the asked type in it is the response's answer to each typed part ("Who do I
+    tell, and by what time?" - "Let your team lead know by 9:30")."""
     kind, naming = asked_for(question)
     asked = [t for t in q_terms if t.norm not in naming]
     share = _share(terms, asked, distinct)
@@ -155,13 +173,14 @@ def _answers(claim: ClaimIn, terms: list[Term], question: str, q_terms: list[Ter
         # "Which port..." is also answered by naming an instance ("port 8443"), and a "when"/"what
         # period" question by a duration ("a two-year warranty").
         instance = bool(naming & norms) and any((t.is_number or t.is_capital) and t.norm not in own for t in terms)
-        if not (has_answer(kind, claim.text, own) or instance
-                or (kind == "date" and has_answer("number", claim.text, own))):
-            return False
         counted = _counted(question) - naming
+        if not (has_answer(kind, claim.text, own) or instance
+                or (kind == "date" and has_answer("number", claim.text, own))
+                or (kind == "number" and bool(counted) and _zero(claim.text, counted))):
+            return False
         if kind == "number" and counted and not _counts(claim.text, counted):
             return False
-        return share >= _TYPED_ANSWERS or lead or bool(_focus(question, naming) & norms)
+        return share >= _TYPED_ANSWERS or lead or whole or bool(_focus(question, naming) & norms)
     if _YES_NO_Q.match(question) and (claim.context_note or "").startswith("replies "):
         return share >= 0.25 or lead
     if _HOW_TO.match(question):
@@ -171,6 +190,24 @@ def _answers(claim: ClaimIn, terms: list[Term], question: str, q_terms: list[Ter
             return lead or share > 0
         return share >= _ANSWERS and bool(_focus(question, naming) & norms)
     return share >= _ANSWERS
+
+
+def _own_values(claim: ClaimIn, sqs: dict[str, str]) -> dict[str, set[str]]:
+    """{claim id: the typed sub-questions for which the claim holds a value of the asked type that no
+    other typed sub-question could take as its own}: "Let your team lead know by 9:30" gives "who" a
+    role and "by what time" a time; "...founded by Agnes Tollard" offers its one name to both "who"
+    and "where", so it is no whole answer to either."""
+    # Every part's words are excluded from every part: "where did *it* first meet" is about the
+    # guild the other part names, so naming the guild is no place.
+    asked = frozenset(t.norm for text in sqs.values() for t in terms_of(text))
+    positions = {}
+    for q, text in sqs.items():
+        kind, _ = asked_for(text)
+        if kind is not None and kind != "definition":
+            positions[q] = answer_positions(kind, claim.text, asked)
+    mine = {q for q, found in positions.items()
+            if len(positions) > 1 and found and all(found - other for o, other in positions.items() if o != q)}
+    return {claim.id: mine}
 
 
 def completeness(payload: CompletenessInput) -> CompletenessOutput:
@@ -187,10 +224,12 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     open_sqs = [q for q, text in sqs.items() if _OPEN.match(text)]
     role: dict[str, tuple[str, list[str], str]] = {}
     led = False   # has a claim already answered the only sub-question?
+    own_value = _own_values(payload.claims[0], sqs) if len(payload.claims) == 1 else {}
     for claim in payload.claims:
         lead = len(sqs) == 1 and not led
         answered = [q for q in sqs if q not in open_sqs
-                    and _answers(claim, claim_terms[claim.id], sqs[q], sq_terms[q], distinct, lead)]
+                    and _answers(claim, claim_terms[claim.id], sqs[q], sq_terms[q], distinct, lead,
+                                 whole=q in own_value.get(claim.id, ()))]
         led = led or bool(answered)
         if not answered and claim.context_note and claim.context_note.startswith("answers ") and len(sqs) == 1:
             answered = list(sqs)   # a bare answer ("six", "Argentina") answers the one question it was given for
