@@ -24,7 +24,7 @@ __all__ = ["LocalClient"]
 
 # Bump a task's version whenever its behaviour changes: it is stored with every judgment and
 # is part of the cache key, so stale cached verdicts are never reused.
-_VERSIONS = {"questions": "2", "claims": "3", "sufficiency": "5", "faithfulness": "4", "completeness": "4"}
+_VERSIONS = {"questions": "2", "claims": "3", "sufficiency": "6", "faithfulness": "5", "completeness": "5"}
 _RUNNERS = {"questions": questions, "claims": claims, "sufficiency": sufficiency, "faithfulness": faithfulness,
             "completeness": completeness}
 
