@@ -488,8 +488,10 @@ def test_13_a_damaged_page_is_reported_and_export_goes_on(runner, tmp_path):
 
 def test_4_log_spools_while_the_database_is_locked_and_loses_nothing():
     first = log(QUERY, CONTEXT, RESPONSE)                 # reserves this process's ids
-    holder = sqlite3.connect(settings.db_path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")                     # another writer holds the lock
+    # The SDK's worker may be saving `first` right now: wait for it (sqlite3's default 5 s is short
+    # on a loaded machine), then hold the write lock as another writer would.
+    holder = sqlite3.connect(settings.db_path, isolation_level=None, timeout=60)
+    holder.execute("BEGIN IMMEDIATE")
     box: dict = {}
     caller = threading.Thread(target=lambda: box.setdefault("id", log(QUERY, CONTEXT, RESPONSE + " spooled")))
     caller.start()
