@@ -368,10 +368,16 @@ def negations(toks: tuple[Tok, ...] | list[Tok]) -> int:
 def negated_opposite(sent: Sentence, word: str) -> bool:
     """Does `sent` state `word` (a direction word such as "closed") as its opposite under a negation
     ("not open")? Two flips state the same fact, as `_direction_clash` also reads them."""
+    return negations(sent.toks) % 2 == 1 and _opposite_only(word, sent.toks)
+
+
+def _opposite_only(word: str, toks: tuple[Tok, ...]) -> bool:
+    """Do `toks` use the opposite of direction word `word` ("open" for "closed"), and not `word`'s own side?"""
     found = direction(word)
-    if found is None or negations(sent.toks) % 2 == 0:
+    if found is None:
         return False
-    return any((d := direction(t.low)) is not None and d[0] == found[0] and d[1] != found[1] for t in sent.toks)
+    sides = {d[1] for t in toks if (d := direction(t.low)) is not None and d[0] == found[0]}
+    return sides == {1 - found[1]}
 
 
 def personal(claim: Claim) -> bool:
@@ -661,11 +667,7 @@ def _negation_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | 
 
 def _antonyms(toks: tuple[Tok, ...], other: tuple[Tok, ...]) -> int:
     """How many of `toks`' direction words `other` states only by their opposite ("closed" / "open")."""
-    theirs: dict[int, set[int]] = {}
-    for t in other:
-        if (d := direction(t.low)) is not None:
-            theirs.setdefault(d[0], set()).add(d[1])
-    return sum(1 for t in toks if (d := direction(t.low)) is not None and theirs.get(d[0], {d[1]}) == {1 - d[1]})
+    return sum(1 for t in toks if _opposite_only(t.low, other))
 
 
 def _direction_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
