@@ -20,7 +20,6 @@ benchmarks/embedding_probe.py:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -31,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_quality import balanced  # noqa: E402
-from local_fit import DEFAULT_DATA, F_SETS, K, Record, _weights, faithfulness_records  # noqa: E402
+from local_fit import F_SETS, K, Record, _weights, data_parser, faithfulness_records, no_data  # noqa: E402
 
 
 def instances(records: list[Record], weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -65,15 +64,13 @@ def cross_validate(records: list[Record], make: Callable[[], Any]) -> list[float
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = data_parser(__doc__.splitlines()[0])
+    args = parser.parse_args(argv)
+    if no_data(args.data):
+        return 1
     from sklearn.ensemble import HistGradientBoostingClassifier
     from sklearn.linear_model import LogisticRegression
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
-    args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"no data folder at {args.data}: pass --data DIR", file=sys.stderr)
-        return 1
     records = faithfulness_records(args.data)
     models: list[tuple[str, Callable[[], Any]]] = [
         ("logistic regression", lambda: LogisticRegression(C=10, max_iter=2000)),

@@ -32,7 +32,6 @@ Needs packages the project does not depend on, so it runs in a separate environm
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -47,16 +46,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import local_ablation  # noqa: E402
 from judge_quality import balanced  # noqa: E402
 from local_fit import (  # noqa: E402
-    DEFAULT_DATA,
     F_SETS,
     S_SETS,
     SIGNS,
     K,
     Record,
     assign_folds,
+    data_parser,
     faithfulness_records,
     fit,
     group_of,
+    no_data,
     positive,
     query_of,
     rows_of,
@@ -221,11 +221,9 @@ def speed(embed: Embed, texts: list[str]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
+    parser = data_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"no data folder at {args.data}: pass --data DIR", file=sys.stderr)
+    if no_data(args.data):
         return 1
     SIGNS.update({"emb_best": -1, "emb_max": -1, "emb_top": -1, "emb_ctx": -1, "emb_win": -1, "emb_top2": -1,
                   "soft_cov": -1, "soft_min": -1})

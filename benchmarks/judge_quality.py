@@ -37,7 +37,6 @@ completeness_ragchecker_pairs is skipped: it has no retrieved context.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 import time
@@ -50,7 +49,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import local_fit  # noqa: E402
-from local_fit import DEFAULT_DATA, F_SETS, S_SETS, K, Record, fit, log_loss, query_of  # noqa: E402
+from local_fit import F_SETS, S_SETS, K, Record, data_parser, fit, log_loss, no_data, query_of  # noqa: E402
 
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
@@ -312,17 +311,14 @@ def with_llm(data: Path, limit: int | None, model: str | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
+    parser = data_parser(__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="records per set (default: all)")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables (for docs/benchmarks.md)")
     parser.add_argument("--backend", choices=("local", "openai"), default="local",
                         help="local: cross-validate the offline judges; openai: score the configured LLM judge")
     parser.add_argument("--model", default=None, help="judge model for --backend openai (else VERALITH_JUDGE_MODEL)")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"no data folder at {args.data}: pass --data DIR (the folder with the *.dev.jsonl files)",
-              file=sys.stderr)
+    if no_data(args.data):
         return 1
     if args.backend == "openai":
         print(with_llm(args.data, args.limit, args.model))

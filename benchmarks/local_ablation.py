@@ -36,7 +36,6 @@ baseline, had a threshold chosen per set on the training folds. Neither is a shi
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -46,7 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_quality import _pooled_cut, _threshold, balanced, overlap_score  # noqa: E402
-from local_fit import DEFAULT_DATA, F_SETS, SIGNS, SPAN_SETS, K, Record, faithfulness_records, fit  # noqa: E402
+from local_fit import F_SETS, SIGNS, SPAN_SETS, K, Record, data_parser, faithfulness_records, fit, no_data  # noqa: E402
 
 from veralith.llm.local.align import Claim, Context, claim_of  # noqa: E402
 from veralith.llm.local.grounding import _YES_NO, FEATURES, Analysis, _anchor, decide, rule_of  # noqa: E402
@@ -128,11 +127,9 @@ def auc(pairs: list[tuple[float, bool]]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
+    parser = data_parser(__doc__.splitlines()[0])
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"no data folder at {args.data}: pass --data DIR", file=sys.stderr)
+    if no_data(args.data):
         return 1
     SIGNS.update(CANDIDATES)
     records = faithfulness_records(args.data, extra=candidates)

@@ -26,6 +26,7 @@ fold (`assign_folds`). Deterministic: the same data gives the same folds and the
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import zlib
@@ -74,6 +75,21 @@ class Record:
     labels: list[bool] | None = None       # per-instance labels (span sets), else None: a bag
     fold: int = -1
     analyses: list[Analysis] = field(default_factory=list)  # per claim, only when asked for (`extra`)
+
+
+def data_parser(description: str) -> argparse.ArgumentParser:
+    """An argument parser with the `--data DIR` option every benchmark over the dev sets takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
+    return parser
+
+
+def no_data(data: Path) -> bool:
+    """True, having said so on stderr, when `data` is not a folder (the shared data is optional)."""
+    if data.is_dir():
+        return False
+    print(f"no data folder at {data}: pass --data DIR (the folder with the *.dev.jsonl files)", file=sys.stderr)
+    return True
 
 
 def rows_of(data: Path, name: str) -> list[dict]:

@@ -13,7 +13,6 @@ benchmarks/judge_quality.py (`--no-cv` skips that). Deterministic: the same data
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,12 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from local_fit import (  # noqa: E402
-    DEFAULT_DATA,
     F_FEATURES,
     REPO,
+    data_parser,
     faithfulness_records,
     fit,
     log_loss,
+    no_data,
     sufficiency_records,
 )
 
@@ -36,14 +36,11 @@ OUT = REPO / "veralith" / "llm" / "local" / "coefficients.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="fit the local backend's logistic models")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with the *.dev.jsonl files")
+    parser = data_parser("fit the local backend's logistic models")
     parser.add_argument("--dry-run", action="store_true", help="print, do not write coefficients.json")
     parser.add_argument("--no-cv", dest="cv", action="store_false", help="skip the cross-validated report")
     args = parser.parse_args(argv)
-    if not args.data.is_dir():
-        print(f"no data folder at {args.data}: pass --data DIR (the folder with the *.dev.jsonl files)",
-              file=sys.stderr)
+    if no_data(args.data):
         return 1
     f_records = faithfulness_records(args.data)
     s_records, s_features = sufficiency_records(args.data)
