@@ -66,7 +66,17 @@ class Settings(BaseModel):
     max_retries: int = Field(
         3, ge=0, le=20, description="Retries with backoff on 429/5xx/timeouts (Retry-After honoured).")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of judge calls.")
-    db_path: str = Field("veralith.db", description="SQLite database file.")
+    db_path: str = Field("veralith.db", description="SQLite database file (the store when `DB_URL` is unset).")
+    db_url: str | None = Field(
+        None, description="The store: `sqlite:///path/to/file.db` or `postgresql://user@host/db` (the `postgres` "
+        "extra; a password is better given by PGPASSWORD or ~/.pgpass than in the URL). Unset: the SQLite file "
+        "`DB_PATH`.")
+    evaluate: Literal["local", "remote"] = Field(
+        "local", description="Who judges what `log()` records: `local`, a background worker in the logging "
+        "process; `remote`, nobody here: `log()` only records, and `veralith worker` judges (fleet mode).")
+    spool_dir: str | None = Field(
+        None, description="Folder of `log()`'s local spool for a PostgreSQL store (default: a folder per database "
+        "under ~/.cache/veralith/spool). A SQLite store keeps its spool beside the file.")
     cache: bool = Field(True, description="Cache judge replies (in-process LRU in front of SQLite).")
     cache_size: int = Field(1024, ge=0, description="Entries kept in the in-process LRU cache.")
     per_trace_budget_usd: float | None = Field(
@@ -76,9 +86,6 @@ class Settings(BaseModel):
     shutdown_timeout_s: float = Field(
         10.0, ge=0, le=86400, description="The most the at-exit drain of background evaluations waits; what "
         "is left stays pending for `veralith resume`.")
-    log_timeout_ms: float = Field(
-        50.0, gt=0, le=60000, description="The most `log()` waits for the database's write lock before it "
-        "appends the trace to this process's spool file instead (the worker moves it into the database).")
     run: str | None = Field(
         None, min_length=1, max_length=200, pattern=r"^[^\x00-\x1f\x7f]+$",  # one line, no control characters
         description="Run name given to traces from `log()`, `@trace` and the "
@@ -122,10 +129,21 @@ class Settings(BaseModel):
             raise ValueError(f"{shown!r} is not an http(s) URL such as http://127.0.0.1:8000/v1")
         return value
 
+    @field_validator("db_url")
+    @classmethod
+    def _check_db_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        scheme = value.split(":", 1)[0].lower()
+        if scheme not in ("sqlite", "postgresql", "postgres") or "://" not in value:
+            raise ValueError(f"{redact_url(value)!r} is not a store URL; use sqlite:///path/to/file.db or "
+                             "postgresql://user@host:5432/dbname")
+        return value
+
     def __repr_args__(self) -> Any:
-        # The key is a SecretStr already; a password in the base URL must be hidden the same way.
+        # The key is a SecretStr already; a password in a URL must be hidden the same way.
         for name, value in super().__repr_args__():
-            yield name, (redact_url(value) if name == "base_url" else value)
+            yield name, (redact_url(value) if name in ("base_url", "db_url") and value else value)
 
 
 def env_name(field: str) -> str:

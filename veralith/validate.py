@@ -13,10 +13,12 @@ from typing import Any
 
 from veralith.errors import InputError
 
-__all__ = ["MAX_JSON_CHARS", "MAX_JSON_DEPTH", "check_flag", "check_json_value", "check_unicode"]
+__all__ = ["MAX_JSON_CHARS", "MAX_JSON_DEPTH", "MAX_RUN_NAME", "check_flag", "check_json_value", "check_run_name",
+           "check_unicode"]
 
 MAX_JSON_DEPTH = 32          # deeper metadata is a bug (or an attack on the recursive JSON code)
 MAX_JSON_CHARS = 1_000_000   # roughly the serialised size; metadata is a label, not a payload
+MAX_RUN_NAME = 200           # a run name is a label people type and read
 
 
 def check_json_value(name: str, value: Any) -> None:
@@ -88,3 +90,17 @@ def check_stored_inputs(query: str, chunks: list[Any], response: str, metadata: 
         if chunk.source is not None:
             check_unicode(f"{where} source", chunk.source)
         check_json_value(f"{where} metadata", chunk.metadata)
+
+
+def check_run_name(name: object, *, what: str = "run") -> str:
+    """The run name, stripped; TypeError/ValueError naming `what` when it cannot be one."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, got {type(name).__name__}")
+    stripped = name.strip()
+    if not stripped:
+        raise ValueError(f"{what} must not be empty")
+    if len(stripped) > MAX_RUN_NAME:
+        raise ValueError(f"{what} is {len(stripped)} characters long; at most {MAX_RUN_NAME}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in stripped):
+        raise ValueError(f"{what} must not contain control characters")
+    return stripped

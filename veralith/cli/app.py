@@ -30,7 +30,7 @@ from rich.console import Console
 from veralith.cli import batch, compare, filters, listing, records, render, runs, serve
 
 if TYPE_CHECKING:
-    from veralith.store.protocol import TraceStore
+    from veralith.store.protocol import Store, TraceStore
 
 __all__ = ["app", "main"]
 
@@ -121,8 +121,8 @@ def _open_output(path: Path, *, newline: str | None) -> Any:
         raise _fail(f"--output {path}: cannot write ({exc.strerror or exc})") from None
 
 
-def _store() -> TraceStore:
-    """The configured trace store (veralith.store.protocol), opened (and created) on first use."""
+def _store() -> Store:
+    """The configured store (veralith.store.protocol), opened (and created) on first use."""
     from veralith.store import open_store
 
     return open_store()
@@ -144,11 +144,9 @@ def _resolve(store: TraceStore, ref: str, kb: str | None) -> int:
 def _known_kb(kb: str | None) -> str | None:
     """`kb` if some trace is stored under it (or there is no database to ask); otherwise a one-line
     error naming the knowledge bases that have traces, exit 2. Every --kb that selects is checked here."""
-    from veralith.store.queries import knowledge_bases
-
     db = _existing_db()
     try:
-        return kb if db is None else filters.knowledge_base(kb, lambda: knowledge_bases(db))
+        return kb if db is None else filters.knowledge_base(kb, db.knowledge_bases)
     except filters.BadOption as exc:
         raise _fail(str(exc), EXIT_BAD_OPTION) from None
 
@@ -165,14 +163,10 @@ def _resolve_all(store: TraceStore, refs: list[str], kb: str | None) -> list[int
     return list(dict.fromkeys(_resolve(store, ref, kb) for ref in refs))  # in the order given, once each
 
 
-def _existing_db() -> Any | None:
-    """The database if it exists; read-only commands never create one."""
-    from veralith.config import settings
-    from veralith.store.db import open_db
-
-    if settings.db_path != ":memory:" and not Path(settings.db_path).expanduser().exists():
-        return None
-    return open_db()
+def _existing_db() -> Store | None:
+    """The store opened read-only, or None when there is none yet: reading commands never create one."""
+    found: Store | None = runs.existing_db()
+    return found
 
 
 @app.command("eval")
@@ -334,10 +328,9 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     try:
         with settings.override(**overrides):
             from veralith.llm import get_client
-            from veralith.store.db import open_db
 
             client = get_client()
-            db = open_db() if persist else None
+            db = _store() if persist else None
             with batch.Reporter(err, tally) as reporter:
                 def on_done(job: Any, result: Any, error: BaseException | None) -> None:
                     if getattr(job, "unchanged", False) and error is None:
@@ -397,17 +390,15 @@ def inspect_command(
 ) -> None:
     """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only)."""
     from veralith.errors import StoreError
-    from veralith.store.queries import trace_run
 
-    db = _existing_db()
-    if db is None:
+    store = _existing_db()
+    if store is None:
         raise _fail(f"trace {ref} not found: no database yet")
-    store = _store()
     trace_id = _resolve(store, ref, kb)
     try:
         result = store.load_result(trace_id)
         info = store.trace_info(trace_id)
-        run = trace_run(db, trace_id)
+        run = store.trace_run(trace_id)
     except StoreError as exc:  # a trace with no result yet (pending, running, error)
         raise _fail(str(exc)) from None
     except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
@@ -443,7 +434,7 @@ def list_command(
     db = _existing_db()
     out = _out()
     # A query is never shown wider than the terminal, so that much of it is all a row needs.
-    rows = [] if db is None else _store().list_traces(limit=limit, cell=cell, kb=kb, status=status, since=when,
+    rows = [] if db is None else db.list_traces(limit=limit, cell=cell, kb=kb, status=status, since=when,
                                                       preview_chars=None if wide else max(out.width, 1))
     if not rows:
         given = [f"--{name} {value}" for name, value in (("cell", cell), ("kb", kb), ("status", status),
@@ -461,10 +452,11 @@ def list_command(
 @app.command("stats")
 def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")] = None) -> None:
     """Failure-cell distribution, gate counts, mean fractions, cost and thresholds."""
-    if _existing_db() is None:
+    store = _existing_db()
+    if store is None:
         _out().print("no traces (no database yet)")
         return
-    _out().print(render.stats_view(_store().stats(kb=_known_kb(kb))))
+    _out().print(render.stats_view(store.stats(kb=_known_kb(kb))))
 
 
 @app.command("export")
@@ -492,10 +484,9 @@ def export_command(
     _kb_needs_ids(kb, refs)
     if output is not None:
         _check_output(output)
-    db = _existing_db()
-    if db is None and refs:
+    store = _existing_db()
+    if store is None and refs:
         raise _fail(f"trace {refs[0]} not found: no database yet")
-    store = None if db is None else _store()
     wanted = None if store is None or not refs else _resolve_all(store, refs, kb)
     unreadable: list[int] = []
 

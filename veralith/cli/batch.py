@@ -31,7 +31,7 @@ from veralith.models import EvaluationResult
 from veralith.usage import CallUsage
 
 if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
-    from veralith.store.protocol import TraceInfo, TraceInput, TraceStore
+    from veralith.store.protocol import Store, TraceInfo, TraceInput, TraceStore
 
 __all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "existing_trace", "judged_alike",
            "record_outcome", "release", "resume_jobs", "run_ordered"]
@@ -181,7 +181,7 @@ class Tally:
         return (self.finished or time.monotonic()) - self.started
 
 
-def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore | None, client: Any, tally: Tally,
+def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None, client: Any, tally: Tally,
               report: Callable[[str], None], run_id: int | None = None, rejudge: bool = False,
               yield_unchanged: bool = False) -> Iterator[Record]:
     """Valid records of `path`, each budget-checked and (when persisting) stored as a pending trace
@@ -241,17 +241,13 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore |
             report(f"{path}:{item.line}: {exc}")
             continue
         if store is not None:
-            from veralith.store.errors import WritesStopped
-            from veralith.store.repository import DuplicateExternalId
+            from veralith.store.errors import DuplicateExternalId, WritesStopped
 
             try:
                 if isinstance(existing, int):
                     trace_id = existing  # re-judged in place: claimed (again) when its turn comes
                     if run_id is not None:  # the run keeps it even if this evaluation fails
-                        from veralith.store.db import open_db
-                        from veralith.store.runs import tag_trace
-
-                        tag_trace(open_db(), run_id, trace_id)
+                        store.tag_trace(run_id, trace_id)
                 else:
                     # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
                     trace_id = store.create_trace(_input(item), queued=True, run_id=run_id)
@@ -345,17 +341,16 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
     """Count one finished record and report what went wrong with it, naming where it came from.
 
     A stored record's failure is already recorded on its trace (evaluate_record); a database that
-    stopped taking writes ends the batch (WritesStopped is raised)."""
+    stopped taking writes or cannot be reached ends the batch (WritesStopped / StoreUnavailable is raised)."""
     if error is not None:
         from veralith.sdk.stored import failure_message
 
         tally.failed += 1
         report(f"{where}: evaluation failed: {failure_message(error)}")
-        from veralith.store.errors import writes_stopped
+        from veralith.store.errors import StoreUnavailable, WritesStopped
 
-        stop = writes_stopped(error)
-        if stop is not None:
-            raise stop  # its trace stays pending/running under a lease that dies with us: resumable
+        if isinstance(error, (WritesStopped, StoreUnavailable)):
+            raise error  # its trace stays pending/running under a lease that dies with us: resumable
     elif result is None:
         tally.skipped += 1
         report(f"{where}: trace {job.trace_id} was claimed by another process; left to it")

@@ -106,10 +106,10 @@ def _already_evaluated(*, rejudge: bool, report: Callable[[str], None]) -> Itera
         yield None, None
         return
     from veralith.errors import StoreError
-    from veralith.store.browse import open_readonly
+    from veralith.store.sqlite import connect_readonly
 
     try:
-        db = open_readonly(target)
+        db = connect_readonly(target)
     except StoreError as exc:  # an older schema (a real run migrates it first), not a database, ...
         report(f"note: {exc}; every record is estimated, as if none had been evaluated")
         yield None, None

@@ -179,7 +179,7 @@ class EvalHooks:
 
         self.spec = parse_spec(fail_under, max_cell)
         if run_name is not None:
-            from veralith.store.runs import check_run_name
+            from veralith.validate import check_run_name
 
             run_name = check_run_name(run_name, what="--run-name")
             # `compare` and the hint printed after the run read digits as a run id (runs.resolve_run),
@@ -200,10 +200,8 @@ class EvalHooks:
         """Called in a worker thread with each evaluated record's result (None: not ours)."""
         if result is not None and self.run is not None and self.run.id is not None and result.trace_id is not None:
             from veralith.compare.reasons import result_reason
-            from veralith.store.db import open_db
-            from veralith.store.runs import record_result
 
-            record_result(open_db(), self.run.id, result.trace_id, result_reason(result))
+            self.run.db.record_result(self.run.id, result.trace_id, result_reason(result))
         self.outcomes.add(record, result)
         return result
 
@@ -230,12 +228,11 @@ class EvalHooks:
     def _run_outcomes(self, run: Any) -> list[Outcome]:
         """The run's traces as the gate sees them, with the input line of those read this time."""
         from veralith.compare import TraceRow
-        from veralith.store.runs import trace_rows
 
         lines = {o.trace_id: o.line for o in self.outcomes.outcomes if o.trace_id is not None}
         out = []
         assert self.run is not None
-        for raw in trace_rows(self.run.db, run):
+        for raw in self.run.db.trace_rows(run):
             r = TraceRow._make(raw)
             out.append(Outcome(line=lines.get(r.id), trace_id=r.id,
                                key=r.external_id if r.external_id is not None else r.query,

@@ -7,6 +7,7 @@ on log()) form an open SDK run whose totals are counted live.
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated, Any
 
 import typer
@@ -20,15 +21,13 @@ __all__ = ["existing_db", "pct", "runs_command", "runs_table"]
 
 
 def existing_db() -> Any:
-    """The database, or None when it does not exist: read-only commands never create one."""
-    from pathlib import Path
+    """The store opened read-only, or None when there is none yet: reading commands never create one."""
+    from veralith.store import open_store, store_url
 
-    from veralith.config import settings
-    from veralith.store.db import open_db
-
-    if settings.db_path != ":memory:" and not Path(settings.db_path).expanduser().exists():
+    url = store_url()
+    if url.startswith("sqlite:///") and not os.path.exists(url[len("sqlite:///"):]):
         return None
-    return open_db()
+    return open_store(url, read_only=True)
 
 
 def pct(value: float | None) -> str:
@@ -40,10 +39,8 @@ def runs_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List runs (each `veralith eval`, and each run name logged traces used), newest first."""
-    from veralith.store.runs import list_runs
-
     db = existing_db()
-    runs = [] if db is None else list_runs(db, limit=limit)
+    runs = [] if db is None else db.list_runs(limit=limit)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in runs], indent=2, ensure_ascii=False))
         return
@@ -133,7 +130,6 @@ class EvalRun:
 
     def start(self, db: Any, client: Any) -> int:
         from veralith.llm.prompts import PROMPT_VERSIONS
-        from veralith.store.runs import start_run
 
         versions: dict[str, str] = {}
         for task in PROMPT_VERSIONS:
@@ -142,32 +138,27 @@ class EvalRun:
             except Exception:  # a client that does not know a task simply does not record it
                 continue
         self.db = db
-        self.id = start_run(db, name=self.name, backend=getattr(client, "backend", None),
-                            model=getattr(client, "model", None), prompt_versions=versions, input=self.input)
+        self.id = db.start_run(name=self.name, backend=getattr(client, "backend", None),
+                               model=getattr(client, "model", None), prompt_versions=versions, input=self.input)
         return self.id
 
     def finish(self) -> Any:
         """Close the run; returns it (None when it never started)."""
         if self.id is None:
             return None
-        from veralith.store.runs import finish_run
-
-        return finish_run(self.db, self.id)
+        return self.db.finish_run(self.id)
 
 
 def file_unchanged(store: Any, record: Any, run_id: int) -> None:
     """File a re-run record whose stored result stands (not evaluated again) under the eval run,
     with the reason line of that result when it did not pass."""
     from veralith.compare.reasons import failure_reason
-    from veralith.store.db import open_db
-    from veralith.store.runs import failure_details, record_result
 
     info = store.find_external(record.knowledge_base, record.external_id)
     if info is None:
         return
-    db = open_db()
-    gate = db.execute("SELECT quality_gate FROM traces WHERE id = ?", [info.trace_id]).fetchone()
+    row = store.trace_row(info.trace_id)
     reason = None
-    if gate is not None and gate[0] != "pass":
-        reason = failure_reason(failure_details(db, [info.trace_id])[info.trace_id])
-    record_result(db, run_id, info.trace_id, reason)
+    if row is not None and row["quality_gate"] != "pass":
+        reason = failure_reason(store.failure_details([info.trace_id])[info.trace_id])
+    store.record_result(run_id, info.trace_id, reason)

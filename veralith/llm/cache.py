@@ -174,9 +174,15 @@ def _close_all() -> None:
         cache.close()
 
 
+def _store_url() -> str:
+    from veralith.store import store_url
+
+    return store_url()
+
+
 def cache_for(db_path: str, size: int) -> LLMCache:
     """The process's one LLMCache for this database file and LRU size."""
-    key = (db_path if db_path == ":memory:" else os.path.abspath(db_path), size)
+    key = (db_path if db_path == ":memory:" or "://" in db_path else os.path.abspath(db_path), size)
     with _caches_lock:
         cache = _caches.get(key)
         if cache is None:
@@ -195,15 +201,15 @@ class SettingsCache:
     """
 
     def get(self, key: str) -> dict[str, Any] | None:
-        return cache_for(settings.db_path, settings.cache_size).get(key) if settings.cache else None
+        return cache_for(_store_url(), settings.cache_size).get(key) if settings.cache else None
 
     def put(self, key: str, value: dict[str, Any], **meta: str | None) -> None:
         if settings.cache:
-            cache_for(settings.db_path, settings.cache_size).put(key, value, **meta)
+            cache_for(_store_url(), settings.cache_size).put(key, value, **meta)
 
     @property
     def current(self) -> LLMCache:
-        return cache_for(settings.db_path, settings.cache_size)
+        return cache_for(_store_url(), settings.cache_size)
 
 
 _SETTINGS_CACHE = SettingsCache()

@@ -13,20 +13,17 @@ cells, so a young knowledge base being strict costs wording, not correctness.
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-
 from veralith.config import settings
 from veralith.models import ThresholdSource
-from veralith.store.calibration import CalibrationData, SQLiteCalibration, calibrate
+from veralith.store.calibration import CalibrationData, calibrate
 
 __all__ = ["current_threshold"]
 
 
-def current_threshold(knowledge_base: str, store: CalibrationData | Database | None = None,
-                      ) -> tuple[float, ThresholdSource]:
-    """(threshold, source) for `knowledge_base` from `store` (a TraceStore, or a SQLite connection).
-    With None the fallback, without touching disk."""
+def current_threshold(knowledge_base: str, store: CalibrationData | None = None) -> tuple[float, ThresholdSource]:
+    """(threshold, source) for `knowledge_base` from `store` (any TraceStore). With None the
+    fallback, without touching disk."""
     if store is None:
         return settings.sufficiency_fallback, ThresholdSource.fallback
-    found = calibrate(SQLiteCalibration(store) if isinstance(store, Database) else store, knowledge_base)
+    found = calibrate(store, knowledge_base)
     return found.threshold, found.source

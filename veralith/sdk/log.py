@@ -1,22 +1,28 @@
-"""log(): persist a trace at once, evaluate it in the background; never disturb the host program.
+"""log(): record a trace at once, evaluate it in the background; never disturb the host program.
 
-The caller's thread only validates, checks the budget and writes the trace as `pending`
-(reserved for this process's queue) through the store (veralith.store.protocol). The write waits
-at most `settings.log_timeout_ms`; when another process holds the lock longer, the store keeps the
-trace durable elsewhere under its final id (SQLite: this process's spool file) and the worker's
-`flush()` moves it in. One daemon worker per process then claims each trace, evaluates it under
-the caller's settings and stores the result (veralith.sdk.stored, as every resume does). Nothing
-a background evaluation does is raised into the host: a failure is stored on the trace (status
-`error`, message) and logged. A full queue never blocks: the trace stays pending, unreserved, for
-the worker's next sweep, `resume()` or `veralith resume`.
+The caller's thread only validates, checks the budget and appends the trace to this process's
+local spool under its final id (veralith.store.spooler: one write to a local file, no database
+library loaded, never a wait on the database, whether SQLite's write lock is held by another
+process or PostgreSQL is slow or down). The trace is durable when `log()` returns. Two daemon
+threads do the rest:
 
-At exit the worker drains for at most `settings.shutdown_timeout_s` (traces that overflowed the
-queue included); what is left stays pending and one line on stderr says how many and that
-`veralith resume` finishes them.
+- the shipper moves spooled traces into the store (`Store.ship`), a batch per transaction, and
+  backs off while the store is unavailable (what waits stays on disk);
+- the evaluator claims each shipped trace this process should judge and stores its result, under
+  the settings in force where it was logged (veralith.sdk.stored, as every resume does).
 
-A crash loses no trace: it is on disk (database or spool), pending or running under a lease whose
-process is gone, and `resume()` (or any worker starting later) picks it up. Claims are atomic, so
-a trace is never evaluated twice at once, whichever processes race for it.
+Who evaluates: `settings.evaluate` (VERALITH_EVALUATE) `local`, this process; `remote`, nobody here:
+the trace is stored pending and a `veralith worker` judges it (fleet mode). `log(evaluate=False)`
+records one trace only. Nothing a background step does is raised into the host: a failed
+evaluation is stored on the trace (status `error`) and logged. A full queue never blocks: the
+trace stays pending, unreserved, for the evaluator's next sweep, `resume()` or `veralith resume`.
+
+At exit (`shutdown`, registered with atexit) the shipper ships what is spooled and the evaluator
+drains, together for at most `settings.shutdown_timeout_s`; a trace still being judged then is
+given back (pending), and one line on stderr says how many are left and that `veralith resume`
+finishes them. A crash loses nothing either: what was spooled is shipped by the next process on
+this host (or `veralith resume`), and a trace left running under a dead process's lease is taken
+over. Claims are atomic, so a trace is never evaluated twice at once.
 """
 
 from __future__ import annotations
@@ -39,98 +45,97 @@ from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check
 from veralith.validate import check_stored_inputs
 
 if TYPE_CHECKING:
-    from veralith.store.protocol import TraceStore
+    from veralith.store.protocol import Store, TraceStore
 
 __all__ = ["log", "resume", "shutdown"]
 
 logger = logging.getLogger("veralith.sdk")
 _STOP = object()
+_SHIP_EVERY_S = 0.2      # how soon a logged trace reaches the store when nothing wakes the shipper
+_BACKOFF_MAX_S = 5.0     # the longest the shipper waits between tries while the store is unavailable
 
 
 # The store is imported on first use: sqlite-utils (and the numpy it pulls in) should not load at
 # `import veralith`, only once something is logged.
 
-def _store_path() -> str:
-    """Where the configured store is (its identity: the worker keeps one store object per path)."""
-    from veralith.store.db import resolve_path
-    return resolve_path()
-
-
-def _open(path: str, alive: Any = None) -> TraceStore:
+def _open(url: str | None = None) -> Store:
     from veralith.store import open_store
-    return open_store(path, alive=alive)
+    return open_store(url)
+
+
+def _url() -> str:
+    from veralith.store import store_url
+    return store_url()
 
 
 def log(query: str, context: Any, response: str, *, sync: bool | None = None, knowledge_base: str = "default",
-        metadata: dict[str, Any] | None = None, run: str | None = None) -> int | EvaluationResult:
-    """Store the trace and return its id; evaluation follows in the background.
+        metadata: dict[str, Any] | None = None, run: str | None = None,
+        evaluate: bool | None = None) -> int | EvaluationResult:
+    """Record the trace and return its id; evaluation follows in the background.
 
-    `run` (default: settings.run, VERALITH_RUN) files the trace under the SDK run of that name,
-    created on first use, for `veralith runs` and `veralith compare`.
+    Never waits on the store: the trace is made durable in a local spool under its final id and
+    shipped into the store by a background thread. `run` (default: settings.run, VERALITH_RUN)
+    files the trace under the SDK run of that name, created on first use, for `veralith runs` and
+    `veralith compare`. `evaluate` (default: settings.evaluate == "local") says whether this
+    process judges it; False records it for a `veralith worker`.
 
-    Returns within about `settings.log_timeout_ms` even while another process holds the database's
-    write lock (the trace is then spooled, durable, under its final id). With `sync=True` (or
-    settings.sync) evaluate now and return the EvaluationResult. Bad arguments raise
-    TypeError/ValueError and an over-budget trace raises BudgetExceeded, both before anything is
-    written.
+    With `sync=True` (or settings.sync) the trace is written to the store and evaluated now, and
+    the EvaluationResult is returned. Bad arguments raise TypeError/ValueError and an over-budget
+    trace raises BudgetExceeded, both before anything is written; a spool that cannot be written
+    (full disk, read-only folder) raises WritesStopped.
     """
     query, response = check_query(query), check_text("response", response)
     chunks = normalize_context(context)
     knowledge_base, metadata = check_knowledge_base(knowledge_base), check_metadata(metadata)
     check_stored_inputs(query, chunks, response, metadata)
-    if sync is not None and not isinstance(sync, bool):
-        raise TypeError(f"sync must be a bool or None, got {type(sync).__name__}")
+    for name, flag in (("sync", sync), ("evaluate", evaluate)):
+        if flag is not None and not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool or None, got {type(flag).__name__}")
     if run is None:
         run = settings.run
     if run is not None:
-        from veralith.store.runs import check_run_name
+        from veralith.validate import check_run_name
         run = check_run_name(run)
     if settings.per_trace_budget_usd is not None:
         from veralith.pipeline.budget import enforce_budget  # loads tiktoken; only when a budget is set
         enforce_budget(query, chunks, response)
     from veralith.store.protocol import TraceInput
 
-    path = _store_path()
     trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
                        metadata=metadata)
+    url = _url()
     if settings.sync if sync is None else sync:
-        store = _open(path)
+        store = _open(url)
         # Reserved, so that no sweep (ours or another process's) can take it before we claim it.
         trace_id = store.create_trace(trace, queued=True, run=run)
         result = _evaluate_claimed(store, trace_id, raise_errors=True)
         if result is None:  # only if another process broke our reservation, which claims rule out
             raise StoreError(f"trace {trace_id} was taken by another process before it could be evaluated")
         return result
+    from veralith.store.spooler import spooler_for
+
+    here = settings.evaluate == "local" if evaluate is None else evaluate
     worker = _worker()
-    store = worker.store(path)
-    snapshot = settings.snapshot()
-    has_room = not worker.queue.full()
-    # Returns within the log bound: a busy store keeps the trace durable elsewhere (a spool) under
-    # its final id and the worker's flush() moves it in.
-    trace_id = store.create_trace(trace, queued=has_room, wait_ms=settings.log_timeout_ms, run=run)
-    worker.outstanding[trace_id] = (path, snapshot)
-    if not (has_room and worker.submit(trace_id, path, snapshot)):
-        if has_room:  # another thread filled the last slot meanwhile
-            # Bounded like the write; if the store stays busy it stays reserved to us, and the worker's
-            # final drain (it is in `outstanding`) or, after our exit, any resume takes it.
-            store.release(trace_id, wait_ms=settings.log_timeout_ms)
-        worker.overflowed.set()
+    trace_id = spooler_for(url).append(trace, run=run, evaluate_here=here)
+    if here:
+        worker.outstanding[trace_id] = (url, settings.snapshot())
+    worker.watch(url)
     return trace_id
 
 
 def resume(*, concurrency: int | None = None, failed: bool = False) -> int:
-    """Evaluate every resumable trace of the configured database (pending and nobody's, or left
-    running by a dead process, or spooled by one), `concurrency` at a time (default
+    """Evaluate every resumable trace of the configured store (pending and nobody's, left running by
+    a dead process, or spooled by one on this host), `concurrency` at a time (default
     settings.concurrency), and return how many results it stored. A trace that fails again is
     marked error and logged.
 
     With `failed=True`, instead re-judge the stored traces whose last evaluation failed (judge
     errors, e.g. during a judge outage, or status error); what they ended with before is kept in
-    the trace's history (`veralith.store.repository.history`).
+    the trace's history (`Store.history`).
     """
     from veralith.sdk.stored import resumable
 
-    store = _open(_store_path())
+    store = _open()
     ids = resumable(store, failed=failed)
     if not ids:
         return 0
@@ -147,12 +152,12 @@ def resume(*, concurrency: int | None = None, failed: bool = False) -> int:
 
 
 def shutdown(wait: bool = True, timeout: float | None = None) -> int:
-    """Stop the background worker. With `wait`, first evaluate everything this process logged and
-    has not evaluated yet, queued or overflowed (for at most `timeout` seconds, if given; what is
-    left then stays pending). Returns how many traces were left unevaluated.
+    """Stop the background threads. With `wait`, first ship what is spooled and evaluate everything
+    this process logged and has not evaluated yet (for at most `timeout` seconds, if given; what is
+    left then stays pending, and what could not be shipped stays spooled for the next process or
+    `veralith resume`). Returns how many traces were left unevaluated.
 
-    Traces left behind stay pending; once the process has exited they are resumable. Registered
-    to run (with `wait`, for at most settings.shutdown_timeout_s) at interpreter exit.
+    Registered to run (with `wait`, for at most settings.shutdown_timeout_s) at interpreter exit.
     """
     global _current
     with _lock:
@@ -164,60 +169,122 @@ def shutdown(wait: bool = True, timeout: float | None = None) -> int:
 
 
 class _Worker:
-    """One daemon thread with its own connection, fed by a bounded queue of
-    (trace id, db path, the caller's settings)."""
+    """The shipper and the evaluator of this process, and the stores it has logged into."""
 
     def __init__(self) -> None:
         self.pid = os.getpid()
         self.queue: queue.Queue[Any] = queue.Queue(maxsize=settings.queue_size)
         self.overflowed = threading.Event()
         self.abandon = False  # set by stop(wait=False) or a timeout: leave the rest pending
-        # Logged here and not evaluated yet: id -> (db path, settings). Plain dict operations are
+        # Logged here and not evaluated yet: id -> (store URL, settings). Plain dict operations are
         # atomic under the GIL, and only counts and membership are read across threads.
         self.outstanding: dict[int, tuple[str, Settings]] = {}
-        self._stores: dict[str, TraceStore] = {}
-        # The thread runs in a copy of the creator's context: its start-up sweep and id reservation
-        # use the settings (database) in force where the first trace was logged.
+        self._stores: dict[str, Store] = {}
+        self._urls: set[str] = set()   # stores logged into; the shipper opens them (never the caller)
+        self._swept: set[str] = set()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._base = settings.snapshot()  # for traces this process did not log (recovered spools, sweeps)
+        # Both threads run in a copy of the creator's context: the settings in force where the first
+        # trace was logged.
+        self.shipper = threading.Thread(target=contextvars.copy_context().run, args=(self._ship_loop,),
+                                        name="veralith-log-shipper", daemon=True)
         self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
                                        name="veralith-log-worker", daemon=True)
+        self.shipper.start()
         self.thread.start()
 
-    def submit(self, trace_id: int, path: str, snapshot: Settings) -> bool:
-        try:
-            self.queue.put_nowait((trace_id, path, snapshot))
-        except queue.Full:
-            return False
-        return True
-
-    def store(self, path: str) -> TraceStore:
-        """The store at `path`, one object per path for this worker: its background helpers (id
-        reservation) live as long as the worker thread."""
-        store = self._stores.get(path)
+    def store(self, url: str) -> Store:
+        """The store at `url` (opened on first use: on the worker's threads only)."""
+        store = self._stores.get(url)
         if store is None:
-            store = self._stores.setdefault(path, _open(path, alive=self.thread.is_alive))
+            store = self._stores.setdefault(url, _open(url))
         return store
+
+    def watch(self, url: str) -> None:
+        """Ship the spool of the store at `url` (soon, on the shipper's thread)."""
+        if url not in self._urls:
+            self._urls.add(url)
+        self._wake.set()
 
     def stop(self, wait: bool, timeout: float | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         if not wait:
             self.abandon = True
-        try:  # blocks only while the queue is full, i.e. until the worker takes an item
-            self.queue.put(_STOP, timeout=timeout)
+        self._stopping.set()
+        self._wake.set()
+        self.shipper.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        try:  # blocks only while the queue is full, i.e. until the evaluator takes an item
+            self.queue.put(_STOP, timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
         except queue.Full:
             self.abandon = True
-            return
-        if wait:
-            self.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            self.abandon = True  # on timeout: finish the current trace, leave the rest pending
+        else:
+            if wait:
+                self.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self.abandon = True  # on timeout: finish the current trace, leave the rest pending
+        self._give_back()
 
+    # -- the shipper -----------------------------------------------------------------------------
+    def _ship_loop(self) -> None:
+        pause = _SHIP_EVERY_S
+        while True:
+            self._wake.wait(pause)
+            self._wake.clear()
+            stopping = self._stopping.is_set()
+            ok = self._ship_all()
+            if stopping:
+                return
+            pause = _SHIP_EVERY_S if ok else min(_BACKOFF_MAX_S, pause * 2)
+
+    def _ship_all(self) -> bool:
+        """Ship every store's spool; queue what we are to judge. False if a store was unavailable."""
+        ok = True
+        for url in list(self._urls):
+            try:
+                store = self.store(url)
+                if url not in self._swept:
+                    self._swept.add(url)
+                    store.recover()  # spools of processes on this host that are gone
+                    if self._base.evaluate == "local":
+                        self._submit_sweep(url, store)
+                for trace_id in store.ship():
+                    self._submit(trace_id, url)
+            except StoreError as exc:
+                ok = False
+                self._swept.discard(url)
+                logger.debug("veralith: store %s unavailable, traces stay spooled: %s", url, exc)
+            except Exception:  # the host must never see a background failure
+                ok = False
+                logger.exception("veralith: could not move spooled traces into %s", url)
+        return ok
+
+    def _submit(self, trace_id: int, url: str) -> None:
+        snapshot = self.outstanding.get(trace_id, (url, self._base))[1]
+        try:
+            self.queue.put_nowait((trace_id, url, snapshot))
+        except queue.Full:
+            # Bounded: the trace stays pending for anyone (our reservation given back), and the
+            # evaluator sweeps for it once the queue has drained.
+            self._stores[url].release(trace_id)
+            self.overflowed.set()
+
+    def _submit_sweep(self, url: str, store: Store) -> None:
+        from veralith.sdk.stored import resumable
+
+        for trace_id in resumable(store):
+            if self.queue.full():
+                self.overflowed.set()
+                return
+            self.queue.put_nowait((trace_id, url, self._base))
+
+    # -- the evaluator ---------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self._sweep()  # at start: pick up what earlier processes left behind
             while True:
                 if self.overflowed.is_set() and self.queue.empty():
                     self.overflowed.clear()
-                    self._sweep()
-                self._flush()
+                    for url, store in list(self._stores.items()):
+                        self._sweep(url, store)
                 try:
                     item = self.queue.get(timeout=0.5)
                 except queue.Empty:
@@ -225,60 +292,58 @@ class _Worker:
                 if self.abandon:
                     return
                 if item is _STOP:
-                    self._drain_overflow()
+                    self._drain()
                     return
                 self._process(*item)
         finally:
             for store in list(self._stores.values()):
                 store.close()
 
-    def _process(self, trace_id: int, path: str, snapshot: Settings) -> None:
+    def _process(self, trace_id: int, url: str, snapshot: Settings) -> None:
         try:
-            with settings.using(snapshot):  # evaluate as the caller configured, into its database
-                self._flush(path)
-                _evaluate_claimed(self.store(path), trace_id, raise_errors=False)
-        except Exception:  # e.g. the file became unreadable; the host must never see it
+            with settings.using(snapshot):  # evaluate as the caller configured, into its store
+                _evaluate_claimed(self.store(url), trace_id, raise_errors=False)
+        except Exception:  # e.g. the store became unreadable; the host must never see it
             logger.exception("veralith: background evaluation of trace %s failed", trace_id)
         finally:
             self.outstanding.pop(trace_id, None)
 
-    def _drain_overflow(self) -> None:
-        """At stop: the traces that overflowed the queue are ours to finish too."""
-        self._flush()
-        for trace_id in sorted(self.outstanding):
-            if self.abandon:
-                return
-            path, snapshot = self.outstanding[trace_id]
+    def _drain(self) -> None:
+        """At stop: what is queued, then what overflowed the queue, is ours to finish too."""
+        while not self.abandon:
             try:
-                with settings.using(snapshot):
-                    _evaluate_claimed(self.store(path), trace_id, raise_errors=False)
-            except Exception:
-                logger.exception("veralith: background evaluation of trace %s failed", trace_id)
-            finally:
-                self.outstanding.pop(trace_id, None)
+                item = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not _STOP:
+                self._process(*item)
+        for url, store in list(self._stores.items()):
+            if not self.abandon:
+                self._sweep(url, store, only_ours=True)
 
-    def _flush(self, only: str | None = None) -> None:
-        for path, store in list(self._stores.items()):
-            if only is None or path == only:
-                try:
-                    store.flush()
-                except Exception:  # stays where it is (a spool file); moved on a later round or by resume
-                    logger.warning("veralith: could not move spooled traces into %s", path, exc_info=True)
+    def _sweep(self, url: str, store: Store, *, only_ours: bool = False) -> None:
+        from veralith.sdk.stored import resumable
 
-    def _sweep(self) -> None:
         try:
-            from veralith.sdk.stored import resumable
-
-            store = self.store(_store_path())
-            ids = resumable(store)
+            ids = resumable(store) if not only_ours else sorted(
+                i for i, (u, _) in self.outstanding.items() if u == url)
         except Exception:  # the host must never see a background failure
             logger.exception("veralith: could not look for resumable traces")
             return
         for trace_id in ids:
             if self.abandon:
                 return
-            _evaluate_claimed(store, trace_id, raise_errors=False)
-            self.outstanding.pop(trace_id, None)
+            self._process(trace_id, url, self.outstanding.get(trace_id, (url, self._base))[1])
+
+    def _give_back(self) -> None:
+        """Traces still being judged when the drain ended go back to pending (nobody's), so they are
+        not left `running` under the lease of a process that is about to exit."""
+        for store in list(self._stores.values()):
+            try:
+                for trace_id in store.held():
+                    store.release(trace_id)
+            except Exception:  # the lease dies with the process anyway
+                logger.debug("veralith: could not give back traces of %s", store.url, exc_info=True)
 
 
 def _evaluate_claimed(store: TraceStore, trace_id: int, *, raise_errors: bool,
@@ -289,8 +354,8 @@ def _evaluate_claimed(store: TraceStore, trace_id: int, *, raise_errors: bool,
 
     try:
         # At exit, once the drain's deadline passed, the interpreter shuts down under us ("cannot
-        # schedule new futures..."): not the trace's fault. Our lease dies with the process, so the
-        # trace stays resumable instead of being marked error.
+        # schedule new futures..."): not the trace's fault. The trace is given back (pending) or
+        # its lease dies with the process, so it stays resumable instead of being marked error.
         return evaluate_stored(store, trace_id, failed=failed, record_failure=lambda: not _exiting.is_set())
     except Exception as exc:
         if _exiting.is_set():
@@ -309,7 +374,8 @@ _exiting = threading.Event()  # set once the at-exit drain's deadline has passed
 def _worker() -> _Worker:
     global _current
     with _lock:
-        if _current is None or _current.pid != os.getpid() or not _current.thread.is_alive():
+        if (_current is None or _current.pid != os.getpid() or not _current.thread.is_alive()
+                or not _current.shipper.is_alive()):
             _register_exit_drain()
             _current = _Worker()  # first use, or a forked child (threads do not survive fork)
         return _current
@@ -337,7 +403,7 @@ def _register_exit_drain() -> None:
     """Register `_at_exit` with `atexit`, once per process, when the first worker starts.
 
     Order at interpreter exit: threading first joins non-daemon threads and stops
-    concurrent.futures pools (the worker is a daemon thread and keeps running); then `atexit`
+    concurrent.futures pools (the worker threads are daemons and keep running); then `atexit`
     runs its handlers last-registered first: this drain, then the reply cache's `_close_all`
     (imported just before registering, so it is registered before the drain), then logging's
     shutdown. With the pools stopped, the pipeline runs each drained trace's judge calls one

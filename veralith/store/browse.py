@@ -1,12 +1,11 @@
 """Read-only queries behind `veralith serve`: a read-only connection, filtered keyset pages of traces,
 a trace's neighbours in the same filter, and the per-knowledge-base and per-day figures of the overview.
 
-Every function here only reads. `open_readonly` opens the file with SQLite's `mode=ro` (and
-`query_only`), so even a bug in a caller cannot write; it never migrates, and refuses a database
-whose schema is older or newer than this code.
+Every function here only reads, on any store's connection (veralith.store.sql); the web view
+opens its connections read-only.
 
 Cost at a million traces (benchmarks/web_scale.py): a page walks one index newest-first
-(`id` order; a cell filter walks `traces_failure_cell`, whose last column is the rowid) and stops
+(`id` order; a cell filter walks `traces_failure_cell`, whose last column is the row id) and stops
 after `limit + 1` matching rows, so it costs what the page holds, not what the table holds; a
 position is the id of the last row shown (`before`/`after`), never an OFFSET. The per-day figures
 read `trace_daily`, running totals kept by triggers (migrations/0008).
@@ -15,55 +14,19 @@ read `trace_daily`, running totals kept by triggers (migrations/0008).
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from dataclasses import dataclass, fields, replace
-from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from sqlite_utils import Database
+from veralith.store.sql import Db, Dialect
 
-from veralith.errors import StoreError
-from veralith.store.migrate import discover, schema_version
-
-__all__ = ["CELLS", "GATES", "SCAN_WINDOW", "Neighbours", "TraceFilter", "TracePage", "daily_figures", "has_runs",
-           "kb_figures", "knowledge_bases", "neighbours", "open_readonly", "page_traces", "run_cells", "run_labels",
-           "trace_row"]
+__all__ = ["CELLS", "GATES", "SCAN_WINDOW", "Neighbours", "TraceFilter", "TracePage", "daily_figures",
+           "kb_figures", "knowledge_bases", "neighbours", "page_traces", "run_cells", "run_labels", "trace_row"]
 
 CELLS = ("complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
          "extra_grounded", "extra_ungrounded")
 GATES = ("pass", "fail", "indeterminate")
 _LIST_COLUMNS = ("id, created_at, status, knowledge_base, failure_cell, quality_gate, sufficiency_fraction,"
                  " faithfulness_fraction, usd, needs_review, substr(query, 1, 160) AS query_preview")
-
-
-def open_readonly(path: str | Path, *, check_same_thread: bool = True) -> Database:
-    """A read-only connection to an existing, fully migrated database.
-
-    Raises StoreError when the file is missing, is not a database, or its schema is not exactly
-    the one this code writes (older: any writing `veralith` command migrates it; newer: upgrade).
-    Like any sqlite3 connection it belongs to the thread that opened it, unless
-    `check_same_thread=False`: then any thread may use it, but only one at a time (a pool).
-    """
-    target = Path(path).expanduser().resolve()
-    if not target.is_file():
-        raise StoreError(f"no database at {target} (run `veralith eval FILE.jsonl` first, or pass --db)")
-    uri = f"file:{quote(str(target))}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, check_same_thread=check_same_thread)
-        conn.execute("PRAGMA query_only = ON")
-        conn.execute("PRAGMA busy_timeout = 5000")  # a writer checkpointing the WAL holds a lock briefly
-        db = Database(conn, execute_plugins=False)
-        have = schema_version(db)
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot read the database at {target}: {exc}") from exc
-    names = [f.name for f in discover()]
-    if have != names[-1]:
-        if have in names or have is None:
-            raise StoreError(f"the database at {target} has schema {have or 'none'}, this Veralith expects "
-                             f"{names[-1]}; any writing command (e.g. `veralith resume`) brings it up to date")
-        raise StoreError(f"the database at {target} was written by a newer Veralith (schema {have}); upgrade veralith")
-    return db
 
 
 @dataclass(frozen=True)
@@ -88,7 +51,7 @@ class TraceFilter:
     def without(self, name: str) -> TraceFilter:
         return replace(self, **{name: None})
 
-    def where(self) -> tuple[list[str], list[Any]]:
+    def where(self, dialect: Dialect) -> tuple[list[str], list[Any]]:
         """SQL conditions (ANDed) and their parameters; values are always bound, never spliced."""
         clauses: list[str] = []
         params: list[Any] = []
@@ -117,7 +80,8 @@ class TraceFilter:
             params += [self.run, self.run]
         if self.text:
             pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            clauses.append("(query LIKE ? ESCAPE '\\' OR response LIKE ? ESCAPE '\\')")
+            like = dialect.ilike
+            clauses.append(f"(query {like} ? ESCAPE '\\' OR response {like} ? ESCAPE '\\')")
             params += [pattern, pattern]
         return clauses, params
 
@@ -135,7 +99,7 @@ class TracePage:
 SCAN_WINDOW = 50_000
 
 
-def page_traces(db: Database, flt: TraceFilter, *, limit: int = 50, before: int | None = None,
+def page_traces(db: Db, flt: TraceFilter, *, limit: int = 50, before: int | None = None,
                 after: int | None = None) -> TracePage:
     """One page of traces matching `flt`, newest (highest id) first.
 
@@ -147,7 +111,7 @@ def page_traces(db: Database, flt: TraceFilter, *, limit: int = 50, before: int 
     """
     if before is not None and after is not None:
         raise ValueError("give before or after, not both")
-    clauses, params = flt.where()
+    clauses, params = flt.where(db.dialect)
     window = SCAN_WINDOW if flt.text else None
     if after is not None:
         rows, cut = _walk(db, clauses, params, after, "ASC", limit + 1, window)
@@ -167,7 +131,7 @@ def page_traces(db: Database, flt: TraceFilter, *, limit: int = 50, before: int 
     return TracePage(rows, newer, cut, searched_to=cut)
 
 
-def _walk(db: Database, clauses: list[str], params: list[Any], start: int | None, order: str, limit: int,
+def _walk(db: Db, clauses: list[str], params: list[Any], start: int | None, order: str, limit: int,
           window: int | None) -> tuple[list[dict[str, Any]], int | None]:
     """Up to `limit` matching rows from `start` (exclusive; None: the newest) in `order`, and, when
     `window` bounded the search short of the table's end, the id it stopped at."""
@@ -206,9 +170,9 @@ class Neighbours:
     older_unsearched: bool = False
 
 
-def neighbours(db: Database, trace_id: int, flt: TraceFilter) -> Neighbours:
+def neighbours(db: Db, trace_id: int, flt: TraceFilter) -> Neighbours:
     """The traces next to `trace_id` among those matching `flt` (bounded like a page for a text filter)."""
-    clauses, params = flt.where()
+    clauses, params = flt.where(db.dialect)
     window = SCAN_WINDOW if flt.text else None
     newer, newer_cut = _walk(db, clauses, params, trace_id, "ASC", 1, window)
     older, older_cut = _walk(db, clauses, params, trace_id, "DESC", 1, window)
@@ -216,7 +180,7 @@ def neighbours(db: Database, trace_id: int, flt: TraceFilter) -> Neighbours:
                       not newer and newer_cut is not None, not older and older_cut is not None)
 
 
-def trace_row(db: Database, trace_id: int) -> dict[str, Any] | None:
+def trace_row(db: Db, trace_id: int) -> dict[str, Any] | None:
     """The work state and inputs of one trace (status, times, error, kb, metadata, query, response,
     and where the schema has them its external id and the run that last wrote or judged it)."""
     rows = list(db.query("SELECT * FROM traces WHERE id = ?", [trace_id]))
@@ -228,7 +192,7 @@ def trace_row(db: Database, trace_id: int) -> dict[str, Any] | None:
     return row
 
 
-def kb_figures(db: Database) -> dict[str, dict[str, Any]]:
+def kb_figures(db: Db) -> dict[str, dict[str, Any]]:
     """Per knowledge base, from the running totals (`trace_rollup`): traces, stored results, counts by
     cell and by gate, pass rate (passes / results, None without results), known cost and the number
     of results whose cost is unknown. Cheap at any size: the totals are kept by triggers."""
@@ -249,7 +213,7 @@ def kb_figures(db: Database) -> dict[str, dict[str, Any]]:
     return out
 
 
-def daily_figures(db: Database, *, days: int = 30) -> dict[str, Any]:
+def daily_figures(db: Db, *, days: int = 30) -> dict[str, Any]:
     """The last `days` UTC days that end on the newest day with a result: per (day, knowledge base)
     the results by cell and the passes, and per day the known cost and the results of unknown cost.
     A trace counts on the day it was created.
@@ -280,13 +244,7 @@ def daily_figures(db: Database, *, days: int = 30) -> dict[str, Any]:
             "by_kb": dict(sorted(by_kb.items())), "cost": cost}
 
 
-def has_runs(db: Database) -> bool:
-    """Whether the schema records runs (migrations/0007)."""
-    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_traces'").fetchone() \
-        is not None
-
-
-def run_cells(db: Database, runs: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
+def run_cells(db: Db, runs: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
     """Per run (id, source): its results by cell and its passes, in daily_figures' slot shape. An
     eval run is counted from its own copies (what it found), an SDK run from its traces as they are."""
     out: dict[int, dict[str, Any]] = {run_id: {"cells": {}, "results": 0, "passes": 0} for run_id, _ in runs}
@@ -306,13 +264,13 @@ def run_cells(db: Database, runs: list[tuple[int, str]]) -> dict[int, dict[str, 
     return out
 
 
-def run_labels(db: Database, *, limit: int = 50) -> list[tuple[int, str]]:
+def run_labels(db: Db, *, limit: int = 50) -> list[tuple[int, str]]:
     """(id, "#id name") of the newest runs, for a filter's choices (no totals: a few rows)."""
     return [(int(i), f"#{i}" + (f" {name}" if name else "")) for i, name in
             db.execute("SELECT id, name FROM runs ORDER BY id DESC LIMIT ?", [limit]).fetchall()]
 
 
-def knowledge_bases(db: Database) -> list[str]:
+def knowledge_bases(db: Db) -> list[str]:
     """Every knowledge base that has traces (from the running totals: a few rows)."""
     return [r[0] for r in db.execute("SELECT DISTINCT knowledge_base FROM trace_rollup ORDER BY 1").fetchall()]
 

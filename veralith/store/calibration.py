@@ -13,8 +13,9 @@ ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h
 rational arithmetic from the stored floats and rounded once, so the same data always gives the
 same, correctly rounded threshold.
 
-Cost in SQLite (`SQLiteCalibration`): one COUNT over the partial index `traces_calibration` and one
-two-row read at OFFSET floor(h) in index order: no sort, no full scan, whatever the size of the table.
+Cost (`SqlCalibration`, either store): one COUNT over the partial index `traces_calibration` and
+one two-row read at OFFSET floor(h) in index order: no sort, no full scan, whatever the size of the
+table.
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
 
-from sqlite_utils import Database
-
 from veralith.config import settings
 from veralith.models import ThresholdSource
+from veralith.store.sql import Db
 
-__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "SQLiteCalibration", "calibrate",
-           "calibration_count", "linear_percentile", "percentile_threshold", "rank_of"]
+__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "SqlCalibration", "calibrate",
+           "linear_percentile", "rank_of"]
 
 CALIBRATION_CELL = "complete_grounded"
-# `status = 'done'` must appear literally for SQLite to use the partial index.
+# `status = 'done'` must appear literally for the planner to use the partial index.
 _WHERE = ("status = 'done' AND knowledge_base = ? AND failure_cell = ? AND sufficiency_fraction IS NOT NULL")
 
 
@@ -62,27 +62,22 @@ def calibrate(data: CalibrationData, knowledge_base: str) -> Calibration:
                        data.calibration_count(knowledge_base))
 
 
-class SQLiteCalibration:
-    """CalibrationData over one SQLite connection."""
+class SqlCalibration:
+    """CalibrationData over one store connection."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
     def calibration_count(self, knowledge_base: str) -> int:
-        return calibration_count(self.db, knowledge_base)
+        row = self.db.execute(f"SELECT COUNT(*) FROM traces{self.db.dialect.index('traces_calibration')}"
+                              f" WHERE {_WHERE}", [knowledge_base, CALIBRATION_CELL]).fetchone()
+        return int(row[0])
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         rows = self.db.execute(
-            f"SELECT sufficiency_fraction FROM traces INDEXED BY traces_calibration WHERE {_WHERE}"
+            f"SELECT sufficiency_fraction FROM traces{self.db.dialect.index('traces_calibration')} WHERE {_WHERE}"
             " ORDER BY sufficiency_fraction LIMIT ? OFFSET ?", [knowledge_base, CALIBRATION_CELL, limit, offset])
         return [row[0] for row in rows.fetchall()]
-
-
-def calibration_count(db: Database, knowledge_base: str) -> int:
-    """How many stored results of this knowledge base count towards its calibration."""
-    row = db.execute(f"SELECT COUNT(*) FROM traces INDEXED BY traces_calibration WHERE {_WHERE}",
-                     [knowledge_base, CALIBRATION_CELL]).fetchone()
-    return int(row[0])
 
 
 def rank_of(n: int, percentile: float) -> int:
@@ -98,12 +93,6 @@ def linear_percentile(lower: float, upper: float, n: int, percentile: float) -> 
 
 def _h(n: int, percentile: float) -> Fraction:
     return Fraction(n - 1) * Fraction(percentile) / 100
-
-
-def percentile_threshold(db: Database, knowledge_base: str, *, percentile: float,
-                         min_traces: int) -> tuple[float, int] | None:
-    """(threshold, n) once `min_traces` results qualify, else None."""
-    return _percentile(SQLiteCalibration(db), knowledge_base, percentile=percentile, min_traces=min_traces)
 
 
 def _percentile(data: CalibrationData, knowledge_base: str, *, percentile: float,

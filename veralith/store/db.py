@@ -1,31 +1,28 @@
-"""Connections: one migrated sqlite-utils Database per (process, thread, file).
+"""SQLite connections: one migrated SqliteDb (veralith.store.sql) per (process, thread, file).
 
 SQLite connections must not cross threads or survive a fork, so `open_db()` hands each thread of
 each process its own connection, opened on first use and migrated once per process and file.
 WAL lets readers run beside one writer; the busy timeout makes concurrent writers (several
 processes logging at once) wait for the lock instead of failing; writers take the lock up front
-with `BEGIN IMMEDIATE` (see `write`) so a read-then-write transaction can never deadlock.
+with `BEGIN IMMEDIATE` (`SqliteDb.write`) so a read-then-write transaction can never deadlock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-from sqlite_utils import Database
-
-from veralith.config import settings
 from veralith.errors import StoreError
+from veralith.store.location import resolve_path
 from veralith.store.migrate import apply_migrations
+from veralith.store.sql import SqliteDb
 
-__all__ = ["BUSY_TIMEOUT_MS", "close", "close_all", "connect", "database_files", "lock_wait", "open_db",
-           "output_conflict", "resolve_path", "write"]
+__all__ = ["BUSY_TIMEOUT_MS", "close", "close_all", "connect", "database_files", "open_db", "output_conflict",
+           "resolve_path"]
 
 # Long enough to ride out a burst of writers from many processes; a lock held longer than this
 # means something is stuck, and an error is better than hanging the host program.
@@ -34,18 +31,6 @@ BUSY_TIMEOUT_MS = 60_000
 _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default
 
 _local = threading.local()
-
-
-def resolve_path(path: str | os.PathLike[str] | None = None) -> str:
-    """The absolute database path `open_db(path)` would use (default: settings.db_path)."""
-    raw = settings.db_path if path is None else os.fspath(path)
-    return raw if raw == ":memory:" else _absolute(raw, os.getcwd())
-
-
-@functools.lru_cache(maxsize=64)
-def _absolute(raw: str, cwd: str) -> str:
-    # Cached: resolving walks the file system, and log() asks on every call.
-    return str((Path(cwd) / Path(raw).expanduser()).resolve())
 
 
 def database_files(path: str | os.PathLike[str] | None = None) -> list[str]:
@@ -69,8 +54,9 @@ def output_conflict(output: str | os.PathLike[str], path: str | os.PathLike[str]
     return None
 
 
-def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
-    """A new connection to `path`, configured and (by default) migrated. Callers own it."""
+def connect(path: str | os.PathLike[str], *, migrate: bool = True, check_same_thread: bool = True) -> SqliteDb:
+    """A new connection to `path`, configured and (by default) migrated. Callers own it; with
+    `check_same_thread=False` any thread may use it, one at a time."""
     target = resolve_path(path)
     if target != ":memory:":
         # /dev/null, a directory or a FIFO "opens" but cannot hold a database: say so plainly.
@@ -78,8 +64,8 @@ def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
             raise StoreError(f"cannot use {target} as the database: not a regular file (VERALITH_DB_PATH)")
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     try:
-        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000)
-        db = Database(conn, execute_plugins=False)
+        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread)
+        db = SqliteDb(conn, execute_plugins=False)
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
         db.execute("PRAGMA foreign_keys = ON")
         if target != ":memory:":
@@ -97,7 +83,7 @@ def connect(path: str | os.PathLike[str], *, migrate: bool = True) -> Database:
     return db
 
 
-def _enable_wal(db: Database) -> None:
+def _enable_wal(db: SqliteDb) -> None:
     """Switch a new file to WAL. Two connections opening a fresh file at once (a process and its log
     worker, several processes) can meet in SQLite's lock upgrade, where it answers "database is
     locked" at once instead of waiting in the busy handler: try again, within the busy timeout."""
@@ -112,7 +98,7 @@ def _enable_wal(db: Database) -> None:
             time.sleep(0.005)
 
 
-def open_db(path: str | os.PathLike[str] | None = None) -> Database:
+def open_db(path: str | os.PathLike[str] | None = None) -> SqliteDb:
     """The calling thread's migrated connection to `path` (default: settings.db_path).
 
     Safe for several threads (each gets its own connection) and several processes (WAL, busy
@@ -120,7 +106,7 @@ def open_db(path: str | os.PathLike[str] | None = None) -> Database:
     """
     target = resolve_path(path)
     pid = os.getpid()
-    cache: dict[str, Database] = getattr(_local, "dbs", None) or {}
+    cache: dict[str, SqliteDb] = getattr(_local, "dbs", None) or {}
     if getattr(_local, "pid", None) != pid:
         # A forked child inherits the parent's thread-local; those connections are not ours.
         cache = {}
@@ -152,38 +138,3 @@ def close_all() -> None:
         with contextlib.suppress(sqlite3.Error):
             db.close()
     _local.dbs = {}
-
-
-@contextlib.contextmanager
-def lock_wait(db: Database, ms: float) -> Iterator[Database]:
-    """Inside the block (log() on the caller's thread): wait at most `ms` for locks, and leave
-    checkpointing the WAL to other writes (a commit that crosses the auto-checkpoint size would copy
-    and fsync pages, hundreds of ms on a busy disk). Then the usual settings again."""
-    db.execute(f"PRAGMA busy_timeout = {max(1, int(ms))}")
-    db.execute("PRAGMA wal_autocheckpoint = 0")
-    try:
-        yield db
-    finally:
-        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
-        db.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT_PAGES}")
-
-
-@contextlib.contextmanager
-def write(db: Database) -> Iterator[Database]:
-    """One write transaction that takes the write lock at BEGIN.
-
-    A deferred transaction that reads and then writes can fail with SQLITE_BUSY without waiting
-    when another process wrote in between; IMMEDIATE waits on the busy timeout instead.
-    """
-    conn = db.conn
-    if conn.in_transaction:
-        raise StoreError("nested write transaction; the store's functions each own one transaction")
-    conn.execute("BEGIN IMMEDIATE")  # waits up to the busy timeout for the write lock
-    try:
-        yield db
-    except BaseException:
-        if db.conn.in_transaction:   # the statement that failed may have ended it already
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-

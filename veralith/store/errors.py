@@ -1,12 +1,15 @@
-"""The store's errors: a lookup that finds no trace or no result, and which errors end a batch (the
-database stopped accepting writes: full disk, read-only file, I/O error). Any other error spoils one
-record and the run goes on."""
+"""The store's errors: a lookup that finds no trace or no result, and which errors end a batch: the
+database stopped accepting writes (full disk, read-only file, I/O error: WritesStopped) or cannot be
+reached (locked by another process for longer than the busy timeout, a server that does not
+answer, a file that vanished: StoreUnavailable). Any other error spoils one record and the run
+goes on. Each message is one line a person can act on, and names the database (never a password)."""
 
 from __future__ import annotations
 
 from veralith.errors import StoreError
 
-__all__ = ["AmbiguousTraceId", "TraceNotEvaluated", "TraceNotFound", "WritesStopped", "writes_stopped"]
+__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "StoreUnavailable", "TraceNotEvaluated", "TraceNotFound",
+           "WritesStopped", "sqlite_error"]
 
 
 class TraceNotFound(StoreError, KeyError):
@@ -38,26 +41,43 @@ class AmbiguousTraceId(StoreError, KeyError):
         return str(self.args[0])
 
 
+class DuplicateExternalId(StoreError):
+    """The knowledge base already has a trace with this external id."""
+
+
 class WritesStopped(StoreError):
     """The database stopped accepting writes (full disk, read-only file): the run must stop.
 
     Everything committed before stays; records not yet written are simply not stored."""
 
 
-_FATAL = ("disk is full", "readonly database", "read-only", "disk i/o error", "unable to open database")
+class StoreUnavailable(StoreError):
+    """The store cannot be used right now: locked by another process for longer than the busy
+    timeout, a server that does not answer, a file that vanished. Nothing half-written is left;
+    trying again later is safe."""
 
 
-def writes_stopped(exc: BaseException) -> WritesStopped | None:
-    """A WritesStopped when `exc` means no further write can succeed, else None (a per-record error)."""
+_FATAL = ("disk is full", "readonly database", "read-only", "disk i/o error")
+_AWAY = ("unable to open database", "no such table")
+
+
+def sqlite_error(exc: BaseException, where: str) -> StoreError | None:
+    """The StoreError a SQLite (or file-system) error means for the database at `where`, or None
+    when it spoils only the one statement (a per-record error)."""
     import sqlite3
 
-    if isinstance(exc, WritesStopped):
+    if isinstance(exc, StoreError):
         return exc
     text = str(exc).lower()
     if isinstance(exc, sqlite3.Error) and any(word in text for word in _FATAL):
-        return WritesStopped(f"the database stopped accepting writes ({exc}); the run stopped here and "
-                            "everything stored before is kept: free space or fix permissions, then re-run")
+        return WritesStopped(f"the database at {where} stopped accepting writes ({exc}); what was stored before "
+                             "is kept: free space or fix permissions, then re-run")
     if isinstance(exc, OSError) and getattr(exc, "errno", None) in (28, 30):  # ENOSPC, EROFS
-        return WritesStopped(f"cannot write ({exc.strerror}); the run stopped here and everything stored "
-                            "before is kept")
+        return WritesStopped(f"cannot write next to the database at {where} ({exc.strerror}); what was stored "
+                             "before is kept")
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return StoreUnavailable(f"the database at {where} stayed locked by another process for the whole busy "
+                                "timeout; nothing was written by this step: try again once that process is done")
+    if isinstance(exc, sqlite3.OperationalError) and any(word in text for word in _AWAY):
+        return StoreUnavailable(f"the database at {where} cannot be used ({exc}); was it moved or deleted?")
     return None

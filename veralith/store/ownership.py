@@ -7,18 +7,30 @@ decides whether this process may write a trace's outcome.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+from collections.abc import Callable
 from typing import Any
-
-from sqlite_utils import Database
 
 from veralith.errors import StoreError
 from veralith.store import leases
-from veralith.store.db import open_db, write
 from veralith.store.errors import TraceNotFound
 from veralith.store.rows import dumps
+from veralith.store.sql import Db
 
-__all__ = ["LeaseLost", "check_owner", "db_path", "drop_lease", "history", "keep_history", "renew", "renewer"]
+__all__ = ["LeaseLost", "check_owner", "drop_lease", "history", "keep_history", "register", "renew", "renewer"]
+
+# How the renewer thread reaches each database it holds leases in: Db.key -> a context manager
+# giving a connection of that thread's own (registered by each store when it is opened).
+_connectors: dict[str, Callable[[], contextlib.AbstractContextManager[Db]]] = {}
+_connectors_lock = threading.Lock()
+
+
+def register(key: str, connect: Callable[[], contextlib.AbstractContextManager[Db]]) -> None:
+    """Tell the renewer how to reach the database whose `Db.key` is `key`."""
+    with _connectors_lock:
+        _connectors.setdefault(key, connect)
 
 
 class LeaseLost(StoreError):
@@ -26,38 +38,37 @@ class LeaseLost(StoreError):
 
 
 def renew(keys: set[tuple[str, int]]) -> None:
-    """Bump the lease time of our running traces, given as (database path, trace id); on the
-    calling thread's own connections (the Renewer's thread, every RENEW_EVERY_S)."""
+    """Bump the lease time of our running traces, given as (Db.key, trace id); on the calling
+    thread's own connections (the Renewer's thread, every RENEW_EVERY_S)."""
     host, pid, token, at = leases.mine()
-    by_path: dict[str, list[int]] = {}
-    for path, trace_id in keys:
-        if path:
-            by_path.setdefault(path, []).append(trace_id)
-    for path, ids in by_path.items():
-        db = open_db(path)
-        with write(db):
-            db.conn.executemany("UPDATE traces SET lease_at = ? WHERE id = ? AND status = 'running'"
-                                " AND lease_host = ? AND lease_pid = ? AND lease_token = ?",
-                                [(at, i, host, pid, token) for i in ids])
+    by_key: dict[str, list[int]] = {}
+    for key, trace_id in keys:
+        if key:
+            by_key.setdefault(key, []).append(trace_id)
+    for key, ids in by_key.items():
+        with _connectors_lock:
+            connect = _connectors.get(key)
+        if connect is None:
+            continue
+        with connect() as db, db.write():
+            # In id order, so two transactions never take row locks in opposite orders.
+            db.executemany("UPDATE traces SET lease_at = ? WHERE id = ? AND status = 'running'"
+                           " AND lease_host = ? AND lease_pid = ? AND lease_token = ?",
+                           [(at, i, host, pid, token) for i in sorted(ids)])
 
 
 renewer = leases.Renewer(renew)
 
 
-def db_path(db: Database) -> str:
-    row = db.execute("PRAGMA database_list").fetchone()
-    return row[2] or ""
-
-
-def check_owner(db: Database, trace_id: int, held: bool) -> tuple[Any, ...]:
+def check_owner(db: Db, trace_id: int, held: bool) -> tuple[Any, ...]:
     """Inside a write transaction: the trace row, if this process may write its outcome.
 
     Held (we claimed it): it must still be running under our lease. Not held (evaluate(trace_id=)
     re-judging a stored trace): it must not be running under another process's live lease.
     """
     row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at, error_message, quality_gate,"
-                     " evaluated_at, failure_cell, backend, judge_model, prompt_versions FROM traces WHERE id = ?",
-                     [trace_id]).fetchone()
+                     " evaluated_at, failure_cell, backend, judge_model, prompt_versions FROM traces WHERE id = ?"
+                     + db.dialect.for_update, [trace_id]).fetchone()
     if row is None:
         raise _not_found(trace_id)
     ours = leases.is_mine(*row[1:4])
@@ -69,7 +80,7 @@ def check_owner(db: Database, trace_id: int, held: bool) -> tuple[Any, ...]:
     return row
 
 
-def keep_history(db: Database, trace_id: int, row: tuple[Any, ...], now: str) -> None:
+def keep_history(db: Db, trace_id: int, row: tuple[Any, ...], now: str) -> None:
     """Record the outcome being superseded (a stored result or a failure), if the trace had one:
     `resume --failed` and re-judging in place keep what each earlier evaluation ended with."""
     message, gate = row[5], row[6]
@@ -84,7 +95,7 @@ def keep_history(db: Database, trace_id: int, row: tuple[Any, ...], now: str) ->
                 dumps(errors, what="judge errors"), *row[8:12]])
 
 
-def history(db: Database, trace_id: int) -> list[dict[str, Any]]:
+def history(db: Db, trace_id: int) -> list[dict[str, Any]]:
     """Earlier outcomes of a trace, oldest first (judge_errors and prompt_versions decoded)."""
     rows = list(db.query("SELECT recorded_at, evaluated_at, status, quality_gate, error_message, judge_errors,"
                          " failure_cell, backend, judge_model, prompt_versions"
@@ -95,9 +106,9 @@ def history(db: Database, trace_id: int) -> list[dict[str, Any]]:
     return rows
 
 
-def drop_lease(db: Database, trace_id: int) -> None:
+def drop_lease(db: Db, trace_id: int) -> None:
     """Stop renewing this process's lease on a trace whose evaluation ended without an outcome."""
-    renewer.drop((db_path(db), trace_id))
+    renewer.drop((db.key, trace_id))
 
 
 

@@ -1,15 +1,18 @@
-"""What the SDK, the CLI and the orchestrator need from a trace store, and nothing more.
+"""What the SDK, the CLI, the web view and the orchestrator need from a store, and nothing more.
 
-`TraceStore` is the interface callers are typed against; `veralith.store.sqlite.SQLiteStore` is
-its implementation over one SQLite file, and `veralith.store.open_store()` returns the configured
-one. A second implementation (another database, a service) satisfies this protocol and no caller
-changes. The rules a store must keep, whatever it is built on:
+`Store` is the interface every caller is typed against; `veralith.store.open_store()` returns the
+one `VERALITH_DB_URL` names: `SQLiteStore` (one file, the default) or `PostgresStore` (a team's
+shared history). Both are `SqlStore`s running the same SQL (veralith.store.sql). It is split into
+the parts callers use — traces in and out (`TraceStore`), runs (`RunStore`), browsing and figures
+(`BrowseStore`) — so a caller's type says what it touches. The rules a store keeps, whatever it is
+built on:
 
-- `create_trace` makes the trace durable before it returns. With `wait_ms` it returns within about
-  that long even while the store is busy, still durable, under the id it will keep.
-- A trace is evaluated by whoever claims it. `claim` is atomic (two callers never both get True),
-  the claim is a lease the store renews itself (`renew`) until `save_result`, `mark_error` or
-  `drop_lease` ends it, and a lease whose holder is gone becomes claimable again (`resumable`).
+- `spool_trace` (what `log()` calls) never waits on the store: the trace is durable in a local
+  spool under its final id before it returns, and `ship()` moves it in. `create_trace` writes
+  straight into the store and may wait for it.
+- A trace is evaluated by whoever claims it. `claim` and `claim_batch` are atomic (two callers never
+  both get a trace), the claim is a lease the store renews itself until `save_result`,
+  `mark_error` or `drop_lease` ends it, and a lease whose holder is gone becomes claimable again.
 - `save_result` stores a whole result and marks the trace done in one step, and only while the
   caller still holds the lease (LeaseLost otherwise). The outcome it replaces, if any, is kept in
   the trace's history.
@@ -17,20 +20,25 @@ changes. The rules a store must keep, whatever it is built on:
 - Calibration's rule (veralith.store.calibration.calibrate) runs over `calibration_count` and
   `calibration_values`, so every store calibrates alike.
 
-Errors: TraceNotFound, TraceNotEvaluated, AmbiguousTraceId, DuplicateExternalId, LeaseLost and
-WritesStopped (the store stopped taking writes: full disk, read-only file), all StoreError.
+Errors, all StoreError: TraceNotFound, TraceNotEvaluated, AmbiguousTraceId, DuplicateExternalId,
+RunNotFound, LeaseLost, WritesStopped (full disk, read-only file) and StoreUnavailable (locked for
+longer than the bound, unreachable, vanished).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from veralith.models import ContextChunk, EvaluationResult
 
-__all__ = ["StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
+if TYPE_CHECKING:
+    from veralith.store.browse import Neighbours, TraceFilter, TracePage
+    from veralith.store.runs import Run
+
+__all__ = ["BrowseStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,17 @@ class TraceInput:
         take as today) and because a trace found unchanged keeps what was stored before."""
         return (self.query, self.context, self.response, self.knowledge_base, self.metadata) == (
             other.query, other.context, other.response, other.knowledge_base, other.metadata)
+
+    def to_json(self) -> dict[str, Any]:
+        """As plain JSON values (the spool's line format)."""
+        return {"query": self.query, "context": [c.model_dump() for c in self.context], "response": self.response,
+                "knowledge_base": self.knowledge_base, "metadata": self.metadata, "external_id": self.external_id}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TraceInput:
+        return cls(query=data["query"], context=[ContextChunk(**c) for c in data["context"]],
+                   response=data["response"], knowledge_base=data["knowledge_base"], metadata=data["metadata"],
+                   external_id=data.get("external_id"))
 
 
 @dataclass(frozen=True)
@@ -76,30 +95,59 @@ class StoredResult(NamedTuple):
 
 @runtime_checkable
 class TraceStore(Protocol):
-    """The store interface; see the module docstring for the rules every implementation keeps."""
+    """Traces in, work claimed and finished, results out; the judge-reply cache; calibration data."""
 
-    # -- traces in, work claimed and finished ---------------------------------------------------
-    def create_trace(self, trace: TraceInput, *, queued: bool = False, wait_ms: float | None = None,
-                     run: str | None = None, run_id: int | None = None) -> int:
-        """Store a pending trace; return its id. `queued`: reserved for this process's own queue, so
-        no other process resumes it while this one lives. `run` files it under the SDK run of that
-        name, `run_id` under an open run. Raises DuplicateExternalId when the knowledge base already
-        has a trace with `trace.external_id`."""
+    url: str            # where it is, with any password masked (for messages)
+    read_only: bool     # opened by a reading command: every write raises StoreError
+
+    # -- traces in -------------------------------------------------------------------------------
+    def spool_trace(self, trace: TraceInput, *, run: str | None = None, evaluate_here: bool = True) -> int:
+        """`log()`'s write: durable before it returns, never waiting on the store; return the
+        trace's final id. `ship()` moves it in, reserved for this process's queue when
+        `evaluate_here`, else pending for any worker."""
         ...
 
+    def ship(self) -> list[int]:
+        """Move this process's spooled traces into the store; return the ids reserved for this
+        process's own queue (spooled with `evaluate_here`). StoreUnavailable when the store cannot
+        take them now (they stay spooled)."""
+        ...
+
+    def recover(self) -> int:
+        """Ship the spools of processes that are gone (this host); return how many traces."""
+        ...
+
+    def create_trace(self, trace: TraceInput, *, queued: bool = False, run: str | None = None,
+                     run_id: int | None = None) -> int:
+        """Store a pending trace now (waiting for the store if need be); return its id. `queued`:
+        reserved for this process's own queue. `run` files it under the SDK run of that name,
+        `run_id` under an open run. DuplicateExternalId when the knowledge base already has a trace
+        with `trace.external_id`."""
+        ...
+
+    # -- work claimed and finished ---------------------------------------------------------------
     def claim(self, trace_id: int, *, failed: bool = False, again: bool = False) -> bool:
         """Take a trace for evaluation (pending, or running under a stale lease). `failed` also takes
         one whose last evaluation failed; `again` any trace nobody is evaluating (re-judging in place).
         False when it is not ours to take; TraceNotFound for an unknown id."""
         ...
 
+    def claim_batch(self, limit: int) -> list[int]:
+        """Claim up to `limit` traces nobody is working on, oldest first (`veralith worker`)."""
+        ...
+
     def renew(self, trace_ids: Collection[int]) -> None:
         """Extend this process's leases on these traces (those still ours)."""
         ...
 
-    def release(self, trace_id: int, *, wait_ms: float | None = None) -> bool:
-        """Give back this process's reservation of a pending trace; False if the store stayed busy
-        for `wait_ms` (the reservation then ends with the process)."""
+    def held(self) -> list[int]:
+        """The traces this process has claimed in this store and not finished (being evaluated)."""
+        ...
+
+    def release(self, trace_id: int) -> bool:
+        """Give back this process's reservation of a pending trace (or its claim of a running one:
+        it becomes pending for anyone); False when the store is unavailable (the reservation then
+        ends with the process)."""
         ...
 
     def drop_lease(self, trace_id: int) -> None:
@@ -137,21 +185,9 @@ class TraceStore(Protocol):
         `failed`, instead those whose last evaluation failed."""
         ...
 
-    def recover(self) -> list[int]:
-        """Bring in traces that processes now gone had made durable outside the store proper."""
+    def history(self, trace_id: int) -> list[dict[str, Any]]:
+        """The trace's earlier outcomes, oldest first (veralith.store.ownership.history)."""
         ...
-
-    def flush(self) -> None:
-        """Bring in what this process made durable outside the store proper (a busy-time spool)."""
-        ...
-
-    def list_traces(self, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
-                    status: str | None = None, since: str | None = None,
-                    preview_chars: int | None = 80) -> list[dict[str, Any]]:
-        """The newest traces first, filtered; each row a dict (veralith.store.queries.list_traces)."""
-        ...
-
-    def stats(self, *, kb: str | None = None) -> dict[str, Any]: ...
 
     def iter_results(self, since: str | dt.datetime | None = None,
                      on_error: Callable[[int, Exception], None] | None = None,
@@ -183,5 +219,71 @@ class TraceStore(Protocol):
         ...
 
     def close(self) -> None:
-        """Release the connections this thread (and the reply cache) holds; the next call reopens."""
+        """Release the connections this store holds; the next call reopens."""
         ...
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Runs: one `veralith eval` invocation, or one named stream of logged traces (veralith.store.runs)."""
+
+    def start_run(self, *, name: str | None, backend: str | None, model: str | None,
+                  prompt_versions: dict[str, str] | None, input: str | None = None) -> int: ...
+
+    def tag_trace(self, run_id: int, trace_id: int) -> None: ...
+
+    def record_result(self, run_id: int, trace_id: int, reason: str | None = None) -> None: ...
+
+    def finish_run(self, run_id: int) -> Run: ...
+
+    def discard_run(self, run_id: int) -> None:
+        """Forget an eval run that stored nothing (its traces, if any, are kept)."""
+        ...
+
+    def get_run(self, run_id: int) -> Run: ...
+
+    def resolve_run(self, ref: str) -> Run: ...
+
+    def list_runs(self, *, limit: int = 50) -> list[Run]: ...
+
+    def trace_rows(self, run: Run) -> list[tuple[Any, ...]]: ...
+
+    def failure_details(self, trace_ids: Iterable[int]) -> dict[int, dict[str, Any]]: ...
+
+    def trace_run(self, trace_id: int) -> str | None:
+        """The label of the run that last wrote or judged the trace ("#3 main"), or None."""
+        ...
+
+
+@runtime_checkable
+class BrowseStore(Protocol):
+    """Listing, paging and the figures of `list`, `stats` and the web view (veralith.store.browse,
+    veralith.store.queries): each costs what it shows, not what the store holds."""
+
+    def list_traces(self, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
+                    status: str | None = None, since: str | None = None,
+                    preview_chars: int | None = 80) -> list[dict[str, Any]]: ...
+
+    def stats(self, *, kb: str | None = None) -> dict[str, Any]: ...
+
+    def knowledge_bases(self) -> list[str]: ...
+
+    def page_traces(self, flt: TraceFilter, *, limit: int = 50, before: int | None = None,
+                    after: int | None = None) -> TracePage: ...
+
+    def neighbours(self, trace_id: int, flt: TraceFilter) -> Neighbours: ...
+
+    def trace_row(self, trace_id: int) -> dict[str, Any] | None: ...
+
+    def kb_figures(self) -> dict[str, dict[str, Any]]: ...
+
+    def daily_figures(self, *, days: int = 30) -> dict[str, Any]: ...
+
+    def run_cells(self, runs: list[tuple[int, str]]) -> dict[int, dict[str, Any]]: ...
+
+    def run_labels(self, *, limit: int = 50) -> list[tuple[int, str]]: ...
+
+
+@runtime_checkable
+class Store(TraceStore, RunStore, BrowseStore, Protocol):
+    """Everything a store offers (what `open_store()` returns)."""

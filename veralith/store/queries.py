@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlite_utils import Database
-
-from veralith.store.calibration import SQLiteCalibration, calibrate
+from veralith.store.calibration import SqlCalibration, calibrate
+from veralith.store.sql import Db
 
 __all__ = ["PREVIEW_CHARS", "STATUSES", "knowledge_bases", "list_traces", "stats", "trace_run"]
 
@@ -19,7 +18,7 @@ PREVIEW_CHARS = 80
 STATUSES = ("pending", "running", "done", "error")  # a trace's work states (migrations/0001)
 
 
-def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
+def list_traces(db: Db, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
                 status: str | None = None, since: str | None = None,
                 preview_chars: int | None = PREVIEW_CHARS) -> list[dict[str, Any]]:
     """The newest traces first, optionally filtered by failure cell, knowledge base, status and
@@ -41,24 +40,24 @@ def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: s
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY id DESC LIMIT ?"
-    # substr() needs a length; the largest a SQLite string can be stands for "all of it".
+    # substr() needs a length; the largest a string can be stands for "all of it".
     return list(db.query(sql, [2**31 - 1 if preview_chars is None else preview_chars, *params, limit]))
 
 
-def trace_run(db: Database, trace_id: int) -> str | None:
+def trace_run(db: Db, trace_id: int) -> str | None:
     """The run that last wrote or judged the trace, labelled as people name it ("#3" or "#3 main")."""
     row = db.execute("SELECT runs.id, runs.name FROM traces JOIN runs ON runs.id = traces.run_id"
                      " WHERE traces.id = ?", [trace_id]).fetchone()
     return None if row is None else f"#{row[0]}" + (f" {row[1]}" if row[1] else "")
 
 
-def knowledge_bases(db: Database) -> list[str]:
+def knowledge_bases(db: Db) -> list[str]:
     """The knowledge bases that hold at least one trace, sorted (read from the rollup: no table scan)."""
     return [row[0] for row in db.execute(
         "SELECT DISTINCT knowledge_base FROM trace_rollup WHERE n > 0 ORDER BY 1").fetchall()]
 
 
-def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
+def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     """Counts by cell, gate and status; mean fractions; usage totals; the threshold per KB.
 
     `by_cell` and `by_gate` count stored results (a result without a cell counts as
@@ -95,7 +94,7 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
         usd += row["usd"] or 0.0
     thresholds = {}
     for name in sorted(kbs if kb is None else {kb}):
-        found = calibrate(SQLiteCalibration(db), name)
+        found = calibrate(SqlCalibration(db), name)
         thresholds[name] = {"threshold": found.threshold, "source": found.source.value,
                             "calibration_traces": found.traces}
     return {

@@ -4,7 +4,8 @@ A trace's life: `create_trace` (pending) → `claim_trace` (running, leased to o
 `save_result` (done, in one transaction with every judgment) or `mark_error` (error, message kept).
 A crash leaves the trace pending or running under a lease whose process is gone; such traces are
 `resumable_trace_ids` and can be claimed again. Two processes never evaluate one trace at once
-because a claim is a single `BEGIN IMMEDIATE` check-and-update; while an evaluation runs its lease
+because a claim is one check-and-update in a write transaction (the row locked where the database
+locks rows); while an evaluation runs its lease
 is renewed, and its result is saved only while this process still owns the lease (`LeaseLost`
 otherwise), so a slow evaluation is never taken over and paid for twice.
 
@@ -16,35 +17,30 @@ kept in `trace_history`.
 A trace may carry an external id (the caller's own id for it), unique within its knowledge base:
 `find_external` and `resolve` look traces up by it.
 
-New trace ids are always above every block of ids a process reserved (`reserve_ids`), so an id
-handed out from a block (a trace spooled while the database was locked) is never taken by another.
+Every function takes a `Db` (veralith.store.sql): the SQL here runs unchanged on SQLite and
+PostgreSQL. New trace ids are handed out by the store (veralith.store.ids), never chosen here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
-
-from sqlite_utils import Database
 
 from veralith.errors import StoreError
 from veralith.models import ContextChunk, EvaluationResult
 from veralith.store import leases
-from veralith.store.db import open_db, write
-from veralith.store.errors import AmbiguousTraceId, TraceNotEvaluated, TraceNotFound
-from veralith.store.ownership import LeaseLost, check_owner, db_path, drop_lease, history, keep_history, renewer
+from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
+from veralith.store.ownership import LeaseLost, check_owner, drop_lease, history, keep_history, renewer
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
-from veralith.store.queries import list_traces, stats
 from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_columns, to_rows
+from veralith.store.sql import Db
 
-__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
-           "claim_trace", "create_trace", "drop_lease", "find_external", "history", "iter_results", "iter_stored",
-           "list_traces", "load_input", "load_result", "load_trace_input", "mark_error", "release_trace",
-           "reserve_ids", "resolve", "resumable_trace_ids", "save_result", "stats", "trace_created_at",
-           "trace_info"]
+__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
+           "claim_trace", "create_trace", "create_traces", "drop_lease", "find_external", "history", "iter_stored",
+           "load_input", "load_result", "mark_error", "release_trace", "resolve", "resumable_trace_ids",
+           "save_result", "trace_info"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
@@ -66,71 +62,82 @@ _ORDER = {"completeness": "trace_id", "completeness_mappings": "sq_position, pos
           "grounding": "judgment_position, kind, position"}
 
 
-class DuplicateExternalId(StoreError):
-    """The knowledge base already has a trace with this external id."""
+class IdClash(StoreError):
+    """A trace id handed out for a new trace already holds another trace (the id counter fell behind,
+    or a random id met an existing one). The store gives the trace a new id and writes it again."""
+
+    def __init__(self, trace_id: int) -> None:
+        super().__init__(f"trace id {trace_id} already holds another trace")
+        self.trace_id = trace_id
 
 
-def create_trace(db: Database, *, query: str, context: list[ContextChunk], response: str,
-                 knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
-                 queued: bool = False, trace_id: int | None = None, created_at: str | None = None,
-                 run_id: int | None = None, run: str | None = None, external_id: str | None = None) -> int:
-    """Write a pending trace and its context in one transaction; return its id.
+def create_trace(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None = None,
+                 created_at: str | None = None, queued: bool = False, run_id: int | None = None,
+                 run: str | None = None) -> bool:
+    """Write a pending trace and its context in one transaction under `trace_id` (handed out by the
+    store's id counter). Returns False, writing nothing, when that id already holds this very trace
+    (same `uid`: a spooled trace shipped twice); raises IdClash when it holds another.
 
     `run_id` tags it with an open run (an eval run); `run` with the SDK run of that name, created
-    in the same transaction when it is new (veralith.store.runs).
-
-    `queued=True` reserves it for this process's in-memory queue (the lease records host, pid and
-    token), so that no other process resumes it while this one is alive and about to evaluate it.
-    `trace_id` (from `reserve_ids`) and `created_at` write a spooled trace under the id and time
-    `log()` gave it; writing the same spooled trace twice is a no-op. An `external_id` already used
-    in the knowledge base raises DuplicateExternalId and writes nothing.
+    in the same transaction when it is new (veralith.store.runs). `queued=True` reserves it for this
+    process's in-memory queue (the lease records host, pid and token), so that no other process
+    resumes it while this one is alive and about to evaluate it. An external id already used in the
+    knowledge base raises DuplicateExternalId and writes nothing.
     """
+    with db.write():
+        return _create(db, trace, trace_id=trace_id, uid=uid, created_at=created_at, queued=queued,
+                       run_id=run_id, run=run)
+
+
+def create_traces(db: Db, entries: list[tuple[int, str | None, str | None, TraceInput, str | None, bool]]
+                  ) -> tuple[list[int], list[int]]:
+    """Write many pending traces in one transaction: (trace_id, uid, created_at, inputs, run,
+    queued) each. Returns (the ids written, the ids that clashed with another trace and were not
+    written); an id already holding its own trace (same uid) is in neither."""
+    written, clashed = [], []
+    with db.write():
+        for trace_id, uid, created_at, trace, run, queued in entries:
+            try:
+                if _create(db, trace, trace_id=trace_id, uid=uid, created_at=created_at, queued=queued, run=run):
+                    written.append(trace_id)
+            except IdClash:
+                clashed.append(trace_id)
+    return written, clashed
+
+
+def _create(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None, created_at: str | None, queued: bool,
+            run_id: int | None = None, run: str | None = None) -> bool:
     now = now_iso()
-    meta = dumps(metadata or {}, what="metadata")
+    meta = dumps(trace.metadata, what="metadata")
     lease = leases.mine() if queued else (None, None, None, None)
-    with write(db):
-        if trace_id is None:
-            trace_id = _next_id(db)
-        elif db.execute("SELECT 1 FROM traces WHERE id = ?", [trace_id]).fetchone() is not None:
-            return int(trace_id)  # already moved in from the spool
-        try:
-            db.execute(
-                "INSERT INTO traces (id, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
-                " knowledge_base, metadata, query, response, external_id)"
-                " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [trace_id, created_at or now, now, *lease, knowledge_base, meta, query, response, external_id])
-        except sqlite3.IntegrityError as exc:
-            if external_id is not None and "external_id" in str(exc):
-                raise DuplicateExternalId(f"knowledge base {knowledge_base!r} already has a trace with external id "
-                                          f"{external_id!r}") from None
-            raise
-        _insert(db, "context_chunks", chunk_rows(trace_id, context))
-        if run is not None:
-            from veralith.store.runs import sdk_run_id
+    try:
+        cursor = db.execute(
+            "INSERT INTO traces (id, uid, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
+            " knowledge_base, metadata, query, response, external_id)"
+            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            [trace_id, uid, created_at or now, now, *lease, trace.knowledge_base, meta, trace.query, trace.response,
+             trace.external_id])
+    except db.dialect.integrity_error as exc:
+        if trace.external_id is not None and "external_id" in str(exc):
+            raise DuplicateExternalId(f"knowledge base {trace.knowledge_base!r} already has a trace with external "
+                                      f"id {trace.external_id!r}") from None
+        raise
+    if cursor.rowcount == 0:  # the id is taken: by this trace (shipped before) or by another
+        row = db.execute("SELECT uid FROM traces WHERE id = ?", [trace_id]).fetchone()
+        if uid is not None and row is not None and row[0] == uid:
+            return False
+        raise IdClash(trace_id)
+    _insert(db, "context_chunks", chunk_rows(trace_id, trace.context))
+    if run is not None:
+        from veralith.store.runs import sdk_run_id
 
-            run_id = sdk_run_id(db, run)
-        if run_id is not None:
-            db.execute("UPDATE traces SET run_id = ? WHERE id = ?", [run_id, trace_id])
-    return int(trace_id)
-
-
-def _next_id(db: Database) -> int:
-    """Above every trace and every reserved block (inside the caller's write transaction)."""
-    row = db.execute("SELECT max(coalesce((SELECT max(id) FROM traces), 0),"
-                     " coalesce((SELECT hi FROM trace_id_blocks ORDER BY lo DESC LIMIT 1), 0))").fetchone()
-    return int(row[0]) + 1
+        run_id = sdk_run_id(db, run)
+    if run_id is not None:
+        db.execute("UPDATE traces SET run_id = ? WHERE id = ?", [run_id, trace_id])
+    return True
 
 
-def reserve_ids(db: Database, count: int) -> range:
-    """Reserve `count` trace ids for this process (for traces spooled while the lock is busy)."""
-    with write(db):
-        lo = _next_id(db)
-        db.execute("INSERT INTO trace_id_blocks (lo, hi, owner, taken_at) VALUES (?, ?, ?, ?)",
-                   [lo, lo + count - 1, leases.owner(), now_iso()])
-    return range(lo, lo + count)
-
-
-def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = None, failed: bool = False,
+def claim_trace(db: Db, trace_id: int, *, lease_timeout_s: float | None = None, failed: bool = False,
                 again: bool = False) -> bool:
     """Atomically take a trace for evaluation: pending → running under this process's lease.
 
@@ -141,9 +148,9 @@ def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = 
     or error trace (re-judging in place). Raises TraceNotFound for an unknown id. The lease is
     renewed in the background until the result or error is saved.
     """
-    with write(db):
-        row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at FROM traces WHERE id = ?",
-                         [trace_id]).fetchone()
+    with db.write():
+        row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at FROM traces WHERE id = ?"
+                         + db.dialect.for_update, [trace_id]).fetchone()
         if row is None:
             raise TraceNotFound(f"no trace with id {trace_id}")
         if not (leases.claimable(*row, timeout_s=lease_timeout_s) or (again and row[0] in ("done", "error"))
@@ -153,32 +160,64 @@ def claim_trace(db: Database, trace_id: int, *, lease_timeout_s: float | None = 
         db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
                    " lease_at = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
                    [host, pid, token, at, now_iso(), trace_id])
-    renewer.hold((db_path(db), trace_id))
+    renewer.hold((db.key, trace_id))
     return True
 
 
-def _failed(db: Database, trace_id: int, status: str) -> bool:
+def _failed(db: Db, trace_id: int, status: str) -> bool:
     if status == "error":
         return True
     return status == "done" and db.execute("SELECT 1 FROM judge_errors WHERE trace_id = ? LIMIT 1",
                                            [trace_id]).fetchone() is not None
 
 
-def release_trace(db: Database, trace_id: int) -> None:
-    """Drop this process's reservation of a pending trace (its queue was full): anyone may resume it."""
+def claim_batch(db: Db, limit: int, *, lease_timeout_s: float | None = None) -> list[int]:
+    """Claim up to `limit` traces nobody is working on, oldest first: pending and unreserved, or
+    pending/running under a lease older than the timeout (a reservation or claim of a gone process
+    on this host is found sooner by `resumable_trace_ids`). Where the database locks rows, rows
+    another worker is claiming at the same moment are skipped, not waited for."""
+    timeout = leases.LEASE_TIMEOUT_S if lease_timeout_s is None else lease_timeout_s
+    host, pid, token, at = leases.mine()
+    with db.write():
+        rows = db.execute(
+            "SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
+            " WHERE status IN ('pending', 'running') AND (lease_host IS NULL OR lease_at < ?)"
+            " ORDER BY id LIMIT ?" + db.dialect.skip_locked, [at - timeout, max(1, limit)]).fetchall()
+        ids = [r[0] for r in rows if leases.claimable(*r[1:], timeout_s=timeout, own_is_fresh=True)]
+        if ids:
+            marks = ", ".join("?" for _ in ids)
+            db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
+                       f" lease_at = ?, attempts = attempts + 1, updated_at = ? WHERE id IN ({marks})",
+                       [host, pid, token, at, now_iso(), *ids])
+    for trace_id in ids:
+        renewer.hold((db.key, trace_id))
+    return [int(i) for i in ids]
+
+
+def release_trace(db: Db, trace_id: int) -> None:
+    """Give back this process's hold on a trace: its reservation of a pending trace (its queue was
+    full), or its claim of a running one (a worker stopping): the trace is pending and anyone's.
+    A trace this process does not hold is left as it is."""
     host, pid, token, _ = leases.mine()
-    with write(db):
-        db.execute("UPDATE traces SET lease_host = NULL, lease_pid = NULL, lease_token = NULL, lease_at = NULL,"
-                   " updated_at = ? WHERE id = ? AND status = 'pending' AND lease_host = ? AND lease_pid = ?"
-                   " AND lease_token IS ?", [now_iso(), trace_id, host, pid, token])
+    with db.write():
+        db.execute("UPDATE traces SET status = 'pending', lease_host = NULL, lease_pid = NULL, lease_token = NULL,"
+                   " lease_at = NULL, updated_at = ? WHERE id = ? AND status IN ('pending', 'running')"
+                   f" AND lease_host = ? AND lease_pid = ? AND lease_token {db.dialect.same} ?",
+                   [now_iso(), trace_id, host, pid, token])
+    key = (db.key, trace_id)
+    if key in renewer.held():
+        renewer.drop(key)
 
 
-def save_result(db: Database, result: EvaluationResult) -> int:
+def save_result(db: Db, result: EvaluationResult, *, new_id: int | None = None) -> int:
     """Store a result and mark its trace done, all in one transaction; return the trace id.
 
-    Without `result.trace_id` a new trace is created; with it, that trace's inputs and judgments
-    are replaced in place. The result object itself is not modified.
+    Without `result.trace_id` a new trace is created under `new_id` (from the store's id counter);
+    with it, that trace's inputs and judgments are replaced in place. The result object itself is
+    not modified.
     """
+    if result.trace_id is None and new_id is None:
+        raise StoreError("save_result() of a new trace needs the id the store handed out for it")
     now = now_iso()
     columns = result_columns(result)
     inputs = {"knowledge_base": result.knowledge_base, "metadata": dumps(result.metadata, what="metadata"),
@@ -186,12 +225,12 @@ def save_result(db: Database, result: EvaluationResult) -> int:
     # Rows are built before taking the write lock, so the lock is held only for SQL; they carry
     # a placeholder id (0) when the trace is new, swapped for the real one below.
     child_rows = to_rows(result.trace_id or 0, result)
-    key = (db_path(db), result.trace_id or 0)
+    key = (db.key, result.trace_id or 0)
     held = result.trace_id is not None and key in renewer.held()
-    with write(db):
+    with db.write():
         trace_id = result.trace_id
         if trace_id is None:
-            trace_id = _next_id(db)
+            trace_id = int(new_id or 0)
             db.execute("INSERT INTO traces (id, created_at, updated_at, query, response) VALUES (?, ?, ?, '', '')",
                        [trace_id, now, now])
         else:
@@ -209,16 +248,16 @@ def save_result(db: Database, result: EvaluationResult) -> int:
     return int(trace_id)
 
 
-def mark_error(db: Database, trace_id: int, message: str) -> bool:
+def mark_error(db: Db, trace_id: int, message: str) -> bool:
     """Record that evaluating the trace failed. A result stored earlier, if any, stays readable.
 
     Returns False (and writes nothing) when this process had claimed the trace but lost the lease:
     the process that took it over decides the outcome.
     """
-    key = (db_path(db), trace_id)
+    key = (db.key, trace_id)
     held = key in renewer.held()
     try:
-        with write(db):
+        with db.write():
             try:
                 row = check_owner(db, trace_id, held)
             except LeaseLost:
@@ -233,14 +272,13 @@ def mark_error(db: Database, trace_id: int, message: str) -> bool:
     return True
 
 
-def load_result(trace_id: int, db: Database | None = None) -> EvaluationResult:
+def load_result(trace_id: int, db: Db) -> EvaluationResult:
     """The stored result of a trace, equal to the one that was saved.
 
     Raises TraceNotFound for an unknown id, TraceNotEvaluated when no result is stored yet.
     """
-    db = open_db() if db is None else db
     # One read transaction, so a concurrent re-evaluation cannot mix two results.
-    with db.atomic():
+    with db.read():
         trace = _trace_row(db, trace_id)
         if trace["execution"] is None:
             raise TraceNotEvaluated(trace_id, trace["status"], trace["error_message"])
@@ -250,15 +288,9 @@ def load_result(trace_id: int, db: Database | None = None) -> EvaluationResult:
     return from_rows(trace, children)
 
 
-def load_trace_input(db: Database, trace_id: int) -> tuple[str, list[ContextChunk], str, str, dict[str, Any]]:
-    """What was logged: (query, context, response, knowledge_base, metadata)."""
-    found = load_input(db, trace_id)
-    return found.query, found.context, found.response, found.knowledge_base, found.metadata
-
-
-def load_input(db: Database, trace_id: int) -> TraceInput:
+def load_input(db: Db, trace_id: int) -> TraceInput:
     """What was logged for the trace, external id included."""
-    with db.atomic():
+    with db.read():
         rows = list(db.query("SELECT query, response, knowledge_base, metadata, external_id FROM traces"
                              " WHERE id = ?", [trace_id]))
         if not rows:
@@ -284,7 +316,7 @@ def _info(row: tuple[Any, ...]) -> TraceInfo:
                      prompt_versions=json.loads(row[10]) if has_result and row[10] else {})
 
 
-def trace_info(db: Database, trace_id: int) -> TraceInfo:
+def trace_info(db: Db, trace_id: int) -> TraceInfo:
     """The trace's bookkeeping (status, times, external id, the judge configuration of its result)."""
     row = db.execute(_INFO + " WHERE id = ?", [trace_id]).fetchone()
     if row is None:
@@ -292,13 +324,13 @@ def trace_info(db: Database, trace_id: int) -> TraceInfo:
     return _info(row)
 
 
-def find_external(db: Database, knowledge_base: str, external_id: str) -> TraceInfo | None:
+def find_external(db: Db, knowledge_base: str, external_id: str) -> TraceInfo | None:
     """The trace of `knowledge_base` whose external id is `external_id`, if any."""
     row = db.execute(_INFO + " WHERE knowledge_base = ? AND external_id = ?", [knowledge_base, external_id]).fetchone()
     return None if row is None else _info(row)
 
 
-def resolve(db: Database, ref: str, *, knowledge_base: str | None = None) -> int:
+def resolve(db: Db, ref: str, *, knowledge_base: str | None = None) -> int:
     """The trace a person means by `ref` (a command-line argument).
 
     `#N` is trace id N and nothing else. A bare number names trace N, unless it is also the
@@ -341,13 +373,7 @@ def resolve(db: Database, ref: str, *, knowledge_base: str | None = None) -> int
     raise TraceNotFound(f"no trace with id or external id {str(ref)!r}{where}")
 
 
-def trace_created_at(db: Database, trace_id: int) -> str | None:
-    """When the trace was first written (ISO-8601 UTC), or None for an unknown id."""
-    row = db.execute("SELECT created_at FROM traces WHERE id = ?", [trace_id]).fetchone()
-    return None if row is None else str(row[0])
-
-
-def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None, failed: bool = False) -> list[int]:
+def resumable_trace_ids(db: Db, *, lease_timeout_s: float | None = None, failed: bool = False) -> list[int]:
     """Traces nobody is working on: pending and unreserved (or reserved by a gone process), or
     running under a stale lease. Never another live process's fresh work. Oldest first.
 
@@ -362,21 +388,16 @@ def resumable_trace_ids(db: Database, *, lease_timeout_s: float | None = None, f
     return [row[0] for row in rows if leases.claimable(*row[1:], timeout_s=lease_timeout_s, own_is_fresh=True)]
 
 
-def iter_results(db: Database, since: str | dt.datetime | None = None,
-                 on_error: Callable[[int, Exception], None] | None = None) -> Iterator[EvaluationResult]:
-    """Every stored result, oldest first; `since` keeps traces created at or after it (an ISO-8601
-    string or a datetime; a naive datetime is taken as UTC, the zone timestamps are stored in).
-
-    With `on_error`, a trace that cannot be read (a damaged page of the file) is reported to it
-    and skipped, so one bad page does not end an export; without, the error is raised."""
-    for stored in iter_stored(db, since=since, on_error=on_error):
-        yield stored.result
-
-
-def iter_stored(db: Database, since: str | dt.datetime | None = None,
+def iter_stored(db: Db, since: str | dt.datetime | None = None,
                 on_error: Callable[[int, Exception], None] | None = None,
                 trace_ids: list[int] | None = None) -> Iterator[StoredResult]:
-    """`iter_results` with each trace's bookkeeping (times, external id); `trace_ids` keeps only those."""
+    """Every stored result with its bookkeeping (times, external id), oldest first; `trace_ids` keeps
+    only those, `since` those created at or after it (an ISO-8601 string or a datetime; a naive
+    datetime is taken as UTC, the zone timestamps are stored in).
+
+    With `on_error`, a trace that cannot be read (a damaged page of the file, unreadable stored
+    JSON) is reported to it and skipped, so one bad page does not end an export; without, the
+    error is raised."""
     if isinstance(since, dt.datetime):
         since = (since if since.tzinfo else since.replace(tzinfo=dt.timezone.utc)).astimezone(
             dt.timezone.utc).isoformat(timespec="microseconds")
@@ -395,10 +416,10 @@ def iter_stored(db: Database, since: str | dt.datetime | None = None,
             return
         for trace_id in ids:
             try:
-                with db.atomic():  # the result and its bookkeeping from one snapshot
+                with db.read():  # the result and its bookkeeping from one snapshot
                     stored = StoredResult(load_result(trace_id, db), trace_info(db, trace_id))
-            except (sqlite3.DatabaseError, ValueError) as exc:  # ValueError: unreadable stored JSON
-                if on_error is None:
+            except Exception as exc:  # a damaged page (the database's own error), unreadable JSON (ValueError)
+                if on_error is None or isinstance(exc, (TraceNotFound, TraceNotEvaluated)):
                     raise
                 on_error(trace_id, exc)
                 continue
@@ -406,16 +427,16 @@ def iter_stored(db: Database, since: str | dt.datetime | None = None,
         last = ids[-1]
 
 
-def _trace_row(db: Database, trace_id: int) -> dict[str, Any]:
+def _trace_row(db: Db, trace_id: int) -> dict[str, Any]:
     rows = list(db.query("SELECT * FROM traces WHERE id = ?", [trace_id]))
     if not rows:
         raise TraceNotFound(f"no trace with id {trace_id}")
     return rows[0]
 
 
-def _insert(db: Database, table: str, rows: list[tuple]) -> None:
+def _insert(db: Db, table: str, rows: list[tuple]) -> None:
     if rows:
         columns = _CHILD_TABLES[table]
         marks = ", ".join("?" for _ in columns)
-        db.conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
+        db.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
 

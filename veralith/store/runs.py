@@ -26,17 +26,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlite_utils import Database
-
 from veralith.errors import StoreError
-from veralith.store.db import write
 from veralith.store.rows import now_iso
+from veralith.store.sql import Db
+from veralith.validate import MAX_RUN_NAME, check_run_name
 
-__all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "failure_details",
-           "finish_run", "get_run", "list_runs", "record_result", "resolve_run", "sdk_run_id", "start_run",
-           "tag_trace", "trace_rows"]
+__all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "discard_run",
+           "failure_details", "finish_run", "get_run", "list_runs", "record_result", "resolve_run", "sdk_run_id",
+           "start_run", "tag_trace", "trace_rows"]
 
-MAX_RUN_NAME = 200
 
 # The columns `trace_rows` returns, in order (veralith.compare.TraceRow has the same fields).
 TRACE_ROW_COLUMNS = ("id", "external_id", "knowledge_base", "query", "failure_cell", "quality_gate", "status",
@@ -88,53 +86,38 @@ class Run:
         return {**asdict(self), "pass_rate": self.pass_rate}
 
 
-def check_run_name(name: object, *, what: str = "run") -> str:
-    """The run name, stripped; TypeError/ValueError naming `what` when it cannot be one."""
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be a str, got {type(name).__name__}")
-    stripped = name.strip()
-    if not stripped:
-        raise ValueError(f"{what} must not be empty")
-    if len(stripped) > MAX_RUN_NAME:
-        raise ValueError(f"{what} is {len(stripped)} characters long; at most {MAX_RUN_NAME}")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in stripped):
-        raise ValueError(f"{what} must not contain control characters")
-    return stripped
-
-
-def start_run(db: Database, *, name: str | None, backend: str | None, model: str | None,
+def start_run(db: Db, *, name: str | None, backend: str | None, model: str | None,
               prompt_versions: dict[str, str] | None, input: str | None = None, source: str = "eval") -> int:
     """Open a run; return its id."""
     if name is not None:
         name = check_run_name(name, what="run name")
-    with write(db):
-        cursor = db.execute(
+    with db.write():
+        return db.insert_id(
             "INSERT INTO runs (name, source, started_at, backend, model, prompt_versions, input)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [name, source, now_iso(), backend, model,
              None if prompt_versions is None else json.dumps(prompt_versions, sort_keys=True), input])
-    return int(cursor.lastrowid or 0)
 
 
-def tag_trace(db: Database, run_id: int, trace_id: int) -> None:
+def tag_trace(db: Db, run_id: int, trace_id: int) -> None:
     """Make the run the trace's latest before it is judged again in place, so that the run keeps
     the trace (without an outcome) even when that evaluation fails."""
-    with write(db):
+    with db.write():
         db.execute("UPDATE traces SET run_id = ? WHERE id = ?", [run_id, trace_id])
 
 
-def record_result(db: Database, run_id: int, trace_id: int, reason: str | None = None) -> None:
+def record_result(db: Db, run_id: int, trace_id: int, reason: str | None = None) -> None:
     """File the trace's current outcome under the eval run (replacing what the run had for it)
     and make the run the trace's latest. `reason`: the one-line why, when it did not pass."""
-    with write(db):
+    with db.write():
         db.execute("UPDATE traces SET run_id = ? WHERE id = ?", [run_id, trace_id])
         _copy(db, run_id, "id = ?", [trace_id], reason=reason, replace=True)
 
 
-def finish_run(db: Database, run_id: int) -> Run:
+def finish_run(db: Db, run_id: int) -> Run:
     """Close a run: store its end time and totals (as they are now); return it. An eval run also
     keeps the traces it wrote but holds no outcome for (a failed evaluation) as they are now."""
-    with write(db):
+    with db.write():
         source = db.execute("SELECT source FROM runs WHERE id = ?", [run_id]).fetchone()
         if source is not None and source[0] == "eval":
             _copy(db, run_id, "run_id = ?", [run_id], reason=None, replace=False)
@@ -145,20 +128,30 @@ def finish_run(db: Database, run_id: int) -> Run:
     return get_run(db, run_id)
 
 
-def sdk_run_id(db: Database, name: str) -> int:
+def discard_run(db: Db, run_id: int) -> None:
+    """Forget an eval run that stored nothing: the run and its copies go; traces that named it as
+    their latest run keep their outcome and name none."""
+    with db.write():
+        db.execute("UPDATE traces SET run_id = NULL WHERE run_id = ?", [run_id])
+        db.execute("DELETE FROM run_traces WHERE run_id = ?", [run_id])
+        db.execute("DELETE FROM runs WHERE id = ? AND source = 'eval'", [run_id])
+
+
+def sdk_run_id(db: Db, name: str) -> int:
     """The id of the SDK run called `name`, created if needed. Call it inside the caller's write
-    transaction (create_trace's): the unique index on SDK run names and the write lock together
-    make concurrent first uses of a name agree on one run."""
-    if not db.conn.in_transaction:
+    transaction (create_trace's): the unique index on SDK run names makes concurrent first uses of a
+    name agree on one run (the second insert does nothing and reads the first one's row)."""
+    if not db.in_transaction:
         raise StoreError("sdk_run_id() must run inside the write transaction that stores the trace")
     row = db.execute("SELECT id FROM runs WHERE source = 'sdk' AND name = ?", [name]).fetchone()
     if row is not None:
         return int(row[0])
-    cursor = db.execute("INSERT INTO runs (name, source, started_at) VALUES (?, 'sdk', ?)", [name, now_iso()])
-    return int(cursor.lastrowid or 0)
+    db.execute("INSERT INTO runs (name, source, started_at) VALUES (?, 'sdk', ?)"
+               " ON CONFLICT (name) WHERE source = 'sdk' DO NOTHING", [name, now_iso()])
+    return int(db.execute("SELECT id FROM runs WHERE source = 'sdk' AND name = ?", [name]).fetchone()[0])
 
 
-def get_run(db: Database, run_id: int) -> Run:
+def get_run(db: Db, run_id: int) -> Run:
     """The run with this id; RunNotFound otherwise."""
     runs = _load(db, "WHERE id = ?", [run_id])
     if not runs:
@@ -166,7 +159,7 @@ def get_run(db: Database, run_id: int) -> Run:
     return runs[0]
 
 
-def resolve_run(db: Database, ref: str) -> Run:
+def resolve_run(db: Db, ref: str) -> Run:
     """A run named by a person: its id (digits, optionally after '#'), else its name (the newest
     run of that name). RunNotFound says what was tried."""
     text = ref.strip()
@@ -181,24 +174,23 @@ def resolve_run(db: Database, ref: str) -> Run:
     raise RunNotFound(f"no run with id or name {ref!r} (see `veralith runs`)")
 
 
-def list_runs(db: Database, *, limit: int = 50) -> list[Run]:
+def list_runs(db: Db, *, limit: int = 50) -> list[Run]:
     """The newest runs first."""
     return _load(db, "ORDER BY id DESC LIMIT ?", [limit])
 
 
-def trace_rows(db: Database, run: Run) -> list[tuple[Any, ...]]:
+def trace_rows(db: Db, run: Run) -> list[tuple[Any, ...]]:
     """Every trace of the run as a tuple of TRACE_ROW_COLUMNS, in trace id order: an eval run's
     own copies (with their reasons), an SDK run's traces as they are now (reason None)."""
     if run.source == "eval":
         columns = ", ".join("trace_id" if c == "id" else c for c in TRACE_ROW_COLUMNS)
         return db.execute(f"SELECT {columns} FROM run_traces WHERE run_id = ? ORDER BY trace_id",
                           [run.id]).fetchall()
-    columns = ", ".join(_external(db) if c == "external_id" else "NULL" if c == "reason" else c
-                        for c in TRACE_ROW_COLUMNS)
+    columns = ", ".join("NULL" if c == "reason" else c for c in TRACE_ROW_COLUMNS)
     return db.execute(f"SELECT {columns} FROM traces WHERE run_id = ? ORDER BY id", [run.id]).fetchall()
 
 
-def failure_details(db: Database, trace_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+def failure_details(db: Db, trace_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
     """What a one-line reason is built from, for each trace: its status summary, its unsupported or
     contradicted claims (with the chunks that contradict them), its uncovered sub-questions (with
     their sufficiency verdict), its extra claims and its judge errors, each list in stored order."""
@@ -261,40 +253,52 @@ _OUTCOME = {"failure_cell", "quality_gate", "sufficiency_fraction", "faithfulnes
             "n_extra_claims", "usd"}
 
 
-def _copy(db: Database, run_id: int, where: str, params: list[Any], *, reason: str | None, replace: bool) -> None:
+def _copy(db: Db, run_id: int, where: str, params: list[Any], *, reason: str | None, replace: bool) -> None:
     # A trace whose last evaluation failed may still hold an earlier result; that result is not
     # this run's outcome, so only a `done` trace's outcome columns are copied.
     def source(column: str) -> str:
-        if column == "external_id":
-            return _external(db)
         if column == "trace_id":
             return "id"
         return f"CASE WHEN status = 'done' THEN {column} END" if column in _OUTCOME else column
 
     columns = ", ".join(source(c) for c in _COPIED)
-    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-    db.execute(f"{verb} INTO run_traces (run_id, {', '.join(_COPIED)}, reason)"
-               f" SELECT ?, {columns}, ? FROM traces WHERE {where}", [run_id, reason, *params])
+    # The SELECT's WHERE comes before ON CONFLICT: without one SQLite would read ON as a join's ON.
+    if replace:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in (*_COPIED[1:], "reason"))
+        action = f"DO UPDATE SET {updates}"
+    else:
+        action = "DO NOTHING"
+    db.execute(f"INSERT INTO run_traces (run_id, {', '.join(_COPIED)}, reason)"
+               f" SELECT ?, {columns}, ? FROM traces WHERE {where}"
+               f" ON CONFLICT (run_id, trace_id) {action}", [run_id, reason, *params])
 
 
-def _totals(db: Database, run_ids: Sequence[int]) -> dict[int, tuple[int, int, int, int, int, float, int]]:
+def _count(condition: str) -> str:
+    return f"SUM(CASE WHEN {condition} THEN 1 ELSE 0 END)"
+
+
+_TOTALS = ("SELECT run_id, COUNT(*), " + ", ".join(_count(c) for c in (
+    "quality_gate = 'pass'", "quality_gate = 'fail'", "quality_gate = 'indeterminate'", "quality_gate IS NULL"))
+    + ", COALESCE(SUM(usd), 0), " + _count("quality_gate IS NOT NULL AND usd IS NULL"))
+
+
+def _totals(db: Db, run_ids: Sequence[int]) -> dict[int, tuple[int, int, int, int, int, float, int]]:
     """Live (n_traces, n_pass, n_fail, n_indeterminate, n_unevaluated, usd, usd_unknown) per run:
     an eval run's from its copies, an SDK run's from its traces."""
     out: dict[int, tuple[int, int, int, int, int, float, int]] = {}
-    select = ("SELECT run_id, COUNT(*), SUM(quality_gate = 'pass'), SUM(quality_gate = 'fail'),"
-              " SUM(quality_gate = 'indeterminate'), SUM(quality_gate IS NULL), COALESCE(SUM(usd), 0),"
-              " SUM(quality_gate IS NOT NULL AND usd IS NULL)")
+    select = _TOTALS
     for chunk in _chunks(list(run_ids), 500):
         marks = ",".join("?" * len(chunk))
         for row in db.execute(
                 f"{select} FROM run_traces WHERE run_id IN ({marks}) GROUP BY run_id UNION ALL"
                 f" {select} FROM traces WHERE run_id IN (SELECT id FROM runs WHERE source = 'sdk' AND id IN ({marks}))"
                 " GROUP BY run_id", chunk + chunk):
-            out[row[0]] = (row[1], row[2] or 0, row[3] or 0, row[4] or 0, row[5] or 0, float(row[6]), row[7] or 0)
+            out[row[0]] = (int(row[1]), int(row[2] or 0), int(row[3] or 0), int(row[4] or 0), int(row[5] or 0),
+                           float(row[6]), int(row[7] or 0))
     return out
 
 
-def _load(db: Database, tail: str, params: list[Any]) -> list[Run]:
+def _load(db: Db, tail: str, params: list[Any]) -> list[Run]:
     rows = list(db.query(f"SELECT * FROM runs {tail}", params))
     live = _totals(db, [r["id"] for r in rows if r["ended_at"] is None])
     runs = []
@@ -310,12 +314,6 @@ def _load(db: Database, tail: str, params: list[Any]) -> list[Run]:
                         input=r["input"], n_traces=totals[0], n_pass=totals[1], n_fail=totals[2],
                         n_indeterminate=totals[3], n_unevaluated=totals[4], usd=totals[5], usd_unknown=totals[6]))
     return runs
-
-
-def _external(db: Database) -> str:
-    """`external_id`, or NULL on a database without that column."""
-    return "external_id" if any(row[1] == "external_id" for row in db.execute("PRAGMA table_info(traces)")) \
-        else "NULL"
 
 
 def _chunks(items: list[int], size: int) -> Iterable[list[int]]:

@@ -1,14 +1,16 @@
-"""The spool: traces `log()` could not write while another process held the write lock.
+"""The spool: where `log()` makes a trace durable before the store has it.
 
-`log()` never waits out the busy timeout on the caller's thread. When the lock is not free within
-`settings.log_timeout_ms`, it appends the trace as one JSON line to this process's spool file
-(`<db>.spool/<host>__<pid>__<token>.jsonl`, one `write()` on an O_APPEND file: durable against a
-crash of the process, like the database's own synchronous=NORMAL) under an id from a block the
-process reserved beforehand, and returns that id. The background worker moves spooled traces into
-the database (idempotently: an id already there is skipped) and deletes what it moved.
+`log()` never waits on the store. It appends the trace as one JSON line to this process's spool
+file (`<folder>/<host>__<pid>__<token>.jsonl`, one `write()` on an O_APPEND descriptor: durable
+against a crash of the process, like SQLite's own synchronous=NORMAL) under an id it already
+holds (veralith.store.ids), and returns. A background shipper (`Spool.ship`) moves what was
+spooled into the store in one transaction per batch and deletes it only once the store has it;
+the store's insert is idempotent (an id it already holds for the same trace is skipped), so a
+crash between the two costs nothing but a repeat.
 
-After a crash, the spool file of a process that is gone is moved in by whoever looks next: any
-worker at start and `resume()` (`recover`).
+The spool files of a process that is gone are shipped by whoever looks next on the same host (any
+process that logs, `veralith resume`, the worker): `recover`. A file of another host (a shared
+folder) is taken once untouched for the lease timeout.
 """
 
 from __future__ import annotations
@@ -19,23 +21,20 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
-from veralith.models import ContextChunk
 from veralith.store import leases
 
-__all__ = ["Spool", "recover", "spool_dir"]
+__all__ = ["Spool", "recover"]
 
 logger = logging.getLogger("veralith.store")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_BATCH = 500  # traces per store transaction when shipping
 
-
-def spool_dir(db_path: str) -> Path:
-    return Path(db_path + ".spool")
+Sink = Callable[[list[dict[str, Any]]], object]
 
 
 def _name(host: str, pid: int, token: str) -> str:
@@ -43,82 +42,92 @@ def _name(host: str, pid: int, token: str) -> str:
 
 
 class Spool:
-    """This process's spool for one database file. Thread-safe."""
+    """This process's spool in `folder`. Thread-safe."""
 
-    def __init__(self, db_path: str) -> None:
-        host, pid, token, _ = leases.mine()
-        self.db_path = db_path
-        self.dir = spool_dir(db_path)
-        self.stem = _name(host, pid, token)
-        self.file = self.dir / f"{self.stem}.jsonl"
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.dir = Path(folder)
         self._lock = threading.Lock()
         self._moves = 0
-        self._dirty = False  # appended since the last complete move
+        self._dirty = False  # appended since the last complete ship
+        self._fd: int | None = None
+        self._owner: tuple[int, str] = (0, "")
 
-    def append(self, trace_id: int, created_at: str, fields: dict[str, Any]) -> None:
-        entry = {"id": trace_id, "created_at": created_at, **fields,
-                 "context": [c.model_dump() for c in fields["context"]]}
+    @property
+    def stem(self) -> str:
+        host, pid, token, _ = leases.mine()
+        return _name(host, pid, token)
+
+    @property
+    def file(self) -> Path:
+        return self.dir / f"{self.stem}.jsonl"
+
+    def append(self, entry: dict[str, Any]) -> None:
+        """Make `entry` durable (one line, one write). Raises OSError when the folder cannot be written."""
         data = (_ENCODER.encode(entry) + "\n").encode("utf-8")
         with self._lock:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
+            os.write(self._descriptor(), data)
             self._dirty = True
 
     def pending(self) -> bool:
-        """Whether anything spooled here still waits to be moved (no file system access)."""
+        """Whether anything spooled here still waits to be shipped (no file system access)."""
         return self._dirty
 
-    def move_into(self, db: Database) -> list[int]:
-        """Write every spooled trace of this process into `db` (pending, nobody's); return their ids."""
+    def ship(self, sink: Sink) -> int:
+        """Hand every spooled entry of this process to `sink` (a batch at a time; the store writes a
+        batch in one transaction) and delete what it took. Returns how many were shipped. If `sink`
+        raises, what it did not take stays spooled for the next round, and the error propagates."""
         with self._lock:  # appends go to a fresh file from here on
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
             if self.file.exists():
                 self._moves += 1
                 self.file.rename(self.dir / f"{self.stem}.moving-{self._moves}")
             self._dirty = False
-        moved: list[int] = []
+        shipped = 0
         try:
             for path in sorted(self.dir.glob(f"{self.stem}.moving-*")) if self.dir.is_dir() else []:
-                moved += _move_file(db, path)
+                shipped += _ship_file(path, sink)
         except BaseException:
             self._dirty = True  # try again later; the renamed file is still there
             raise
-        return moved
+        return shipped
+
+    def _descriptor(self) -> int:
+        owner = (os.getpid(), leases.token())
+        if self._fd is None or self._owner != owner:  # a forked child writes a file of its own
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._owner = owner
+        return self._fd
 
 
-def _move_file(db: Database, path: Path) -> list[int]:
-    from veralith.store.repository import create_trace
-
-    ids = []
+def _ship_file(path: Path, sink: Sink) -> int:
+    entries: list[dict[str, Any]] = []
     for lineno, raw in enumerate(path.read_bytes().splitlines(), start=1):
         try:
-            entry = json.loads(raw)
+            entries.append(json.loads(raw))
         except ValueError:  # a line cut short by a crash mid-write: nothing usable in it
             logger.warning("veralith: %s:%d: unreadable spool line skipped", path, lineno)
-            continue
-        ids.append(create_trace(
-            db, query=entry["query"], response=entry["response"], knowledge_base=entry["knowledge_base"],
-            metadata=entry["metadata"], context=[ContextChunk(**c) for c in entry["context"]],
-            trace_id=entry["id"], created_at=entry["created_at"], run=entry.get("run")))
-    path.unlink()  # only once every line is in the database
-    return ids
+    for start in range(0, len(entries), _BATCH):
+        sink(entries[start:start + _BATCH])
+    path.unlink()  # only once the store has every line
+    return len(entries)
 
 
-def recover(db: Database, db_path: str) -> list[int]:
-    """Move in the spool files of processes that are gone (same host: pid gone or reused by us;
-    another host: untouched for the lease timeout). Returns the ids moved."""
-    folder = spool_dir(db_path)
+def recover(folder: str | os.PathLike[str], sink: Sink) -> int:
+    """Ship the spool files of processes that are gone (this host: pid gone or reused by us;
+    another host: untouched for the lease timeout). Returns how many traces were shipped."""
+    folder = Path(folder)
     if not folder.is_dir():
-        return []
+        return 0
     host, pid, token, _ = leases.mine()
     own = _name(host, pid, token)
-    moved: list[int] = []
+    shipped = 0
     for path in sorted(folder.iterdir()):
         stem = path.name.split(".", 1)[0]
-        if stem == own or path.name.startswith(".") or "__" not in stem:
+        if stem == own or path.name.startswith(".") or "__" not in stem or not path.name.endswith(
+                (".jsonl",)) and ".moving-" not in path.name:
             continue
         try:
             their_host, their_pid, _token = stem.rsplit("__", 2)
@@ -129,7 +138,7 @@ def recover(db: Database, db_path: str) -> list[int]:
         gone = (int(their_pid) == pid or not leases.process_alive(int(their_pid))) if same_host else False
         if gone or age > leases.LEASE_TIMEOUT_S:
             try:
-                moved += _move_file(db, path)
+                shipped += _ship_file(path, sink)
             except FileNotFoundError:  # another process recovered it first
                 continue
-    return moved
+    return shipped

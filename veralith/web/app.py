@@ -28,7 +28,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from sqlite_utils import Database
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -39,6 +38,8 @@ from veralith.errors import StoreError
 from veralith.models import EvaluationResult
 from veralith.safe_text import visible
 from veralith.store import browse
+from veralith.store.sql import SqliteDb as Database
+from veralith.store.sqlite import SQLiteStore, connect_readonly
 from veralith.web import chart, views
 
 __all__ = ["CSP", "LOOPBACK_HOSTS", "create_app"]
@@ -68,10 +69,8 @@ def create_app(db_path: str | Path, *, token: str | None = None, page_size: int 
     The database is opened (and its schema checked) once here, so a wrong path fails before the
     server starts (StoreError); requests then share a pool of read-only connections.
     """
-    probe = browse.open_readonly(db_path)
-    runs = browse.has_runs(probe)
-    probe.close()
-    pages = _Pages(Path(db_path), page_size, runs)
+    connect_readonly(db_path).close()
+    pages = _Pages(Path(db_path), page_size, True)
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/traces", pages.traces, name="traces"),
@@ -159,7 +158,7 @@ class _Pages:
         try:
             db = self.pool.get_nowait()
         except queue.Empty:
-            db = browse.open_readonly(self.db_path, check_same_thread=False)
+            db = connect_readonly(self.db_path)
         try:
             yield db
         finally:
@@ -269,7 +268,7 @@ class _Pages:
                     return self.render("error.html", 400, page="compare", title="Bad run",
                                        message="a run is named by its id or a name of at most 200 characters")
                 try:
-                    comparison = compare_runs(db, a, b)
+                    comparison = compare_runs(SQLiteStore.over(db), a, b)
                 except RunNotFound as exc:
                     return self.render("error.html", 404, page="compare", title="No such run", message=str(exc))
         return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison,

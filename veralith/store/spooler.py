@@ -1,0 +1,114 @@
+"""log()'s side of a store: an id and a spool line, with no database module loaded.
+
+`log()` must return within a few milliseconds even on the first call of a fresh process, so its
+path never imports a database library or opens a connection: it takes the trace's final id from
+the store's id file (veralith.store.ids) and appends the trace to this process's spool file
+(veralith.store.spool). The store proper (veralith.store.sqlstore) ships the spool in later, from
+a background thread, and takes its own ids from the same file.
+
+Where each store keeps them on this host:
+- `sqlite:///path/file.db`: beside the file, in `file.db.spool/` (ids: `next-id` there);
+- `postgresql://...`: `settings.spool_dir`, else `~/.cache/veralith/spool/<host>-<port>-<db>-<user>/`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from veralith.store.ids import IdFile
+from veralith.store.protocol import TraceInput
+from veralith.store.rows import now_iso
+from veralith.store.spool import Spool
+
+__all__ = ["Spooler", "spooler_for"]
+
+
+class Spooler:
+    """Ids and the spool of one store on this host. Thread-safe."""
+
+    def __init__(self, folder: Path, ids: IdFile) -> None:
+        self.folder, self.ids = folder, ids
+        self.spool = Spool(folder)
+
+    def append(self, trace: TraceInput, *, run: str | None, evaluate_here: bool) -> int:
+        """Make `trace` durable under its final id and return the id (see veralith.store.spool)."""
+        trace_id = self.ids.take()
+        self.spool.append({"id": trace_id, "uid": secrets.token_hex(16), "created_at": now_iso(), "run": run,
+                           "here": evaluate_here, **trace.to_json()})
+        return trace_id
+
+
+_spoolers: dict[tuple[str, int], Spooler] = {}
+_lock = threading.Lock()
+
+
+def spooler_for(url: str) -> Spooler:
+    """The one Spooler of this process for the store at `url` (as veralith.store.store_url gives it)."""
+    key = (url, os.getpid())
+    with _lock:
+        found = _spoolers.get(key)
+        if found is None:
+            found = _spoolers[key] = _make(url)
+        return found
+
+
+def _make(url: str) -> Spooler:
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        folder = Path(path + ".spool")
+        return Spooler(folder, IdFile(folder / "next-id", start=lambda: _sqlite_first_id(path, folder)))
+    folder = _postgres_folder(url)
+    # The database hands out blocks; until the store is opened and attaches its refill, or when it
+    # cannot be reached, ids come from the random range (veralith.store.ids).
+    return Spooler(folder, IdFile(folder / "next-id", start=lambda: 1, remote=True))
+
+
+def _postgres_folder(url: str) -> Path:
+    from veralith.config import settings
+
+    if settings.spool_dir:
+        return Path(settings.spool_dir).expanduser().resolve()
+    parts = urlsplit(url)
+    name = "-".join(str(x) for x in (parts.hostname or "local", parts.port or 5432, parts.path.strip("/") or "db",
+                                     parts.username or "user"))
+    return Path("~/.cache/veralith/spool").expanduser() / re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def _sqlite_first_id(path: str, folder: Path) -> int:
+    """Above every id stored, reserved by an older version, or waiting in a spool file. Read with
+    the standard library, read-only and without the write lock (a WAL reader never waits)."""
+    highest = 0
+    if os.path.exists(path):
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            with contextlib.suppress(sqlite3.Error):  # a fresh file has no table yet
+                highest = int(conn.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0])
+            with contextlib.suppress(sqlite3.Error):  # the table came with migration 0004
+                highest = max(highest, int(conn.execute(
+                    "SELECT coalesce(max(hi), 0) FROM trace_id_blocks").fetchone()[0]))
+        finally:
+            conn.close()
+    return max(highest, _spooled_max(folder)) + 1
+
+
+def _spooled_max(folder: Path) -> int:
+    highest = 0
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.name == "next-id":
+                continue
+            with contextlib.suppress(OSError):
+                for raw in path.read_bytes().splitlines():
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        entry: Any = json.loads(raw)
+                        highest = max(highest, int(entry["id"]))
+    return highest

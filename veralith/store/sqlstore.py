@@ -1,0 +1,392 @@
+"""SqlStore: the Store (veralith.store.protocol) over any SQL connection (veralith.store.sql).
+
+Every method borrows a connection (`connection()`, which each store provides) and runs the shared
+SQL in repository, queries, runs, browse, calibration, ownership and replies. Ids and the spool
+are the store's `Spooler` (veralith.store.spooler), shared with `log()`. What a subclass adds is
+only what differs by database: how connections are made and which of the database's own errors
+mean "stopped taking writes" or "unavailable" (`_classify`). So the two stores cannot drift: a rule
+lives in one SQL module, and this class is the only caller of those modules.
+
+Errors: whatever the database raises is turned into a StoreError subclass where it means something
+a caller can act on (WritesStopped, StoreUnavailable); anything else propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import functools
+import logging
+import secrets
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from veralith.errors import StoreError
+from veralith.models import EvaluationResult
+from veralith.store import browse, ownership, queries, replies, repository, runs as run_sql, spool
+from veralith.store.calibration import SqlCalibration
+from veralith.store.ids import IdFile
+from veralith.store.protocol import Store, StoredResult, TraceInfo, TraceInput
+from veralith.store.spooler import Spooler, spooler_for
+from veralith.store.sql import Db
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from veralith.store.browse import Neighbours, TraceFilter, TracePage
+    from veralith.store.runs import Run
+
+__all__ = ["SqlStore"]
+
+logger = logging.getLogger("veralith.store")
+F = TypeVar("F", bound=Callable[..., Any])
+_CLASH_RETRIES = 5
+
+
+def _guarded(method: F) -> F:
+    """Turn the database's own errors into the store's (see the module docstring)."""
+
+    @functools.wraps(method)
+    def wrapper(self: SqlStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:
+            mapped = self._classify(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise
+    return wrapper  # type: ignore[return-value]
+
+
+def _writing(method: F) -> F:
+    """A write: refused on a store opened read-only, and guarded."""
+
+    @functools.wraps(method)
+    def wrapper(self: SqlStore, *args: Any, **kwargs: Any) -> Any:
+        if self.read_only:
+            raise StoreError(f"{self.url} was opened read-only; {method.__name__} writes")
+        return method(self, *args, **kwargs)
+    return _guarded(wrapper)  # type: ignore[return-value]
+
+
+class SqlStore(abc.ABC):
+    """The shared implementation. Subclasses set `url` and `key` and provide `connection`,
+    `_classify` and `close`."""
+
+    url: str = ""
+    read_only: bool = False
+    key: str = ""   # the database's identity for this process's leases (what its Db.key says)
+
+    # -- what a subclass provides ----------------------------------------------------------------
+    @abc.abstractmethod
+    def connection(self) -> contextlib.AbstractContextManager[Db]:
+        """A connection for the calling thread, for the length of the block."""
+
+    @abc.abstractmethod
+    def _classify(self, exc: BaseException) -> StoreError | None:
+        """The StoreError `exc` means (WritesStopped, StoreUnavailable), or None to let it propagate."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connections this store holds; the next call reopens."""
+
+    # -- traces in -------------------------------------------------------------------------------
+    def spool_trace(self, trace: TraceInput, *, run: str | None = None, evaluate_here: bool = True) -> int:
+        return self._spooler().append(trace, run=run, evaluate_here=evaluate_here)
+
+    @_writing
+    def ship(self) -> list[int]:
+        spooled = self._spooler().spool
+        if not spooled.pending():
+            return []
+        here: list[int] = []
+        spooled.ship(lambda entries: here.extend(self._ingest(entries, queued=True)))
+        return here
+
+    @_writing
+    def recover(self) -> int:
+        return spool.recover(self._spooler().folder, lambda entries: self._ingest(entries, queued=False))
+
+    def _ingest(self, entries: list[dict[str, Any]], *, queued: bool) -> list[int]:
+        """Write spooled entries (one transaction per attempt); give clashing ids new ones. Returns
+        the ids of those to be evaluated here (spooled with `here`, when `queued`)."""
+        rows = [(int(e["id"]), e.get("uid"), e.get("created_at"), TraceInput.from_json(e), e.get("run"),
+                 queued and bool(e.get("here", True))) for e in entries]
+        for _ in range(_CLASH_RETRIES):
+            with self.connection() as db:
+                _written, clashed = repository.create_traces(db, rows)
+            if not clashed:
+                break
+            rows = self._renumber(rows, clashed)
+        return [row[0] for row in rows if row[5]]
+
+    def _renumber(self, rows: list[Any], clashed: list[int]) -> list[Any]:
+        ids = self._ids()
+        ids.bump(max(i for i in clashed if i < (1 << 62)) if any(i < (1 << 62) for i in clashed) else 0)
+        fresh = {old: ids.take_now() for old in clashed}
+        for old, new in fresh.items():
+            logger.warning("veralith: trace id %d was already taken in %s; the trace logged under it is stored "
+                           "as trace %d", old, self.url, new)
+        return [(fresh[r[0]], *r[1:]) for r in rows if r[0] in fresh]
+
+    @_writing
+    def create_trace(self, trace: TraceInput, *, queued: bool = False, run: str | None = None,
+                     run_id: int | None = None) -> int:
+        for _ in range(_CLASH_RETRIES):
+            trace_id = self._ids().take_now()
+            try:
+                with self.connection() as db:
+                    repository.create_trace(db, trace, trace_id=trace_id, uid=secrets.token_hex(16),
+                                            queued=queued, run=run, run_id=run_id)
+                return trace_id
+            except repository.IdClash:
+                self._ids().bump(trace_id)
+        raise StoreError(f"could not find a free trace id in {self.url}")
+
+    # -- work claimed and finished ---------------------------------------------------------------
+    @_writing
+    def claim(self, trace_id: int, *, failed: bool = False, again: bool = False) -> bool:
+        with self.connection() as db:
+            return repository.claim_trace(db, trace_id, failed=failed, again=again)
+
+    @_writing
+    def claim_batch(self, limit: int) -> list[int]:
+        with self.connection() as db:
+            return repository.claim_batch(db, limit)
+
+    @_writing
+    def renew(self, trace_ids: Collection[int]) -> None:
+        ownership.renew({(self.key, i) for i in trace_ids})
+
+    def held(self) -> list[int]:
+        return sorted(trace_id for key, trace_id in ownership.renewer.held() if key == self.key)
+
+    def release(self, trace_id: int) -> bool:
+        try:
+            with self.connection() as db:
+                repository.release_trace(db, trace_id)
+        except Exception as exc:
+            mapped = exc if isinstance(exc, StoreError) else self._classify(exc)
+            if mapped is None:
+                raise
+            return False
+        return True
+
+    def drop_lease(self, trace_id: int) -> None:
+        with self.connection() as db:
+            repository.drop_lease(db, trace_id)
+
+    @_writing
+    def save_result(self, result: EvaluationResult) -> int:
+        new_id = None if result.trace_id is not None else self._ids().take_now()
+        with self.connection() as db:
+            return repository.save_result(db, result, new_id=new_id)
+
+    @_writing
+    def mark_error(self, trace_id: int, message: str) -> bool:
+        with self.connection() as db:
+            return repository.mark_error(db, trace_id, message)
+
+    # -- reads ---------------------------------------------------------------------------------
+    @_guarded
+    def load_input(self, trace_id: int) -> TraceInput:
+        with self.connection() as db:
+            return repository.load_input(db, trace_id)
+
+    @_guarded
+    def load_result(self, trace_id: int) -> EvaluationResult:
+        with self.connection() as db:
+            return repository.load_result(trace_id, db)
+
+    @_guarded
+    def trace_info(self, trace_id: int) -> TraceInfo:
+        with self.connection() as db:
+            return repository.trace_info(db, trace_id)
+
+    @_guarded
+    def find_external(self, knowledge_base: str, external_id: str) -> TraceInfo | None:
+        with self.connection() as db:
+            return repository.find_external(db, knowledge_base, external_id)
+
+    @_guarded
+    def resolve(self, ref: str, *, knowledge_base: str | None = None) -> int:
+        with self.connection() as db:
+            return repository.resolve(db, ref, knowledge_base=knowledge_base)
+
+    @_guarded
+    def resumable(self, *, failed: bool = False) -> list[int]:
+        with self.connection() as db:
+            return repository.resumable_trace_ids(db, failed=failed)
+
+    @_guarded
+    def history(self, trace_id: int) -> list[dict[str, Any]]:
+        with self.connection() as db:
+            return ownership.history(db, trace_id)
+
+    def iter_results(self, since: str | dt.datetime | None = None,
+                     on_error: Callable[[int, Exception], None] | None = None,
+                     trace_ids: list[int] | None = None) -> Iterator[StoredResult]:
+        try:
+            with self.connection() as db:
+                yield from repository.iter_stored(db, since=since, on_error=on_error, trace_ids=trace_ids)
+        except StoreError:
+            raise
+        except Exception as exc:
+            mapped = self._classify(exc)
+            if mapped is not None:
+                raise mapped from exc
+            raise
+
+    # -- calibration ---------------------------------------------------------------------------
+    @_guarded
+    def calibration_count(self, knowledge_base: str) -> int:
+        with self.connection() as db:
+            return SqlCalibration(db).calibration_count(knowledge_base)
+
+    @_guarded
+    def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
+        with self.connection() as db:
+            return SqlCalibration(db).calibration_values(knowledge_base, offset, limit)
+
+    # -- judge-reply cache ---------------------------------------------------------------------
+    @_guarded
+    def cache_get(self, key: str) -> str | None:
+        with self.connection() as db:
+            return replies.get_reply(db, key)
+
+    @_writing
+    def cache_put(self, key: str, value: str, *, task: str = "", model: str = "", prompt_version: str = "") -> None:
+        with self.connection() as db:
+            replies.put_replies(db, [(key, task, model, prompt_version, value)])
+
+    @_writing
+    def cache_count_hits(self, hits: Mapping[str, int]) -> None:
+        with self.connection() as db:
+            replies.count_hits(db, hits)
+
+    # -- runs ------------------------------------------------------------------------------------
+    @_writing
+    def start_run(self, *, name: str | None, backend: str | None, model: str | None,
+                  prompt_versions: dict[str, str] | None, input: str | None = None) -> int:
+        with self.connection() as db:
+            return run_sql.start_run(db, name=name, backend=backend, model=model, prompt_versions=prompt_versions,
+                                  input=input)
+
+    @_writing
+    def tag_trace(self, run_id: int, trace_id: int) -> None:
+        with self.connection() as db:
+            run_sql.tag_trace(db, run_id, trace_id)
+
+    @_writing
+    def record_result(self, run_id: int, trace_id: int, reason: str | None = None) -> None:
+        with self.connection() as db:
+            run_sql.record_result(db, run_id, trace_id, reason)
+
+    @_writing
+    def finish_run(self, run_id: int) -> Run:
+        with self.connection() as db:
+            return run_sql.finish_run(db, run_id)
+
+    @_writing
+    def discard_run(self, run_id: int) -> None:
+        with self.connection() as db:
+            run_sql.discard_run(db, run_id)
+
+    @_guarded
+    def get_run(self, run_id: int) -> Run:
+        with self.connection() as db:
+            return run_sql.get_run(db, run_id)
+
+    @_guarded
+    def resolve_run(self, ref: str) -> Run:
+        with self.connection() as db:
+            return run_sql.resolve_run(db, ref)
+
+    @_guarded
+    def list_runs(self, *, limit: int = 50) -> list[Run]:
+        with self.connection() as db:
+            return run_sql.list_runs(db, limit=limit)
+
+    @_guarded
+    def trace_rows(self, run: Run) -> list[tuple[Any, ...]]:
+        with self.connection() as db:
+            return [tuple(row) for row in run_sql.trace_rows(db, run)]
+
+    @_guarded
+    def failure_details(self, trace_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        with self.connection() as db:
+            return run_sql.failure_details(db, trace_ids)
+
+    @_guarded
+    def trace_run(self, trace_id: int) -> str | None:
+        with self.connection() as db:
+            return queries.trace_run(db, trace_id)
+
+    # -- browsing and figures ------------------------------------------------------------------
+    @_guarded
+    def list_traces(self, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
+                    status: str | None = None, since: str | None = None,
+                    preview_chars: int | None = queries.PREVIEW_CHARS) -> list[dict[str, Any]]:
+        with self.connection() as db:
+            return queries.list_traces(db, limit=limit, cell=cell, kb=kb, status=status, since=since,
+                                       preview_chars=preview_chars)
+
+    @_guarded
+    def stats(self, *, kb: str | None = None) -> dict[str, Any]:
+        with self.connection() as db:
+            return queries.stats(db, kb=kb)
+
+    @_guarded
+    def knowledge_bases(self) -> list[str]:
+        with self.connection() as db:
+            return queries.knowledge_bases(db)
+
+    @_guarded
+    def page_traces(self, flt: TraceFilter, *, limit: int = 50, before: int | None = None,
+                    after: int | None = None) -> TracePage:
+        with self.connection() as db:
+            return browse.page_traces(db, flt, limit=limit, before=before, after=after)
+
+    @_guarded
+    def neighbours(self, trace_id: int, flt: TraceFilter) -> Neighbours:
+        with self.connection() as db:
+            return browse.neighbours(db, trace_id, flt)
+
+    @_guarded
+    def trace_row(self, trace_id: int) -> dict[str, Any] | None:
+        with self.connection() as db:
+            return browse.trace_row(db, trace_id)
+
+    @_guarded
+    def kb_figures(self) -> dict[str, dict[str, Any]]:
+        with self.connection() as db:
+            return browse.kb_figures(db)
+
+    @_guarded
+    def daily_figures(self, *, days: int = 30) -> dict[str, Any]:
+        with self.connection() as db:
+            return browse.daily_figures(db, days=days)
+
+    @_guarded
+    def run_cells(self, runs: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
+        with self.connection() as db:
+            return browse.run_cells(db, runs)
+
+    @_guarded
+    def run_labels(self, *, limit: int = 50) -> list[tuple[int, str]]:
+        with self.connection() as db:
+            return browse.run_labels(db, limit=limit)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _spooler(self) -> Spooler:
+        return spooler_for(self.url)
+
+    def _ids(self) -> IdFile:
+        return self._spooler().ids
+
+
+if TYPE_CHECKING:  # mypy checks here that SqlStore implements the whole protocol
+    def _conforms(store: SqlStore) -> Store:
+        return store
