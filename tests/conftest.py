@@ -43,3 +43,60 @@ def _isolated(tmp_path, monkeypatch):
     yield
     monkeypatch.undo()
     settings.reload()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for this test session (tests/pg_server.py); skips without the binaries."""
+    psycopg = pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
+    del psycopg
+    from pg_server import PgServer
+
+    server = PgServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server, tmp_path, monkeypatch):
+    """A fresh, migrated PostgreSQL database made the configured store (VERALITH_DB_URL), with this
+    test's own spool folder; its URL."""
+    from veralith.config import settings
+
+    url = pg_server.new_database()
+    monkeypatch.setenv("VERALITH_DB_URL", url)
+    monkeypatch.setenv("VERALITH_SPOOL_DIR", str(tmp_path / "pg-spool"))
+    settings.reload()
+    yield url
+    _close_stores()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request, tmp_path):
+    """Each store in turn as the configured one: the test's SQLite file, then a fresh PostgreSQL
+    database (skipped without the server binaries). Tests of store behaviour take this (or `store`)
+    so that they run against both."""
+    if request.param == "postgres":
+        yield request.getfixturevalue("pg_url")
+    else:
+        from veralith.store import store_url as configured
+
+        yield configured()
+        _close_stores()
+
+
+@pytest.fixture
+def store(store_url):
+    """The configured store (see `store_url`), opened for writing."""
+    from veralith.store import open_store
+
+    return open_store(store_url)
+
+
+def _close_stores():
+    """Close what tests opened (PostgreSQL pools hold connections) and forget it."""
+    from veralith import store as store_package
+
+    for opened in list(store_package._stores.values()):
+        opened.close()
+    store_package._stores.clear()

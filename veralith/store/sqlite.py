@@ -44,7 +44,7 @@ class SQLiteStore(SqlStore):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> None:
         self.path = dbmod.resolve_path(path)
-        self.url = "sqlite:///" + self.path
+        self.url = self.spool_url = "sqlite:///" + self.path
         self.key = self.path
         self.read_only = read_only
         self._conn: SqliteDb | None = None

@@ -75,9 +75,10 @@ class SqlStore(abc.ABC):
     """The shared implementation. Subclasses set `url` and `key` and provide `connection`,
     `_classify` and `close`."""
 
-    url: str = ""
+    url: str = ""          # where it is, for messages (a password masked)
     read_only: bool = False
-    key: str = ""   # the database's identity for this process's leases (what its Db.key says)
+    key: str = ""          # the database's identity for this process's leases (what its Db.key says)
+    spool_url: str = ""    # the URL as opened (veralith.store.store_url): names log()'s spooler
 
     # -- what a subclass provides ----------------------------------------------------------------
     @abc.abstractmethod
@@ -381,7 +382,7 @@ class SqlStore(abc.ABC):
 
     # -- internals -------------------------------------------------------------------------------
     def _spooler(self) -> Spooler:
-        return spooler_for(self.url)
+        return spooler_for(self.spool_url)
 
     def _ids(self) -> IdFile:
         return self._spooler().ids

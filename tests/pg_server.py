@@ -1,0 +1,100 @@
+"""A throwaway PostgreSQL server for the tests: Debian's `postgresql` package, started once per test
+session (per xdist worker) on a temporary data directory, a private Unix socket and a free port on
+127.0.0.1, and stopped at the end. Each test that asks gets a database of its own, created from a
+template the store has already migrated, so a test costs a CREATE DATABASE, not a migration.
+
+`initdb` refuses to run as root; as root the server runs as the `postgres` system user (runuser).
+Without the binaries every test that needs the server skips, naming the package to install.
+"""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+__all__ = ["PgServer", "pg_bin"]
+
+
+def pg_bin() -> Path | None:
+    """The folder holding initdb and pg_ctl, or None."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(os.path.realpath(found)).parent
+    for folder in sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True):
+        if os.access(os.path.join(folder, "initdb"), os.X_OK):
+            return Path(folder)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PgServer:
+    """One running server; `new_database()` gives a fresh, migrated database's URL."""
+
+    def __init__(self) -> None:
+        folder = pg_bin()
+        if folder is None:
+            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's `postgresql` "
+                        "package (.ci/run does) to run the PostgreSQL store tests")
+        self.bin = folder
+        self.root = Path(tempfile.mkdtemp(prefix="veralith-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()
+        self.as_root = os.geteuid() == 0
+        if self.as_root:
+            shutil.chown(self.root, "postgres")
+        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                   "--no-sync"])
+        options = (f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
+                   "-w", "-t", "60", "start"])
+        self.base = f"postgresql://postgres@127.0.0.1:{self.port}"
+        self._names = itertools.count()
+        self._template = self._make_template()
+
+    def _run(self, argv: list[str]) -> None:
+        if self.as_root:
+            argv = ["runuser", "-u", "postgres", "--", *argv]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed: {done.stdout}{done.stderr}")
+
+    def sql(self, statement: str, database: str = "postgres") -> None:
+        import psycopg
+
+        with psycopg.connect(f"{self.base}/{database}", autocommit=True) as conn:
+            conn.execute(statement.encode())
+
+    def _make_template(self) -> str:
+        from veralith.store.postgres import migrate
+
+        import psycopg
+
+        self.sql("CREATE DATABASE veralith_template")
+        with psycopg.connect(f"{self.base}/veralith_template", autocommit=True) as conn:
+            migrate.apply_migrations(conn, "template")
+        return "veralith_template"
+
+    def new_database(self, *, migrated: bool = True) -> str:
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self.sql(f"CREATE DATABASE {name}" + (f" TEMPLATE {self._template}" if migrated else ""))
+        return f"{self.base}/{name}"
+
+    def stop(self) -> None:
+        try:
+            self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"])
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,169 @@
+"""PostgresStore: the Store on PostgreSQL, for a team's shared history (the `postgres` extra).
+
+The same SQL as the SQLite store (veralith.store.sqlstore) on connections from a psycopg 3 pool
+(`PgDb`, veralith.store.postgres.db). What is PostgreSQL's own:
+
+- Its migrations (migrations/postgres/, veralith.store.postgres.migrate) are applied by the first
+  connection a writing process makes, under an advisory lock.
+- Trace ids come in blocks of 100 from the sequence `veralith_trace_ids`: `log()` takes them from
+  this host's block in its spool folder (veralith.store.spooler), which this store keeps refilled.
+- Work is claimed with `FOR UPDATE SKIP LOCKED` plus the lease, so many workers on many hosts each
+  take different traces without waiting for one another.
+- The running totals behind `stats` are append-only deltas; a writer folds them into base rows
+  every few seconds (`compact`), one process at a time.
+- The server's errors become StoreUnavailable (cannot connect, connection lost, pool exhausted) or
+  WritesStopped (disk full, read-only server); messages never show the password.
+
+Opened `read_only` (reading commands, `veralith serve`), its connections run with
+`default_transaction_read_only`, and it never migrates: a schema older than this code is refused
+with the command that updates it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from veralith.config import settings
+from veralith.errors import StoreError
+from veralith.redact import redact_url
+from veralith.store import ownership
+from veralith.store.errors import StoreUnavailable, WritesStopped
+from veralith.store.sqlstore import SqlStore
+
+__all__ = ["PostgresStore"]
+
+_COMPACT_EVERY_S = 5.0
+_CONNECT_TIMEOUT_S = 10
+
+
+class PostgresStore(SqlStore):
+    """The store in the PostgreSQL database at `url` (a libpq URL: postgresql://user@host:port/db)."""
+
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
+        try:
+            import psycopg  # noqa: F401
+            import psycopg_pool  # noqa: F401
+        except ImportError:
+            raise StoreError("a postgresql:// store needs the `postgres` extra: pip install 'veralith[postgres]'") \
+                from None
+        self.url = redact_url(url) or url
+        self.key = self.url
+        self.spool_url = url
+        self.read_only = read_only
+        self._conninfo = url
+        self._lock = threading.Lock()
+        self._pool: Any = None
+        self._pid = 0
+        self._last_compact = 0.0
+        if not read_only:
+            ownership.register(self.key, self.connection)
+            # log()'s id file for this database on this host: refilled from the sequence from now on.
+            self._ids().attach(self._reserve_ids)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.url!r})"
+
+    # -- connections ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        from veralith.store.postgres.db import PgDb
+
+        pool = self._the_pool()
+        try:
+            with pool.connection(timeout=_CONNECT_TIMEOUT_S) as conn:
+                yield PgDb(conn, self.key)
+        finally:
+            if not self.read_only:
+                self._maybe_compact()
+
+    def _the_pool(self) -> Any:
+        import os
+
+        with self._lock:
+            if self._pool is None or self._pid != os.getpid():  # a forked child builds its own
+                from psycopg_pool import ConnectionPool
+
+                from veralith.store.postgres.db import configure
+
+                options = "-c default_transaction_read_only=on" if self.read_only else None
+                kwargs: dict[str, Any] = {"connect_timeout": _CONNECT_TIMEOUT_S, "application_name": "veralith"}
+                if options:
+                    kwargs["options"] = options
+                pool = ConnectionPool(self._conninfo, min_size=1, max_size=max(4, settings.concurrency + 4),
+                                      kwargs=kwargs, configure=configure, open=False, name="veralith")
+                pool.open(wait=False)
+                self._check_schema(pool)
+                self._pool, self._pid = pool, os.getpid()
+            return self._pool
+
+    def _check_schema(self, pool: Any) -> None:
+        """Migrate (a writing store) or check (a reading one) on the pool's first connection."""
+        from veralith.store.postgres import migrate
+
+        try:
+            with pool.connection(timeout=_CONNECT_TIMEOUT_S) as conn:
+                if self.read_only:
+                    migrate.check(conn, self.url, current=True)
+                else:
+                    migrate.apply_migrations(conn, self.url)
+        except StoreError:
+            pool.close()
+            raise
+        except Exception as exc:
+            pool.close()
+            raise self._classify(exc) or StoreUnavailable(f"cannot use PostgreSQL at {self.url}: {exc}") from exc
+
+    def _classify(self, exc: BaseException) -> StoreError | None:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        if isinstance(exc, StoreError):
+            return exc
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        text = redact_url(text) or text
+        if isinstance(exc, (psycopg.errors.DiskFull, psycopg.errors.ReadOnlySqlTransaction,
+                            psycopg.errors.InsufficientPrivilege)):
+            return WritesStopped(f"PostgreSQL at {self.url} stopped accepting writes ({text}); what was stored "
+                                 "before is kept")
+        if isinstance(exc, (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError)):
+            return StoreUnavailable(f"cannot reach PostgreSQL at {self.url} ({text}); nothing was written by this "
+                                    "step: check the server and VERALITH_DB_URL, then try again")
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.close()
+
+    # -- what PostgreSQL does its own way ------------------------------------------------------
+    def _reserve_ids(self, count: int) -> range:
+        """A block of ids from the sequence (its increment is the block size, 100)."""
+        with self.connection() as db:
+            start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
+        return range(start, start + 100)
+
+    def compact(self) -> int:
+        """Fold the running totals' deltas into their base rows now (one process at a time; others
+        return 0). Returns how many delta rows were folded."""
+        with self.connection() as db:
+            return int(db.execute("SELECT veralith_compact_rollups()").fetchone()[0])
+
+    def _maybe_compact(self) -> None:
+        now = time.monotonic()
+        if now - self._last_compact < _COMPACT_EVERY_S:
+            return
+        self._last_compact = now
+        pool = self._pool
+        if pool is None:
+            return
+        try:
+            with pool.connection(timeout=1) as conn:
+                conn.execute("SELECT veralith_compact_rollups()")
+        except Exception:  # best effort: the totals read correctly either way, only more slowly
+            return
