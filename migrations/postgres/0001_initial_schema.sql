@@ -86,6 +86,7 @@ CREATE INDEX traces_by_external_id ON traces (external_id) WHERE external_id IS 
 CREATE INDEX traces_run ON traces (run_id, quality_gate);
 CREATE UNIQUE INDEX traces_uid ON traces (uid) WHERE uid IS NOT NULL;
 CREATE INDEX traces_work ON traces (id) WHERE status IN ('pending', 'running');
+CREATE INDEX traces_work_host ON traces (lease_host) WHERE status IN ('pending', 'running');
 
 CREATE TABLE context_chunks (
     trace_id  bigint  NOT NULL REFERENCES traces (id) ON DELETE CASCADE,

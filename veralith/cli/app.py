@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, compare, filters, listing, records, render, runs, serve
+from veralith.cli import batch, compare, filters, listing, migrate, records, render, runs, serve, worker
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store, TraceStore
@@ -260,7 +260,16 @@ def eval_command(
         code = stop.exit_code
         raise
     finally:
-        hooks.finish(_out(), code)  # closes the run; raises Exit(3) when only the gate failed
+        from veralith.errors import StoreError
+
+        try:
+            hooks.finish(_out(), code)  # closes the run; raises Exit(3) when only the gate failed
+        except StoreError as exc:  # what was committed stays; the run keeps its live totals
+            if code is not None:
+                raise _fail(f"the run could not be closed: {exc}", EXIT_RECORD_ERRORS) from None
+            # the batch itself ended by an exception, which goes on (and is reported) as it is
+            _err().print(render.literal(f"note: the run could not be closed: {_redacted(exc)}", "red"),
+                         soft_wrap=True)
 
 
 @app.command("resume")
@@ -360,8 +369,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
         raise _fail(str(exc), EXIT_CONFIG) from None
     except WritesStopped as exc:  # full disk, read-only file: what was committed stays
         raise _fail(str(exc), EXIT_RECORD_ERRORS) from None
-    except StoreError as exc:
-        raise _fail(str(exc)) from None
+    except StoreError as exc:  # locked for longer than the busy timeout, unreachable, newer schema...
+        raise _fail(str(exc), EXIT_RECORD_ERRORS) from None
     finally:
         if sink is not None:
             sink.close()
@@ -518,6 +527,9 @@ app.command("serve")(serve.serve_command)
 # Runs and their comparison; the comparison itself is veralith.compare, shared with the web view.
 app.command("runs")(runs.runs_command)
 app.command("compare")(compare.compare_command)
+# Fleet mode: judging pending traces from any host, and copying a history into another store.
+app.command("worker")(worker.worker_command)
+app.command("migrate")(migrate.migrate_command)
 
 
 def main() -> None:

@@ -9,10 +9,11 @@ may use, advanced under an exclusive file lock (held for microseconds, never by 
   its id here, so ids are consecutive (no gaps unless a process dies between taking an id and
   writing its trace). A missing file starts above the highest id in the database and its spool.
 - PostgreSQL (many hosts): the file holds a block this host reserved from the database's counter
-  (`refill`), shared by every process of the host; a background refill keeps it ahead of use. A
-  host that has never reached its database and has no block left takes a random id from a range
-  the counter never reaches (`RANDOM_BASE` and above): it is unique with overwhelming probability
-  and checked when the trace is shipped (a clash is given a new id and logged).
+  (`refill`), shared by every process of the host; a background refill keeps it ahead of use.
+  Only a host's very first trace finds no block: `take(wait_s=...)` then waits that long for the
+  first reservation (one round trip). If the database does not answer in time, the trace takes a
+  random id from a range the counter never reaches (`RANDOM_BASE` and above): unique with
+  overwhelming probability, and checked when the trace is shipped (a clash gets a new id, logged).
 
 The lock is fcntl.flock on POSIX and msvcrt.locking on Windows.
 """
@@ -54,26 +55,31 @@ class IdFile:
         self._fd: int | None = None
         self._pid = 0
         self._refilling = threading.Event()
+        self._filled = threading.Event()   # set after each refill attempt, successful or not
 
     def attach(self, refill: Callable[[int], range]) -> None:
         """The database's block reservation (a remote file): used from now on, in the background."""
         self._refill = refill
 
-    def take(self) -> int:
-        """The next id. Never waits on the database: with no id left in this host's block it takes a
-        random one (PostgreSQL only) and asks for a refill in the background."""
-        with self._lock, self._locked() as fd:
-            nxt, end = self._read(fd)
-            if nxt <= end:
-                self._write(fd, nxt + 1, end)
-                left = end - nxt
-            else:
-                left = -1
+    def take(self, *, wait_s: float = 0.0) -> int:
+        """The next id. With ids left in this host's block it never waits; with none (a remote file
+        whose block is used up, or was never reserved) it asks for a refill and waits for it at most
+        `wait_s` seconds, then takes a random id (see the module docstring)."""
+        found, left = self._next()
         if self.remote and left < self.block // 2:
             self._refill_soon()
-        if left >= 0:
-            return nxt
-        return RANDOM_BASE + secrets.randbits(61)
+        if found is None and self.remote and wait_s > 0:
+            self._filled.wait(wait_s)
+            found, _ = self._next()
+        return RANDOM_BASE + secrets.randbits(61) if found is None else found
+
+    def _next(self) -> tuple[int | None, int]:
+        with self._lock, self._locked() as fd:
+            nxt, end = self._read(fd)
+            if nxt > end:
+                return None, -1
+            self._write(fd, nxt + 1, end)
+            return nxt, end - nxt
 
     def take_now(self) -> int:
         """The next id, refilling from the database first when the block is used up (callers that
@@ -110,6 +116,7 @@ class IdFile:
         if self._refill is None or self._refilling.is_set():
             return
         self._refilling.set()
+        self._filled.clear()
 
         def run() -> None:
             try:
@@ -118,6 +125,7 @@ class IdFile:
                 logger.debug("veralith: could not reserve trace ids: %s", exc)
             finally:
                 self._refilling.clear()
+                self._filled.set()
 
         threading.Thread(target=run, name="veralith-id-refill", daemon=True).start()
 

@@ -132,8 +132,9 @@ class TraceStore(Protocol):
         False when it is not ours to take; TraceNotFound for an unknown id."""
         ...
 
-    def claim_batch(self, limit: int) -> list[int]:
-        """Claim up to `limit` traces nobody is working on, oldest first (`veralith worker`)."""
+    def claim_batch(self, limit: int, *, knowledge_base: str | None = None) -> list[int]:
+        """Claim up to `limit` traces nobody is working on, oldest first (`veralith worker`); only
+        `knowledge_base`'s when given."""
         ...
 
     def renew(self, trace_ids: Collection[int]) -> None:
@@ -183,6 +184,11 @@ class TraceStore(Protocol):
     def resumable(self, *, failed: bool = False) -> list[int]:
         """Traces nobody is working on (pending, or running under a stale lease), oldest first; with
         `failed`, instead those whose last evaluation failed."""
+        ...
+
+    def abandoned(self) -> list[int]:
+        """Traces held by a process of this host that is gone (pending or running under its lease),
+        oldest first: claimable long before their lease would time out. Cheap at any backlog."""
         ...
 
     def history(self, trace_id: int) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -171,18 +172,21 @@ def _failed(db: Db, trace_id: int, status: str) -> bool:
                                            [trace_id]).fetchone() is not None
 
 
-def claim_batch(db: Db, limit: int, *, lease_timeout_s: float | None = None) -> list[int]:
+def claim_batch(db: Db, limit: int, *, knowledge_base: str | None = None,
+                lease_timeout_s: float | None = None) -> list[int]:
     """Claim up to `limit` traces nobody is working on, oldest first: pending and unreserved, or
     pending/running under a lease older than the timeout (a reservation or claim of a gone process
     on this host is found sooner by `resumable_trace_ids`). Where the database locks rows, rows
-    another worker is claiming at the same moment are skipped, not waited for."""
+    another worker is claiming at the same moment are skipped, not waited for. `knowledge_base`
+    limits it to that knowledge base's traces."""
     timeout = leases.LEASE_TIMEOUT_S if lease_timeout_s is None else lease_timeout_s
     host, pid, token, at = leases.mine()
+    kb_clause, params = ("", []) if knowledge_base is None else (" AND knowledge_base = ?", [knowledge_base])
     with db.write():
         rows = db.execute(
             "SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
-            " WHERE status IN ('pending', 'running') AND (lease_host IS NULL OR lease_at < ?)"
-            " ORDER BY id LIMIT ?" + db.dialect.skip_locked, [at - timeout, max(1, limit)]).fetchall()
+            " WHERE status IN ('pending', 'running') AND (lease_host IS NULL OR lease_at < ?)" + kb_clause
+            + " ORDER BY id LIMIT ?" + db.dialect.skip_locked, [at - timeout, *params, max(1, limit)]).fetchall()
         ids = [r[0] for r in rows if leases.claimable(*r[1:], timeout_s=timeout, own_is_fresh=True)]
         if ids:
             marks = ", ".join("?" for _ in ids)
@@ -231,8 +235,8 @@ def save_result(db: Db, result: EvaluationResult, *, new_id: int | None = None) 
         trace_id = result.trace_id
         if trace_id is None:
             trace_id = int(new_id or 0)
-            db.execute("INSERT INTO traces (id, created_at, updated_at, query, response) VALUES (?, ?, ?, '', '')",
-                       [trace_id, now, now])
+            db.execute("INSERT INTO traces (id, uid, created_at, updated_at, query, response)"
+                       " VALUES (?, ?, ?, ?, '', '')", [trace_id, secrets.token_hex(16), now, now])
         else:
             keep_history(db, trace_id, check_owner(db, trace_id, held), now)
         for table in reversed(list(_CHILD_TABLES)):  # children of completeness first
@@ -386,6 +390,15 @@ def resumable_trace_ids(db: Db, *, lease_timeout_s: float | None = None, failed:
     rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
                       " WHERE status IN ('pending', 'running') ORDER BY id").fetchall()
     return [row[0] for row in rows if leases.claimable(*row[1:], timeout_s=lease_timeout_s, own_is_fresh=True)]
+
+
+def abandoned_trace_ids(db: Db) -> list[int]:
+    """Traces reserved or claimed by a process of this host that is gone (pending or running under
+    its lease): claimable now, long before their lease times out. Reads this host's leases only."""
+    host = leases.mine()[0]
+    rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
+                      " WHERE status IN ('pending', 'running') AND lease_host = ? ORDER BY id", [host]).fetchall()
+    return [row[0] for row in rows if leases.claimable(*row[1:], own_is_fresh=True)]
 
 
 def iter_stored(db: Db, since: str | dt.datetime | None = None,

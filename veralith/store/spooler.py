@@ -29,7 +29,11 @@ from veralith.store.protocol import TraceInput
 from veralith.store.rows import now_iso
 from veralith.store.spool import Spool
 
-__all__ = ["Spooler", "spooler_for"]
+__all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "spooler_for"]
+
+# The most a host's very first trace into a PostgreSQL store waits for the host's first block of
+# ids (veralith.store.ids); every later call finds ids ready and never waits.
+FIRST_BLOCK_WAIT_S = 2.0
 
 
 class Spooler:
@@ -41,7 +45,7 @@ class Spooler:
 
     def append(self, trace: TraceInput, *, run: str | None, evaluate_here: bool) -> int:
         """Make `trace` durable under its final id and return the id (see veralith.store.spool)."""
-        trace_id = self.ids.take()
+        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S)
         self.spool.append({"id": trace_id, "uid": secrets.token_hex(16), "created_at": now_iso(), "run": run,
                            "here": evaluate_here, **trace.to_json()})
         return trace_id
@@ -67,9 +71,16 @@ def _make(url: str) -> Spooler:
         folder = Path(path + ".spool")
         return Spooler(folder, IdFile(folder / "next-id", start=lambda: _sqlite_first_id(path, folder)))
     folder = _postgres_folder(url)
-    # The database hands out blocks; until the store is opened and attaches its refill, or when it
-    # cannot be reached, ids come from the random range (veralith.store.ids).
-    return Spooler(folder, IdFile(folder / "next-id", start=lambda: 1, remote=True))
+    ids = IdFile(folder / "next-id", start=lambda: 1, remote=True)
+    ids.attach(lambda count: _reserve(url, count))
+    return Spooler(folder, ids)
+
+
+def _reserve(url: str, count: int) -> range:
+    """A block from the database (on the refill thread: the PostgreSQL library loads there, not in log())."""
+    from veralith.store import open_store
+
+    return open_store(url)._reserve_ids(count)  # type: ignore[attr-defined]
 
 
 def _postgres_folder(url: str) -> Path:

@@ -84,6 +84,10 @@ class Db(Protocol):
         """Run an INSERT into a table whose id the database assigns; return that id."""
         ...
 
+    def columns(self, table: str) -> list[str]:
+        """The table's column names, in order (`table` is one of the store's own, never user text)."""
+        ...
+
     def write(self) -> contextlib.AbstractContextManager[Any]:
         """One write transaction (see the module docstring)."""
         ...
@@ -114,6 +118,9 @@ class SqliteDb(Database):
 
     def insert_id(self, sql: str, params: Sequence[Any]) -> int:
         return int(self.execute(sql, list(params)).lastrowid or 0)
+
+    def columns(self, table: str) -> list[str]:
+        return [row[1] for row in self.execute(f'PRAGMA table_info("{table}")').fetchall()]
 
     @contextlib.contextmanager
     def write(self) -> Iterator[SqliteDb]:

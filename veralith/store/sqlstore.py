@@ -153,9 +153,9 @@ class SqlStore(abc.ABC):
             return repository.claim_trace(db, trace_id, failed=failed, again=again)
 
     @_writing
-    def claim_batch(self, limit: int) -> list[int]:
+    def claim_batch(self, limit: int, *, knowledge_base: str | None = None) -> list[int]:
         with self.connection() as db:
-            return repository.claim_batch(db, limit)
+            return repository.claim_batch(db, limit, knowledge_base=knowledge_base)
 
     @_writing
     def renew(self, trace_ids: Collection[int]) -> None:
@@ -220,6 +220,11 @@ class SqlStore(abc.ABC):
     def resumable(self, *, failed: bool = False) -> list[int]:
         with self.connection() as db:
             return repository.resumable_trace_ids(db, failed=failed)
+
+    @_guarded
+    def abandoned(self) -> list[int]:
+        with self.connection() as db:
+            return repository.abandoned_trace_ids(db)
 
     @_guarded
     def history(self, trace_id: int) -> list[dict[str, Any]]:
@@ -386,6 +391,17 @@ class SqlStore(abc.ABC):
 
     def _ids(self) -> IdFile:
         return self._spooler().ids
+
+    def new_trace_id(self) -> int:
+        """An id for a new trace, from this store's counter (veralith.store.ids)."""
+        return self._ids().take_now()
+
+    def after_copy(self, db: Db) -> None:
+        """After rows were written with ids of their own (veralith.store.copy): make the counters that
+        hand out ids move past them."""
+        highest = db.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0]
+        if highest:
+            self._ids().bump(int(highest))
 
 
 if TYPE_CHECKING:  # mypy checks here that SqlStore implements the whole protocol

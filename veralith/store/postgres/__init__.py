@@ -61,8 +61,6 @@ class PostgresStore(SqlStore):
         self._last_compact = 0.0
         if not read_only:
             ownership.register(self.key, self.connection)
-            # log()'s id file for this database on this host: refilled from the sequence from now on.
-            self._ids().attach(self._reserve_ids)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
@@ -143,10 +141,23 @@ class PostgresStore(SqlStore):
 
     # -- what PostgreSQL does its own way ------------------------------------------------------
     def _reserve_ids(self, count: int) -> range:
-        """A block of ids from the sequence (its increment is the block size, 100)."""
+        """A block of ids from the sequence (its increment is the block size, 100); log()'s id file
+        for this database on this host is refilled with it (veralith.store.spooler)."""
         with self.connection() as db:
             start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
         return range(start, start + 100)
+
+    def after_copy(self, db: Any) -> None:
+        # Every sequence moves past the copied ids, never back (other hosts may hold later blocks).
+        for table in ("traces", "runs", "trace_history"):
+            sequence = ("veralith_trace_ids" if table == "traces" else
+                        str(db.execute("SELECT pg_get_serial_sequence(?, 'id')", [table]).fetchone()[0]))
+            highest = int(db.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0])
+            last, called = db.execute(f"SELECT last_value, is_called FROM {sequence}").fetchone()
+            if highest > (int(last) if called else 0):
+                db.execute("SELECT setval(?::regclass, ?)", [sequence, highest])
+        self._ids().fill()
+        db.execute("SELECT veralith_compact_rollups()")
 
     def compact(self) -> int:
         """Fold the running totals' deltas into their base rows now (one process at a time; others

@@ -82,6 +82,11 @@ class PgDb:
     def insert_id(self, sql: str, params: Sequence[Any]) -> int:
         return int(self.execute(sql + " RETURNING id", params).fetchone()[0])
 
+    def columns(self, table: str) -> list[str]:
+        return [row[0] for row in self.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
+
     @contextlib.contextmanager
     def write(self) -> Iterator[PgDb]:
         if self.in_transaction:

@@ -1,0 +1,59 @@
+"""`veralith migrate --to URL`: copy a history into another store (veralith.store.copy)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from veralith.cli.render import literal
+
+__all__ = ["migrate_command"]
+
+
+def migrate_command(
+    to: Annotated[str, typer.Option("--to", metavar="URL", help="The store to copy into: postgresql://user@host/db "
+                                    "(or sqlite:///path/to/file.db).", show_default=False)],
+    source: Annotated[str | None, typer.Option("--from", metavar="URL", help="The store to copy from (default: the "
+                                               "configured one, VERALITH_DB_URL or VERALITH_DB_PATH).",
+                                               show_default=False)] = None,
+) -> None:
+    """Copy every trace, result, run, history entry and cached judge reply into another store, e.g.
+    a laptop's SQLite history into the team's PostgreSQL. Running it again copies nothing twice; it
+    ends by comparing counts (exit 1 when they differ).
+
+    Example: veralith migrate --to postgresql://veralith@db.internal/veralith
+    """
+    from veralith.config import redact_configured
+    from veralith.errors import StoreError
+    from veralith.store import open_store, store_url
+    from veralith.store.copy import copy_history
+    from veralith.store.sqlstore import SqlStore
+
+    err, out = Console(stderr=True, highlight=False), Console(highlight=False)
+    try:
+        src_url, dst_url = store_url(source), store_url(to)
+        if src_url == dst_url:
+            err.print(literal("error: --to names the store being copied from; nothing to do", "red"), soft_wrap=True)
+            raise typer.Exit(2)
+        src, dst = open_store(src_url), open_store(dst_url)
+        if not (isinstance(src, SqlStore) and isinstance(dst, SqlStore)):
+            raise StoreError("both stores must be SQL stores")
+        err.print(literal(f"copying {src.url} into {dst.url}"), soft_wrap=True)
+        report = copy_history(src, dst, report=lambda line: err.print(literal(line, "dim"), soft_wrap=True))
+    except StoreError as exc:
+        err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
+        raise typer.Exit(2) from None
+    out.print(literal(f"copied {report.traces:,} traces ({report.skipped:,} already there"
+                      + (f", {report.renumbered:,} under a new id: theirs was taken" if report.renumbered else "")
+                      + f"), {report.runs:,} runs, {report.cache_entries:,} cached replies"))
+    table = Table("", "in the source", "in the target", title="Counts", title_justify="left")
+    for what, (have, found) in report.counts.items():
+        table.add_row(what, f"{have:,}", literal(f"{found:,}", "green" if have == found else "red"))
+    out.print(table)
+    if report.mismatches:
+        err.print(literal("error: the target does not hold everything the source does (see the counts); run the "
+                          "same command again to finish the copy", "red"), soft_wrap=True)
+        raise typer.Exit(1)

@@ -1,0 +1,182 @@
+"""Copy a whole history from one store into another (`veralith migrate --to URL`).
+
+Everything a store holds is copied: traces with their context and every judgment, run membership
+and runs, the history of superseded outcomes, and the judge-reply cache. The running totals are
+not copied: the target's own triggers build them as the traces arrive.
+
+Re-running a copy copies nothing twice. A trace is recognised by its `uid` (every trace has one,
+veralith.store.repository), a run by its kind, name, start time and input, a cache entry by its
+key. A trace keeps its id when the target has that id free; otherwise it gets a new one from the
+target's counter (its children, runs and history follow it). Each batch of traces is written in
+one transaction, so an interrupted copy leaves whole traces only, and running it again finishes it.
+The copy ends by counting, in both stores, what should now be in both: `CopyReport.mismatches`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veralith.store.sql import Db
+    from veralith.store.sqlstore import SqlStore
+
+__all__ = ["CopyReport", "copy_history"]
+
+_BATCH = 500
+# A trace's child tables, in the order foreign keys allow (completeness before its two children).
+_CHILDREN = ("context_chunks", "sub_questions", "claims", "gaps", "sufficiency_judgments", "faithfulness_judgments",
+             "grounding", "judge_errors", "completeness", "completeness_mappings", "completeness_extras")
+
+
+@dataclass
+class CopyReport:
+    traces: int = 0          # copied by this run
+    skipped: int = 0         # already in the target
+    renumbered: int = 0      # copied under a new id (theirs was taken in the target)
+    runs: int = 0
+    cache_entries: int = 0
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # what: (in the source, found in the target)
+
+    @property
+    def mismatches(self) -> dict[str, tuple[int, int]]:
+        return {what: pair for what, pair in self.counts.items() if pair[0] != pair[1]}
+
+
+def copy_history(source: SqlStore, target: SqlStore, *, report: Callable[[str], None] | None = None) -> CopyReport:
+    """Copy everything `source` holds into `target` (see the module docstring)."""
+    say = report or (lambda line: None)
+    out = CopyReport()
+    with source.connection() as src, target.connection() as dst:
+        columns = {table: [c for c in _columns(src, table) if c in set(_columns(dst, table))]
+                   for table in ("traces", "runs", "trace_history", "run_traces", "llm_cache", *_CHILDREN)}
+        run_ids = _copy_runs(src, dst, columns["runs"], out)
+        for batch in _batches(src, "SELECT * FROM traces ORDER BY id"):
+            _copy_traces(src, dst, target, batch, columns, run_ids, out)
+            say(f"{out.traces + out.skipped:,} traces looked at, {out.traces:,} copied")
+        out.cache_entries = _copy_cache(src, dst, columns["llm_cache"])
+        target.after_copy(dst)
+        out.counts = _counts(src, dst)
+        out.counts["runs"] = (int(src.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), len(run_ids))
+    return out
+
+
+def _columns(db: Db, table: str) -> list[str]:
+    return db.columns(table)
+
+
+def _batches(db: Db, sql: str) -> Iterator[list[dict[str, Any]]]:
+    """Rows of a full-table read, a batch at a time, walked by id (never one long read transaction)."""
+    last: int | None = None
+    base = sql.replace(" ORDER BY id", "")
+    while True:
+        rows = list(db.query(base + (" WHERE id > ?" if last is not None else "") + f" ORDER BY id LIMIT {_BATCH}",
+                             [] if last is None else [last]))
+        if not rows:
+            return
+        yield rows
+        last = rows[-1]["id"]
+
+
+def _copy_runs(src: Db, dst: Db, columns: list[str], out: CopyReport) -> dict[int, int]:
+    """Runs by identity (kind, name, start, input); returns source id -> target id."""
+    mapping: dict[int, int] = {}
+    for run in src.query("SELECT * FROM runs ORDER BY id"):
+        found = dst.execute(f"SELECT id FROM runs WHERE source = ? AND name {dst.dialect.same} ? AND started_at = ?"
+                            f" AND input {dst.dialect.same} ?",
+                            [run["source"], run["name"], run["started_at"], run["input"]]).fetchone()
+        if found is not None:
+            mapping[run["id"]] = int(found[0])
+            continue
+        taken = dst.execute("SELECT 1 FROM runs WHERE id = ?", [run["id"]]).fetchone() is not None
+        names = [c for c in columns if c != "id" or not taken]
+        with dst.write():
+            if taken:  # keep it apart: a new id from the target
+                mapping[run["id"]] = dst.insert_id(
+                    f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                    [run[c] for c in names])
+            else:
+                dst.execute(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                            [run[c] for c in names])
+                mapping[run["id"]] = run["id"]
+        out.runs += 1
+    return mapping
+
+
+def _copy_traces(src: Db, dst: Db, target: SqlStore, batch: list[dict[str, Any]], columns: dict[str, list[str]],
+                 run_ids: dict[int, int], out: CopyReport) -> None:
+    uids = [row["uid"] for row in batch]
+    marks = ", ".join("?" for _ in uids)
+    have = {r[0] for r in dst.execute(f"SELECT uid FROM traces WHERE uid IN ({marks})", uids).fetchall()}
+    fresh = [row for row in batch if row["uid"] not in have]
+    out.skipped += len(batch) - len(fresh)
+    if not fresh:
+        return
+    ids = [row["id"] for row in fresh]
+    marks = ", ".join("?" for _ in ids)
+    taken = {r[0] for r in dst.execute(f"SELECT id FROM traces WHERE id IN ({marks})", ids).fetchall()}
+    new_id = {row["id"]: (target.new_trace_id() if row["id"] in taken else row["id"]) for row in fresh}
+    out.renumbered += len(taken)
+    with dst.write():
+        names = columns["traces"]
+        dst.executemany(f"INSERT INTO traces ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                        [[new_id[row["id"]] if c == "id" else run_ids.get(row[c]) if c == "run_id" and row[c]
+                          is not None else row[c] for c in names] for row in fresh])
+        for table in (*_CHILDREN, "trace_history", "run_traces"):
+            names = [c for c in columns[table] if not (table == "trace_history" and c == "id")]
+            rows = list(src.query(f"SELECT * FROM {table} WHERE trace_id IN ({marks})", ids))
+            if rows:
+                dst.executemany(
+                    f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                    [[new_id[r["trace_id"]] if c == "trace_id" else run_ids.get(r[c], r[c]) if c == "run_id"
+                      else r[c] for c in names] for r in rows])
+    out.traces += len(fresh)
+
+
+def _copy_cache(src: Db, dst: Db, columns: list[str]) -> int:
+    copied = 0
+    last = ""
+    names = ", ".join(columns)
+    while True:
+        rows = list(src.query(f"SELECT {names} FROM llm_cache WHERE key > ? ORDER BY key LIMIT {_BATCH}", [last]))
+        if not rows:
+            return copied
+        with dst.write():
+            before = int(dst.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0])
+            dst.executemany(f"INSERT INTO llm_cache ({names}) VALUES ({', '.join('?' for _ in columns)})"
+                            " ON CONFLICT (key) DO NOTHING", [[r[c] for c in columns] for r in rows])
+            copied += int(dst.execute("SELECT COUNT(*) FROM llm_cache").fetchone()[0]) - before
+        last = rows[-1]["key"]
+
+
+def _counts(src: Db, dst: Db) -> dict[str, tuple[int, int]]:
+    """What the source holds, and how much of it the target holds (matched by uid and key)."""
+    out: dict[str, tuple[int, int]] = {}
+    source_uids: list[str] = [r[0] for r in src.execute("SELECT uid FROM traces").fetchall()]
+    found = 0
+    results = 0
+    for start in range(0, len(source_uids), _BATCH):
+        chunk = source_uids[start:start + _BATCH]
+        marks = ", ".join("?" for _ in chunk)
+        row = dst.execute(f"SELECT COUNT(*), SUM(CASE WHEN execution IS NOT NULL THEN 1 ELSE 0 END) FROM traces"
+                          f" WHERE uid IN ({marks})", chunk).fetchone()
+        found += int(row[0])
+        results += int(row[1] or 0)
+    out["traces"] = (len(source_uids), found)
+    history = 0
+    for start in range(0, len(source_uids), _BATCH):
+        chunk = source_uids[start:start + _BATCH]
+        history += int(dst.execute("SELECT COUNT(*) FROM trace_history h JOIN traces t ON t.id = h.trace_id"
+                                   f" WHERE t.uid IN ({', '.join('?' for _ in chunk)})", chunk).fetchone()[0])
+    out["earlier outcomes"] = (int(src.execute("SELECT COUNT(*) FROM trace_history").fetchone()[0]), history)
+    out["stored results"] = (int(src.execute("SELECT COUNT(*) FROM traces WHERE execution IS NOT NULL")
+                                 .fetchone()[0]), results)
+    keys = [r[0] for r in src.execute("SELECT key FROM llm_cache").fetchall()]
+    cached = 0
+    for start in range(0, len(keys), _BATCH):
+        chunk = keys[start:start + _BATCH]
+        cached += int(dst.execute(f"SELECT COUNT(*) FROM llm_cache WHERE key IN ({', '.join('?' for _ in chunk)})",
+                                  chunk).fetchone()[0])
+    out["cache entries"] = (len(keys), cached)
+    return out
