@@ -57,10 +57,9 @@ class PgServer:
             shutil.chown(self.root, "postgres")
         self._run([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8",
                    "--no-sync"])
-        options = (f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
-        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-l", str(self.root / "log"),
-                   "-w", "-t", "60", "start"])
+        self.options = (f"-k {self.root} -c listen_addresses=127.0.0.1 -p {self.port} -c fsync=off "
+                        "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
+        self.start()
         self.base = f"postgresql://postgres@127.0.0.1:{self.port}"
         self._names = itertools.count()
         self._template = self._make_template()
@@ -92,6 +91,17 @@ class PgServer:
         name = f"t{os.getpid()}_{next(self._names)}"
         self.sql(f"CREATE DATABASE {name}" + (f" TEMPLATE {self._template}" if migrated else ""))
         return f"{self.base}/{name}"
+
+    def start(self) -> None:
+        """Start (or restart) the server on its data directory and port."""
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", self.options, "-l", str(self.root / "log"),
+                   "-w", "-t", "60", "start"])
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data (`start` brings it back): a database outage. A clean
+        shutdown: the tests' server runs without fsync or synchronous commit (for speed), so a crash
+        would lose the last commits, which a production server (synchronous_commit on) keeps."""
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"])
 
     def stop(self) -> None:
         try:

@@ -185,6 +185,7 @@ class _Worker:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._base = settings.snapshot()  # for traces this process did not log (recovered spools, sweeps)
+        self._pause = 0.0                 # the evaluator's wait after the store went away (doubling)
         # Both threads run in a copy of the creator's context: the settings in force where the first
         # trace was logged.
         self.shipper = threading.Thread(target=contextvars.copy_context().run, args=(self._ship_loop,),
@@ -300,12 +301,29 @@ class _Worker:
                 store.close()
 
     def _process(self, trace_id: int, url: str, snapshot: Settings) -> None:
+        from veralith.store.errors import StoreUnavailable
+
         try:
             with settings.using(snapshot):  # evaluate as the caller configured, into its store
                 _evaluate_claimed(self.store(url), trace_id, raise_errors=False)
+            self._pause = 0.0
+        except StoreUnavailable as exc:
+            # The store went away mid-evaluation: the trace is judged again once it is back (it stays
+            # outstanding), after a pause that doubles while the outage lasts.
+            self._pause = min(_BACKOFF_MAX_S * 6, max(1.0, self._pause * 2))
+            logger.debug("veralith: store unavailable, trace %s waits %.0f s: %s", trace_id, self._pause, exc)
+            if not self.abandon:
+                self._stopping.wait(self._pause)
+                try:
+                    self.queue.put_nowait((trace_id, url, snapshot))
+                    return
+                except queue.Full:
+                    self.overflowed.set()
+            self.outstanding.pop(trace_id, None)
         except Exception:  # e.g. the store became unreadable; the host must never see it
             logger.exception("veralith: background evaluation of trace %s failed", trace_id)
-        finally:
+            self.outstanding.pop(trace_id, None)
+        else:
             self.outstanding.pop(trace_id, None)
 
     def _drain(self) -> None:
@@ -351,12 +369,15 @@ def _evaluate_claimed(store: TraceStore, trace_id: int, *, raise_errors: bool,
     """Claim, evaluate and store one trace (veralith.sdk.stored). Returns None when it was not ours
     to take or failed; a failure is stored on the trace and logged, and raised with `raise_errors`."""
     from veralith.sdk.stored import evaluate_stored, failure_message
+    from veralith.store.errors import StoreUnavailable
 
     try:
         # At exit, once the drain's deadline passed, the interpreter shuts down under us ("cannot
         # schedule new futures..."): not the trace's fault. The trace is given back (pending) or
         # its lease dies with the process, so it stays resumable instead of being marked error.
         return evaluate_stored(store, trace_id, failed=failed, record_failure=lambda: not _exiting.is_set())
+    except StoreUnavailable:
+        raise  # the caller waits for the store and tries again
     except Exception as exc:
         if _exiting.is_set():
             return None

@@ -55,7 +55,7 @@ def evaluate_stored(store: TraceStore, trace_id: int, *, client: Any = None, cla
     WritesStopped is raised as is: nothing more can be written.
     """
     from veralith.pipeline.evaluate import evaluate_checked
-    from veralith.store.errors import WritesStopped
+    from veralith.store.errors import StoreUnavailable, WritesStopped
     from veralith.store.ownership import LeaseLost
 
     if claim and not store.claim(trace_id, failed=failed, again=again):
@@ -72,7 +72,9 @@ def evaluate_stored(store: TraceStore, trace_id: int, *, client: Any = None, cla
     except LeaseLost as exc:
         logger.warning("veralith: %s", exc)
         return None
-    except WritesStopped:
+    except (WritesStopped, StoreUnavailable):
+        # Not the trace's failure: the store stopped or went away. Nothing is recorded (nothing could
+        # be); the trace stays claimable by this process (veralith.store.repository.claim_trace).
         raise
     except Exception as exc:
         if record_failure is None or record_failure():

@@ -154,7 +154,10 @@ def claim_trace(db: Db, trace_id: int, *, lease_timeout_s: float | None = None, 
                          + db.dialect.for_update, [trace_id]).fetchone()
         if row is None:
             raise TraceNotFound(f"no trace with id {trace_id}")
-        if not (leases.claimable(*row, timeout_s=lease_timeout_s) or (again and row[0] in ("done", "error"))
+        # Ours and running, but no evaluation of ours holds it: one that ended without an outcome (the
+        # store went away before its result could be saved) is taken again by this process.
+        dropped = row[0] == "running" and leases.is_mine(*row[1:4]) and (db.key, trace_id) not in renewer.held()
+        if not (leases.claimable(*row, timeout_s=lease_timeout_s) or dropped or (again and row[0] in ("done", "error"))
                 or (failed and _failed(db, trace_id, row[0]))):
             return False
         host, pid, token, at = leases.mine()

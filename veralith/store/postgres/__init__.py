@@ -91,8 +91,11 @@ class PostgresStore(SqlStore):
                 kwargs: dict[str, Any] = {"connect_timeout": _CONNECT_TIMEOUT_S, "application_name": "veralith"}
                 if options:
                     kwargs["options"] = options
+                # `check`: a connection is tested when it is lent, so one the server dropped (a restart,
+                # a failover) is replaced instead of failing the caller's first statement.
                 pool = ConnectionPool(self._conninfo, min_size=1, max_size=max(4, settings.concurrency + 4),
-                                      kwargs=kwargs, configure=configure, open=False, name="veralith")
+                                      kwargs=kwargs, configure=configure, open=False, name="veralith",
+                                      check=ConnectionPool.check_connection)
                 pool.open(wait=False)
                 self._check_schema(pool)
                 self._pool, self._pid = pool, os.getpid()

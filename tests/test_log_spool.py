@@ -1,0 +1,162 @@
+"""log() never waits on the store and never loses a trace: a SQLite write lock held by another
+process (the first call of a fresh process included, and hundreds of calls), a PostgreSQL server
+that is down, a process killed before its spool was shipped, and an exit while a trace is judged.
+
+Speed is measured in benchmarks/log_overhead.py; here the order of events is what is checked: every
+log() call returns while the lock is still held (the holder only lets go once told to)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO
+
+from veralith.config import settings
+from veralith.store import open_store
+
+QUERY = "What is the capital of France?"
+CONTEXT = ["Paris is the capital of France."]
+RESPONSE = "Paris is the capital of France."
+
+_HOLD_LOCK = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+sys.stdin.readline()          # hold the write lock until told to let go
+conn.execute("COMMIT")
+print("released", flush=True)
+"""
+
+_LOG_MANY = """
+import json, sys, time, veralith
+n = int(sys.argv[1])
+ids, worst = [], 0.0
+for i in range(n):
+    start = time.perf_counter()
+    ids.append(veralith.log("What is the capital of France?", ["Paris is the capital of France."],
+                            "Paris is the capital of France.", metadata={"i": i}))
+    worst = max(worst, time.perf_counter() - start)
+print(json.dumps({"ids": ids, "worst_s": worst}), flush=True)
+sys.stdin.readline()          # wait until the lock is gone, then exit (the at-exit drain ships and judges)
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+    for name in ("VERALITH_DB_PATH", "VERALITH_DB_URL", "VERALITH_SPOOL_DIR"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    env.update({"VERALITH_BACKEND": "local", "PYTHONPATH": str(REPO), **extra})
+    return env
+
+
+def _statuses() -> dict[str, int]:
+    return {k: v for k, v in open_store(read_only=True).stats()["by_status"].items() if v}
+
+
+def test_log_returns_while_another_process_holds_the_sqlite_write_lock():
+    import veralith
+
+    veralith.log(QUERY, CONTEXT, RESPONSE)  # the database exists and is migrated before the lock is taken
+    veralith.shutdown()
+    path = settings.db_path
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
+    # A fresh process: its first call included, and more calls than an id block ever held.
+    logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "300"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    line = logger.stdout.readline()  # type: ignore[union-attr]
+    assert line, logger.stderr.read()  # type: ignore[union-attr]
+    logged = json.loads(line)
+    assert holder.poll() is None, "every log() call returned while the write lock was still held"
+    assert logged["ids"] == list(range(2, 302))       # final ids, consecutive, none lost to a block
+    holder.communicate("go\n", timeout=30)
+    logger.communicate("go\n", timeout=120)
+    assert logger.returncode == 0
+    assert _statuses() == {"done": 301}
+
+
+def test_a_process_killed_before_shipping_loses_nothing():
+    import veralith
+
+    veralith.log(QUERY, CONTEXT, RESPONSE)
+    veralith.shutdown()
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, settings.db_path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
+    logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "25"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=_env())
+    ids = json.loads(logger.stdout.readline())["ids"]  # type: ignore[union-attr]
+    logger.send_signal(signal.SIGKILL)                 # its spool was never shipped: the lock was held
+    logger.wait(timeout=30)
+    holder.communicate("go\n", timeout=30)
+    assert _statuses() == {"done": 1}
+    resumed = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=_env(), capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _statuses() == {"done": 26}
+    store = open_store()
+    assert [store.load_input(i).metadata["i"] for i in ids] == list(range(25))
+
+
+def test_log_keeps_working_while_postgres_is_down_and_ships_when_it_is_back(tmp_path, monkeypatch):
+    pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
+    from pg_server import PgServer
+
+    import veralith
+
+    server = PgServer()   # its own server: this test stops it
+    try:
+        url = server.new_database()
+        monkeypatch.setenv("VERALITH_DB_URL", url)
+        monkeypatch.setenv("VERALITH_SPOOL_DIR", str(tmp_path / "spool"))
+        settings.reload()
+        before = [veralith.log(QUERY, CONTEXT, RESPONSE) for _ in range(3)]
+        deadline = time.monotonic() + 60
+        while _statuses().get("done", 0) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        server.halt()
+        during = [veralith.log(QUERY, CONTEXT, RESPONSE, metadata={"outage": True}) for _ in range(5)]
+        assert during == list(range(before[-1] + 1, before[-1] + 6))   # the host's block: no database needed
+        time.sleep(1.0)     # the shipper meets the outage and backs off; nothing is lost meanwhile
+        server.start()
+        assert veralith.shutdown(timeout=60) == 0
+        assert _statuses() == {"done": 8}
+        assert all(open_store().load_input(i).metadata == {"outage": True} for i in during)
+    finally:
+        veralith.shutdown(wait=False)
+        from conftest import _close_stores
+
+        _close_stores()
+        server.stop()
+
+
+_EXIT_WHILE_JUDGING = """
+import time, veralith
+from veralith.store import open_store
+veralith.log("What is the capital of France?", ["Paris is the capital of France."], "Paris is the capital of France.")
+store = open_store()
+deadline = time.monotonic() + 60
+while store.stats()["by_status"]["running"] == 0 and time.monotonic() < deadline:
+    time.sleep(0.05)   # until the judge is asked (it answers in 30 s)
+"""
+
+
+def test_a_trace_being_judged_at_exit_is_left_pending_not_running(store_url, openai_server):
+    openai_server.latency_s = 30  # the judge call outlasts the exit drain
+    done = subprocess.run([sys.executable, "-c", _EXIT_WHILE_JUDGING], capture_output=True, text=True, timeout=60,
+                          env=_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=openai_server.base_url,
+                                   VERALITH_API_KEY="test", VERALITH_SHUTDOWN_TIMEOUT_S="1",
+                                   VERALITH_MAX_RETRIES="0"))
+    assert done.returncode == 0, done.stderr
+    assert "1 logged trace(s) not evaluated" in done.stderr
+    assert _statuses() == {"pending": 1}
