@@ -71,6 +71,9 @@ class Settings(BaseModel):
         None, description="The store: `sqlite:///path/to/file.db` or `postgresql://user@host/db` (the `postgres` "
         "extra; a password is better given by PGPASSWORD or ~/.pgpass than in the URL). Unset: the SQLite file "
         "`DB_PATH`.")
+    busy_timeout_s: float = Field(
+        60.0, gt=0, le=3600, description="How long a command waits for another process's SQLite write lock "
+        "before it stops with one line saying so (nothing half-written). `log()` never waits for it.")
     evaluate: Literal["local", "remote"] = Field(
         "local", description="Who judges what `log()` records: `local`, a background worker in the logging "
         "process; `remote`, nobody here: `log()` only records, and `veralith worker` judges (fleet mode).")

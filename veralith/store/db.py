@@ -25,8 +25,16 @@ __all__ = ["BUSY_TIMEOUT_MS", "close", "close_all", "connect", "database_files",
            "resolve_path"]
 
 # Long enough to ride out a burst of writers from many processes; a lock held longer than this
-# means something is stuck, and an error is better than hanging the host program.
+# means something is stuck, and an error is better than hanging. settings.busy_timeout_s sets it.
 BUSY_TIMEOUT_MS = 60_000
+
+
+def busy_timeout_ms() -> int:
+    """The busy timeout new connections get (settings.busy_timeout_s, VERALITH_BUSY_TIMEOUT_S)."""
+    try:
+        return int(settings.busy_timeout_s * 1000)
+    except Exception:  # an invalid environment is reported elsewhere; a connection still gets a bound
+        return BUSY_TIMEOUT_MS
 
 _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default
 
@@ -64,9 +72,10 @@ def connect(path: str | os.PathLike[str], *, migrate: bool = True, check_same_th
             raise StoreError(f"cannot use {target} as the database: not a regular file (VERALITH_DB_PATH)")
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     try:
-        conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread)
+        busy = busy_timeout_ms()
+        conn = sqlite3.connect(target, timeout=busy / 1000, check_same_thread=check_same_thread)
         db = SqliteDb(conn, execute_plugins=False)
-        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_MS)}")
+        db.execute(f"PRAGMA busy_timeout = {busy}")
         db.execute("PRAGMA foreign_keys = ON")
         if target != ":memory:":
             _enable_wal(db)
@@ -87,7 +96,7 @@ def _enable_wal(db: SqliteDb) -> None:
     """Switch a new file to WAL. Two connections opening a fresh file at once (a process and its log
     worker, several processes) can meet in SQLite's lock upgrade, where it answers "database is
     locked" at once instead of waiting in the busy handler: try again, within the busy timeout."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_timeout_ms() / 1000
     while True:
         try:
             db.enable_wal()
