@@ -3,14 +3,14 @@
 -- Times are ISO-8601 UTC text and JSON is text, as in SQLite: they sort and compare the same way in
 -- both stores, and a history copied from one to the other (`veralith migrate --to`) is unchanged.
 -- Two things differ, each for concurrency:
---   * trace ids are handed out in blocks of 100 by the sequence veralith_trace_ids (a host keeps a
---     block in its spool folder, so `log()` never asks the database for an id);
+--   * trace ids are handed out in blocks of 1,000 by the sequence veralith_trace_ids (a host keeps
+--     a block in its spool folder, so `log()` never asks the database for an id);
 --   * the running totals behind `stats` and the web overview are append-only deltas that one
 --     process at a time folds into base rows (veralith_compact_rollups), so concurrent writers never
 --     wait on (or deadlock over) the same few total rows; the views trace_rollup and trace_daily
 --     sum both and read like SQLite's tables.
 
-CREATE SEQUENCE veralith_trace_ids INCREMENT BY 100 START WITH 1 MINVALUE 1;
+CREATE SEQUENCE veralith_trace_ids INCREMENT BY 1000 START WITH 1 MINVALUE 1;
 
 CREATE TABLE traces (
     id                        bigint  PRIMARY KEY,

@@ -179,6 +179,7 @@ class _Worker:
         # Logged here and not evaluated yet: id -> (store URL, settings). Plain dict operations are
         # atomic under the GIL, and only counts and membership are read across threads.
         self.outstanding: dict[int, tuple[str, Settings]] = {}
+        self.shipped: set[int] = set()   # of those, the ones in the store (the rest wait in the spool)
         self._stores: dict[str, Store] = {}
         self._urls: set[str] = set()   # stores logged into; the shipper opens them (never the caller)
         self._swept: set[str] = set()
@@ -260,6 +261,7 @@ class _Worker:
         return ok
 
     def _submit(self, trace_id: int, url: str) -> None:
+        self.shipped.add(trace_id)
         snapshot = self.outstanding.get(trace_id, (url, self._base))[1]
         try:
             self.queue.put_nowait((trace_id, url, snapshot))
@@ -319,12 +321,16 @@ class _Worker:
                     return
                 except queue.Full:
                     self.overflowed.set()
-            self.outstanding.pop(trace_id, None)
+            self._done(trace_id)
         except Exception:  # e.g. the store became unreadable; the host must never see it
             logger.exception("veralith: background evaluation of trace %s failed", trace_id)
-            self.outstanding.pop(trace_id, None)
+            self._done(trace_id)
         else:
-            self.outstanding.pop(trace_id, None)
+            self._done(trace_id)
+
+    def _done(self, trace_id: int) -> None:
+        self.outstanding.pop(trace_id, None)
+        self.shipped.discard(trace_id)
 
     def _drain(self) -> None:
         """At stop: what is queued, then what overflowed the queue, is ours to finish too."""
@@ -343,8 +349,9 @@ class _Worker:
         from veralith.sdk.stored import resumable
 
         try:
+            # Ours: those shipped into the store; what is still spooled waits there for the next process.
             ids = resumable(store) if not only_ours else sorted(
-                i for i, (u, _) in self.outstanding.items() if u == url)
+                i for i, (u, _) in list(self.outstanding.items()) if u == url and i in self.shipped)
         except Exception:  # the host must never see a background failure
             logger.exception("veralith: could not look for resumable traces")
             return

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from veralith.config import ConfigError, settings
 from veralith.errors import StoreError
 from veralith.store.location import resolve_path
 from veralith.store.migrate import apply_migrations
@@ -33,7 +34,7 @@ def busy_timeout_ms() -> int:
     """The busy timeout new connections get (settings.busy_timeout_s, VERALITH_BUSY_TIMEOUT_S)."""
     try:
         return int(settings.busy_timeout_s * 1000)
-    except Exception:  # an invalid environment is reported elsewhere; a connection still gets a bound
+    except ConfigError:  # an invalid environment is reported elsewhere; a connection still gets a bound
         return BUSY_TIMEOUT_MS
 
 _AUTOCHECKPOINT_PAGES = 1000  # SQLite's default

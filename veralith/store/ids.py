@@ -28,11 +28,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["RANDOM_BASE", "IdFile"]
+__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile"]
 
 logger = logging.getLogger("veralith.store")
 
 RANDOM_BASE = 1 << 62      # ids at or above this were taken at random (see the module docstring)
+REMOTE_BLOCK = 1000        # ids per block a PostgreSQL store hands a host (its sequence's increment)
 _NO_LIMIT = (1 << 62) - 1  # the end of a SQLite file's range: it has no other source to wait for
 _WIDTH = 20                # digits per number in the file: fixed width, so one write replaces both
 
@@ -65,21 +66,22 @@ class IdFile:
         """The next id. With ids left in this host's block it never waits; with none (a remote file
         whose block is used up, or was never reserved) it asks for a refill and waits for it at most
         `wait_s` seconds, then takes a random id (see the module docstring)."""
-        found, left = self._next()
+        found, left, never = self._next()
         if self.remote and left < self.block // 2:
             self._refill_soon()
-        if found is None and self.remote and wait_s > 0:
+        if found is None and never and wait_s > 0:  # only a host's very first block is waited for
             self._filled.wait(wait_s)
-            found, _ = self._next()
+            found, _, _ = self._next()
         return RANDOM_BASE + secrets.randbits(61) if found is None else found
 
-    def _next(self) -> tuple[int | None, int]:
+    def _next(self) -> tuple[int | None, int, bool]:
+        """(the next id or None, ids left after it, whether this file never held a block)."""
         with self._lock, self._locked() as fd:
             nxt, end = self._read(fd)
             if nxt > end:
-                return None, -1
+                return None, -1, self.remote and end == 0
             self._write(fd, nxt + 1, end)
-            return nxt, end - nxt
+            return nxt, end - nxt, False
 
     def take_now(self) -> int:
         """The next id, refilling from the database first when the block is used up (callers that
@@ -108,7 +110,7 @@ class IdFile:
         with self._lock, self._locked() as fd:
             nxt, end = self._read(fd)
             if nxt > end or end - nxt < self.block // 2:
-                # A new block replaces a used-up one; ids left in the old one are gaps.
+                # A new block replaces a (nearly) used-up one; ids left in the old one are gaps.
                 self._write(fd, ids.start, ids.stop - 1)
 
     # -- internals ------------------------------------------------------------------------------

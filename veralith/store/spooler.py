@@ -71,7 +71,9 @@ def _make(url: str) -> Spooler:
         folder = Path(path + ".spool")
         return Spooler(folder, IdFile(folder / "next-id", start=lambda: _sqlite_first_id(path, folder)))
     folder = _postgres_folder(url)
-    ids = IdFile(folder / "next-id", start=lambda: 1, remote=True)
+    from veralith.store.ids import REMOTE_BLOCK
+
+    ids = IdFile(folder / "next-id", start=lambda: 1, remote=True, block=REMOTE_BLOCK)
     ids.attach(lambda count: _reserve(url, count))
     return Spooler(folder, ids)
 

@@ -115,13 +115,16 @@ class SqlStore(abc.ABC):
         the ids of those to be evaluated here (spooled with `here`, when `queued`)."""
         rows = [(int(e["id"]), e.get("uid"), e.get("created_at"), TraceInput.from_json(e), e.get("run"),
                  queued and bool(e.get("here", True))) for e in entries]
+        here: list[int] = []
         for _ in range(_CLASH_RETRIES):
             with self.connection() as db:
                 _written, clashed = repository.create_traces(db, rows)
+            lost = set(clashed)
+            here += [row[0] for row in rows if row[5] and row[0] not in lost]
             if not clashed:
-                break
+                return here
             rows = self._renumber(rows, clashed)
-        return [row[0] for row in rows if row[5]]
+        raise StoreError(f"could not find free trace ids in {self.url} for {len(rows)} spooled trace(s)")
 
     def _renumber(self, rows: list[Any], clashed: list[int]) -> list[Any]:
         ids = self._ids()

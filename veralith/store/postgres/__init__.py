@@ -5,7 +5,7 @@ The same SQL as the SQLite store (veralith.store.sqlstore) on connections from a
 
 - Its migrations (migrations/postgres/, veralith.store.postgres.migrate) are applied by the first
   connection a writing process makes, under an advisory lock.
-- Trace ids come in blocks of 100 from the sequence `veralith_trace_ids`: `log()` takes them from
+- Trace ids come in blocks of 1,000 from the sequence `veralith_trace_ids`: `log()` takes them from
   this host's block in its spool folder (veralith.store.spooler), which this store keeps refilled.
 - Work is claimed with `FOR UPDATE SKIP LOCKED` plus the lease, so many workers on many hosts each
   take different traces without waiting for one another.
@@ -144,11 +144,13 @@ class PostgresStore(SqlStore):
 
     # -- what PostgreSQL does its own way ------------------------------------------------------
     def _reserve_ids(self, count: int) -> range:
-        """A block of ids from the sequence (its increment is the block size, 100); log()'s id file
-        for this database on this host is refilled with it (veralith.store.spooler)."""
+        """A block of ids from the sequence (its increment is the block size, REMOTE_BLOCK); log()'s
+        id file for this database on this host is refilled with it (veralith.store.spooler)."""
+        from veralith.store.ids import REMOTE_BLOCK
+
         with self.connection() as db:
             start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
-        return range(start, start + 100)
+        return range(start, start + REMOTE_BLOCK)
 
     def after_copy(self, db: Any) -> None:
         # Every sequence moves past the copied ids, never back (other hosts may hold later blocks).
