@@ -1,11 +1,14 @@
-"""History at scale: `stats`, `list --limit 50` and calibration over 1M stored traces.
+"""History at scale: `stats`, `list --limit 50` and calibration over 1M stored traces, on either store.
 
-    .venv/bin/python benchmarks/history_scale.py [--traces 1000000] [--db PATH] [--repeat 5]
+    .venv/bin/python benchmarks/history_scale.py [--traces 1000000] [--db PATH | --db-url URL | --pg] [--repeat 5]
 
-Fills a migrated database with synthetic traces (rolled-up columns only: the child tables do not
-take part in these queries) spread over 5 knowledge bases, the six cells plus unclassified, and
-all four work states; then times each query `--repeat` times after one warm-up and prints the
-median and the worst, in milliseconds, as JSON. An existing `--db` with enough rows is reused.
+Fills a store with synthetic traces (rolled-up columns only: the child tables do not take part in
+these queries) spread over 5 knowledge bases, the six cells plus unclassified, and all four work
+states; then times each query through the store (veralith.store: what `veralith stats` and `list`
+call) `--repeat` times after one warm-up, and prints the median and the worst, in milliseconds, as
+JSON. An existing store with enough rows is reused. `--pg` starts a throwaway PostgreSQL server
+(Debian's package, as the tests do); its running totals are folded (compacted) after the fill, as
+a writing process does every few seconds.
 """
 
 from __future__ import annotations
@@ -44,30 +47,33 @@ def _rows(n: int, seed: int = 7):
                f"Synthetic question number {i} about the product?", f"Synthetic answer {i}. It is fine.")
 
 
-def fill(path: str, n: int) -> float:
-    from veralith.store.db import connect, write
-    db = connect(path)
-    have = db.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
-    if have >= n:
-        return 0.0
-    t0 = time.perf_counter()
-    batch = []
-    for row in _rows(n - have, seed=have):
-        batch.append(row)
-        if len(batch) == 50_000:
-            _flush(db, batch, write)
-    _flush(db, batch, write)
-    db.execute("ANALYZE")
+def fill(url: str, n: int) -> float:
+    from veralith.store import open_store
+
+    store = open_store(url)
+    with store.connection() as db:  # type: ignore[attr-defined]
+        have = int(db.execute("SELECT COUNT(*) FROM traces").fetchone()[0])
+        if have >= n:
+            return 0.0
+        t0 = time.perf_counter()
+        batch: list[tuple] = []
+        for i, row in enumerate(_rows(n - have, seed=have)):
+            batch.append((have + i + 1, *row))
+            if len(batch) == 50_000:
+                _flush(db, batch)
+        _flush(db, batch)
+        store.after_copy(db)   # id counters past the rows written; PostgreSQL folds its running totals
+        db.execute("ANALYZE")
     return time.perf_counter() - t0
 
 
-def _flush(db, batch, write) -> None:
+def _flush(db, batch) -> None:
     if batch:
-        with write(db):
-            db.conn.executemany(
-                "INSERT INTO traces (created_at, updated_at, status, knowledge_base, metadata, failure_cell,"
+        with db.write():
+            db.executemany(
+                "INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, metadata, failure_cell,"
                 " quality_gate, sufficiency_fraction, faithfulness_fraction, calls, input_tokens, output_tokens,"
-                " usd, query, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+                " usd, query, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
         batch.clear()
 
 
@@ -84,30 +90,46 @@ def timed(fn, repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=1_000_000)
-    parser.add_argument("--db", default=None)
+    parser.add_argument("--db", default=None, help="a SQLite file")
+    parser.add_argument("--db-url", default=None, help="a store URL (sqlite:///... or postgresql://...)")
+    parser.add_argument("--pg", action="store_true", help="a throwaway PostgreSQL server")
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    path = args.db or os.path.join(tempfile.mkdtemp(prefix="veralith-history-"), "history.db")
-    os.environ["VERALITH_DB_PATH"] = path
+    server = None
+    if args.pg:
+        sys.path.insert(0, str(REPO / "tests"))
+        from pg_server import PgServer
+        server = PgServer()
+        url = server.new_database()
+    else:
+        url = args.db_url or "sqlite:///" + (args.db or os.path.join(tempfile.mkdtemp(prefix="veralith-history-"),
+                                                                     "history.db"))
+    os.environ["VERALITH_DB_URL"] = url
     from veralith.config import settings
     settings.reload()
     from veralith.pipeline.calibrate import current_threshold
-    from veralith.store.db import open_db
-    from veralith.store.repository import list_traces, stats
+    from veralith.store import open_store
 
-    fill_s = fill(path, args.traces)
-    db = open_db(path)
-    n = db.execute("SELECT COUNT(*) FROM traces").fetchone()[0]
-    figures = {
-        "traces": n, "fill_s": round(fill_s, 1), "db_mb": round(os.path.getsize(path) / 2**20),
-        "stats": timed(lambda: stats(db), args.repeat),
-        "stats_kb": timed(lambda: stats(db, kb="kb3"), args.repeat),
-        "list_50": timed(lambda: list_traces(db, limit=50), args.repeat),
-        "list_50_cell": timed(lambda: list_traces(db, limit=50, cell="extra_ungrounded"), args.repeat),
-        "list_50_kb_cell": timed(lambda: list_traces(db, limit=50, kb="kb1", cell="complete_grounded"), args.repeat),
-        "current_threshold": timed(lambda: current_threshold("kb2", db), args.repeat),
-    }
-    print(json.dumps(figures, indent=2))
+    try:
+        fill_s = fill(url, args.traces)
+        store = open_store(url, read_only=True)
+        figures = {
+            "store": url.split(":", 1)[0], "traces": store.stats()["traces"], "fill_s": round(fill_s, 1),
+            "stats": timed(lambda: store.stats(), args.repeat),
+            "stats_kb": timed(lambda: store.stats(kb="kb3"), args.repeat),
+            "list_50": timed(lambda: store.list_traces(limit=50), args.repeat),
+            "list_50_cell": timed(lambda: store.list_traces(limit=50, cell="extra_ungrounded"), args.repeat),
+            "list_50_kb_cell": timed(lambda: store.list_traces(limit=50, kb="kb1", cell="complete_grounded"),
+                                     args.repeat),
+            "current_threshold": timed(lambda: current_threshold("kb2", store), args.repeat),
+        }
+        print(json.dumps(figures, indent=2))
+    finally:
+        if server is not None:
+            from veralith.store import _stores
+            for opened in _stores.values():
+                opened.close()
+            server.stop()
 
 
 if __name__ == "__main__":

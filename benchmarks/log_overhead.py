@@ -61,8 +61,9 @@ def bare_insert(path: str, calls: int) -> list[float]:
         t0 = time.perf_counter()
         now = time.strftime("%Y-%m-%dT%H:%M:%S")
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, metadata, query, response)"
-                     " VALUES (?, ?, ?, 'pending', 'default', '{}', ?, ?)", (i + 1, now, now, QUERY, RESPONSE))
+        conn.execute("INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, metadata, query,"
+                     " response) VALUES (?, ?, ?, 'pending', 'default', '{}', ?, ?)",
+                     (i + 1, now, now, QUERY, RESPONSE))
         conn.executemany("INSERT INTO context_chunks (trace_id, position, chunk_id, metadata, text)"
                          " VALUES (?, ?, ?, '{}', ?)", [(i + 1, k, f"c{k}", t) for k, t in enumerate(CONTEXT)])
         conn.execute("COMMIT")
@@ -92,17 +93,18 @@ conn.execute("COMMIT")
 
 _FRESH_LOGGER = """
 import json, sys, time
+QUERY, CONTEXT, RESPONSE = json.loads(sys.argv[2])
 t0 = time.perf_counter()
 import veralith
 imported = time.perf_counter() - t0
 samples, ids = [], []
 for _ in range(int(sys.argv[1])):
     t0 = time.perf_counter()
-    ids.append(veralith.log(%r, %r, %r))
+    ids.append(veralith.log(QUERY, CONTEXT, RESPONSE))
     samples.append(time.perf_counter() - t0)
 print(json.dumps({"samples": samples, "ids": ids, "import_s": imported}), flush=True)
 sys.stdin.readline()   # exit (and ship, and judge) only once the lock is gone
-""" % (QUERY, CONTEXT, RESPONSE)
+"""
 
 
 def under_lock(path: str, calls: int, hold_s: float, env: dict[str, str]) -> dict[str, object]:
@@ -114,7 +116,8 @@ def under_lock(path: str, calls: int, hold_s: float, env: dict[str, str]) -> dic
                               text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     locked_at = time.monotonic()
-    logger = subprocess.Popen([sys.executable, "-c", _FRESH_LOGGER, str(calls)], stdin=subprocess.PIPE,
+    logger = subprocess.Popen([sys.executable, "-c", _FRESH_LOGGER, str(calls), json.dumps([QUERY, CONTEXT, RESPONSE])],
+                              stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True, env={**env, "VERALITH_DB_PATH": path})
     assert logger.stdout is not None
     found = json.loads(logger.stdout.readline())

@@ -42,7 +42,12 @@ from veralith.config import Settings, settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
 from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
-from veralith.validate import check_stored_inputs
+
+# log()'s own path, loaded with the SDK: none of it loads a database library (veralith.store.spooler).
+from veralith.store import store_url
+from veralith.store.protocol import TraceInput
+from veralith.store.spooler import spooler_for
+from veralith.validate import check_run_name, check_stored_inputs
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store, TraceStore
@@ -64,7 +69,6 @@ def _open(url: str | None = None) -> Store:
 
 
 def _url() -> str:
-    from veralith.store import store_url
     return store_url()
 
 
@@ -94,13 +98,10 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     if run is None:
         run = settings.run
     if run is not None:
-        from veralith.validate import check_run_name
         run = check_run_name(run)
     if settings.per_trace_budget_usd is not None:
         from veralith.pipeline.budget import enforce_budget  # loads tiktoken; only when a budget is set
         enforce_budget(query, chunks, response)
-    from veralith.store.protocol import TraceInput
-
     trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
                        metadata=metadata)
     url = _url()
@@ -112,8 +113,6 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
         if result is None:  # only if another process broke our reservation, which claims rule out
             raise StoreError(f"trace {trace_id} was taken by another process before it could be evaluated")
         return result
-    from veralith.store.spooler import spooler_for
-
     here = settings.evaluate == "local" if evaluate is None else evaluate
     worker = _worker()
     trace_id = spooler_for(url).append(trace, run=run, evaluate_here=here)
