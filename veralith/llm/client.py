@@ -41,14 +41,14 @@ from typing import Any, Protocol
 import openai
 from pydantic import BaseModel, ValidationError
 
-from veralith.config import settings
+from veralith.config import ConfigError, settings, userinfo_problem
 from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult
 from veralith.llm.confidence import label_confidence
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.tasks import Task
 from veralith.observability.cost import record_call
-from veralith.redact import redact, redact_url
+from veralith.redact import MASK, redact, redact_url
 from veralith.usage import CallUsage
 
 __all__ = ["TRUNCATION_MIN_TOKENS", "TRUNCATION_RATIO", "OpenAIClient", "ReplyCache",
@@ -131,6 +131,9 @@ class OpenAIClient:
         current = settings.current
         self.model = model or current.judge_model
         self.base_url = base_url if base_url is not None else current.base_url
+        problem = userinfo_problem(self.base_url) if self.base_url else None
+        if problem is not None:
+            raise ConfigError(f"base_url: {problem}")
         key = api_key or (current.api_key.get_secret_value() if current.api_key else None)
         self._secret = key or ""
         self.temperature = current.temperature if temperature is None else temperature
@@ -210,7 +213,7 @@ class OpenAIClient:
             raise _Malformed(["the server's answer is not a chat completion"], "")
         _add_usage(completion, usage)
         self._check_context(completion, messages, schema_sent, usage)
-        content = _content(completion)
+        content = self._unechoed(_content(completion))
         try:
             data = json.loads(_unfenced(content))
         except json.JSONDecodeError as exc:
@@ -297,7 +300,7 @@ class OpenAIClient:
                                 self.model)
                     self.send_temperature = False
                     continue
-                raise self._error(_kind(exc), _describe(exc, attempts), usage) from None
+                raise self._error(_kind(exc), _describe(exc, attempts, self._redact), usage) from None
             usage.calls += raw.retries_taken + 1
             try:
                 return raw.parse(), messages, None if json_mode else schema
@@ -323,6 +326,12 @@ class OpenAIClient:
         if self.price is None:
             return None   # unknown price is None, never a silent 0 (veralith/observability/cost.py prices)
         return self.price(self.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
+
+    def _unechoed(self, content: str) -> str:
+        """The reply with the API key masked, should the server echo it: the reply is cached and stored."""
+        if len(self._secret) >= 4 and self._secret in content:
+            return content.replace(self._secret, MASK)
+        return content
 
     def _redact(self, text: str) -> str:
         """The key, a password in the base URL and echoed auth headers, masked (veralith/redact.py)."""
@@ -456,13 +465,16 @@ def _kind(exc: openai.APIError) -> str:
     return "bad_request" if isinstance(status, int) else "connection"
 
 
-def _describe(exc: openai.APIError, attempts: int) -> str:
+def _describe(exc: openai.APIError, attempts: int, redact_text: Callable[[str], str]) -> str:
+    """What went wrong, secrets masked before the server's words are cut to length (a cut key would
+    no longer match the secret it is a piece of)."""
     tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
     if isinstance(exc, openai.APITimeoutError):
         return f"the judge server did not answer in time ({tries})"
     if isinstance(exc, openai.APIConnectionError):
         return f"cannot reach the judge server ({tries}): {exc.message}"
     status = getattr(exc, "status_code", "?")
-    detail = exc.message if len(exc.message) <= _MAX_DETAIL else exc.message[:_MAX_DETAIL] + "..."
+    message = redact_text(exc.message)
+    detail = message if len(message) <= _MAX_DETAIL else message[:_MAX_DETAIL] + "..."
     hint = " Check OPENAI_API_KEY / VERALITH_API_KEY." if _kind(exc) == "auth" else ""
     return f"the judge server answered HTTP {status} ({tries}): {detail}{hint}"
