@@ -69,6 +69,22 @@ class Settings(BaseModel):
     max_retries: int = Field(
         3, ge=0, le=20, description="Retries with backoff on 429/5xx/timeouts (Retry-After honoured).")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of judge calls.")
+    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="How judge replies are constrained: `json_schema` (strict structured outputs), "
+        "`json_object` (JSON mode, the schema written into the prompt), `off` (no response_format; the schema in "
+        "the prompt, the JSON read out of the reply) or `auto` (json_schema, falling back once per server to "
+        "json_object, then off, when the server rejects it).")
+    system_prompt: Literal["auto", "system", "user"] = Field(
+        "auto", description="Where the judge instructions go: a `system` message, the start of the `user` turn "
+        "(chat templates without a system role), or `auto` (system, moved to the user turn for good once a "
+        "server is seen to drop it).")
+    logprobs: Literal["auto", "on", "off"] = Field(
+        "auto", description="Ask for token log-probabilities, from which verdict confidence is read. `auto`: ask, "
+        "and stop for a server that rejects them, returns none, or (a local server) answers much slower with them.")
+    server_concurrency: int | None = Field(
+        None, ge=1, le=256, description="Requests in flight to one judge server at once, across judges and "
+        "traces (the rest wait their turn; the timeout starts when a request is sent). Unset: 1 for a local "
+        "server (localhost, 127.x.x.x, ::1), no limit otherwise.")
     db_path: str = Field("veralith.db", description="SQLite database file.")
     cache: bool = Field(True, description="Cache judge replies (in-process LRU in front of SQLite).")
     cache_size: int = Field(1024, ge=0, description="Entries kept in the in-process LRU cache.")
@@ -330,8 +346,10 @@ class _SettingsHandle:
         unknown = sorted(set(changes) - set(Settings.model_fields))
         if unknown:
             raise ConfigError(f"unknown setting(s) {unknown}; known: {sorted(Settings.model_fields)}")
+        current = self.current
         try:
-            updated = Settings(**{**self.current.model_dump(), **changes})
+            # Only the fields that were set are carried over, so "set by the user" survives an override.
+            updated = Settings(**{**current.model_dump(include=current.model_fields_set), **changes})
         except ValidationError as exc:
             raise ConfigError(_explain(exc, from_env=False)) from None
         with self.using(updated):
