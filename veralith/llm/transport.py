@@ -96,32 +96,43 @@ class Transport:
 
         Raises JudgeCallError (JudgeServerDown while the server is down)."""
         retries = 0
+        habits = self.server.habits(self.model)
         while True:
             self.server.breaker.before_request()
-            habits = self.server.habits(self.model)
-            messages, options = self._request(task, payload, schema, extra, habits, max_tokens)
-            usage.calls += 1
-            started = time.monotonic()
+            # The slot is held until the reply has been looked at (what the server read, how fast), so a
+            # request waiting behind this one is built as the server is now known to want it. The request
+            # is built once the slot is had for the same reason (another may have found json_schema refused).
+            hold = _Hold(self.server.slots(settings.current.server_concurrency))
+            wait = 0.0
             try:
-                raw = self._send(messages, options, retries)
-            except (_DeadlinePassed, openai.APIError) as exc:
-                if isinstance(exc, openai.APIStatusError) and self._adapt(exc, options, habits):
+                messages, options = self._request(task, payload, schema, extra, habits, max_tokens)
+                usage.calls += 1
+                started = time.monotonic()
+                try:
+                    raw = self._send(messages, options, retries, hold)
+                except (_DeadlinePassed, openai.APIError) as exc:
+                    if isinstance(exc, openai.APIStatusError) and self._adapt(exc, options, habits):
+                        continue
+                    wait = self._after_failure(exc, retries)   # raises once no retry is left
+                    retries += 1
                     continue
-                retries = self._after_failure(exc, retries)
-                continue
-            self.server.breaker.success()
-            elapsed = time.monotonic() - started
-            try:
-                completion = raw.parse()
-            except ValueError:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
-                completion = None
-            if not isinstance(completion, openai.types.chat.ChatCompletion):
-                return Sent(None, messages, elapsed)
-            _add_usage(completion, usage)
-            if self._read_too_little(completion, messages, options, habits, usage):
-                continue   # sent again with the instructions in the user turn
-            self._learn_logprobs(habits, "logprobs" in options, completion, elapsed)
-            return Sent(completion, messages, elapsed)
+                self.server.breaker.success()
+                elapsed = time.monotonic() - started
+                try:
+                    completion = raw.parse()
+                except ValueError:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
+                    completion = None
+                if not isinstance(completion, openai.types.chat.ChatCompletion):
+                    return Sent(None, messages, elapsed)
+                _add_usage(completion, usage)
+                if self._read_too_little(completion, messages, options, habits, usage):
+                    continue   # sent again with the instructions in the user turn
+                self._learn_logprobs(habits, "logprobs" in options, completion, elapsed)
+                return Sent(completion, messages, elapsed)
+            finally:
+                hold.done()
+                if wait:
+                    time.sleep(wait)   # the backoff holds no slot
 
     def _request(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
                  habits: Habits, max_tokens: int | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
@@ -149,17 +160,15 @@ class Transport:
             messages = _in_user_turn(messages)
         return messages, options
 
-    def _send(self, messages: list[dict[str, str]], options: dict[str, Any], retries: int) -> Any:
-        """One HTTP request in one of the server's slots; the deadline starts once the slot is had."""
+    def _send(self, messages: list[dict[str, str]], options: dict[str, Any], retries: int, hold: _Hold) -> Any:
+        """One HTTP request; the slot `hold` holds is kept until the request has ended, even when abandoned."""
         sendable = {k: v for k, v in options.items() if not k.startswith("_")}
         # The SDK's header saying which retry this is, as it sends it when it retries itself.
         create = functools.partial(self.sdk.chat.completions.with_raw_response.create, model=self.model,
                                    messages=messages, timeout=self.timeout_s,
                                    extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
-        slots = self.server.slots(settings.current.server_concurrency)
-        if slots is not None:
-            slots.acquire()
-        return _within(self.timeout_s, create, release=slots.release if slots is not None else None)
+        hold.parties += 1
+        return _within(self.timeout_s, create, release=hold.done)
 
     # ------------------------------------------------------------ failures
     def _adapt(self, exc: openai.APIStatusError, options: dict[str, Any], habits: Habits) -> bool:
@@ -192,16 +201,15 @@ class Transport:
                 return True
         return False
 
-    def _after_failure(self, exc: Exception, retries: int) -> int:
-        """Count the failed attempt; return the retries so far after waiting, or raise JudgeCallError."""
+    def _after_failure(self, exc: Exception, retries: int) -> float:
+        """Count the failed attempt; return the seconds to wait before retrying, or raise JudgeCallError."""
         kind = _kind(exc)
         if kind in ("connection", "timeout", "server_error"):
             self.server.breaker.failure(_short(exc, self.timeout_s))   # raises JudgeServerDown when it opens
         else:
             self.server.breaker.success()   # an answer below 500: the server is up
         if _retryable(exc) and retries < self.max_retries:
-            time.sleep(_delay(exc, retries))
-            return retries + 1
+            return _delay(exc, retries)
         raise JudgeCallError(kind, self._describe(exc, retries + 1), attempts=retries + 1)
 
     def _describe(self, exc: Exception, attempts: int) -> str:
@@ -303,6 +311,24 @@ class Transport:
 
 
 # ---------------------------------------------------------------- helpers
+
+class _Hold:
+    """One of a server's slots, given back when every party holding it is done: the caller (once it has
+    looked at the reply) and the HTTP thread (once the request has ended, even when it was abandoned)."""
+
+    def __init__(self, slots: threading.Semaphore | None) -> None:
+        self.slots, self.parties = slots, 1
+        self._lock = threading.Lock()
+        if slots is not None:
+            slots.acquire()
+
+    def done(self) -> None:
+        with self._lock:
+            self.parties -= 1
+            last = self.parties == 0
+        if last and self.slots is not None:
+            self.slots.release()
+
 
 def _in_user_turn(messages: list[dict[str, str]]) -> list[dict[str, str]]:
     """The system message's text at the start of the first user message (chat templates without a system role)."""

@@ -108,7 +108,8 @@ def decide(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap
         agreed([o[0].n_partial_sub_questions for o in outcomes]), coverage if cell is not None else {})
     level = agreed([o[2] for o in outcomes]) or SufficiencyLevel.low   # unknown reads as LOW, like a failed judge
     gate_decided = cell is not None and agreed([o[4] for o in outcomes]) is not None
-    example = next(w for w, o in zip(ways, outcomes, strict=True) if o[0].failure_cell == cell)
+    example = ways[0] if cell is None else next(w for w, o in zip(ways, outcomes, strict=True)
+                                                if o[0].failure_cell == cell)
     return Decision(cls, agreed([o[1] for o in outcomes]) or first_kind, level,
                     agreed([o[3] for o in outcomes]), gate_decided, example, len(ways))
 
