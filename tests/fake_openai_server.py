@@ -336,6 +336,9 @@ def counted_usage(body: dict[str, Any], content: str) -> dict[str, int]:
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"   # keep-alive: the SDK pools connections
+        # Headers and body go out in two writes; with Nagle's algorithm the body then waits for the
+        # client's delayed ACK, 40 ms per request on Linux.
+        disable_nagle_algorithm = True
         timeout = 60                    # an idle pooled connection frees its thread after a minute
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output

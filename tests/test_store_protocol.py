@@ -87,6 +87,12 @@ class MemoryStore:
     def drop_lease(self, trace_id: int) -> None:
         pass
 
+    def unclaim(self, trace_id: int) -> None:
+        with self._lock:
+            row = self._get(trace_id)
+            if row["status"] == "running":
+                row["status"], row["updated_at"] = "pending", self._now()
+
     def save_result(self, result: EvaluationResult) -> int:
         with self._lock:
             trace_id = result.trace_id

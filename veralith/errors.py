@@ -51,9 +51,10 @@ class JudgeServerDown(JudgeCallError):
     before its next trace.
     """
 
-    def __init__(self, server: str, message: str, *, retry_after_s: float, attempts: int = 1) -> None:
-        super().__init__("server_down", message, attempts=attempts)
+    def __init__(self, server: str, reason: str, *, retry_after_s: float, attempts: int = 0) -> None:
+        super().__init__("server_down", f"the judge server at {server} is down: {reason}", attempts=attempts)
         self.server = server
+        self.reason = reason
         self.retry_after_s = retry_after_s
 
 

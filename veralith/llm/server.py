@@ -55,9 +55,13 @@ def is_local(base_url: str | None) -> bool:
 class Breaker:
     """Consecutive-failure circuit breaker for one server (see the module doc). Thread-safe."""
 
-    def __init__(self, shown: str, *, failures: int = BREAKER_FAILURES, span_s: float = BREAKER_SPAN_S,
-                 cooldown_s: float = BREAKER_COOLDOWN_S) -> None:
-        self.shown, self.failures, self.span_s, self.cooldown_s = shown, failures, span_s, cooldown_s
+    def __init__(self, shown: str, *, failures: int | None = None, span_s: float | None = None,
+                 cooldown_s: float | None = None) -> None:
+        """Unset thresholds are the module's BREAKER_* constants as they are when the breaker is made."""
+        self.shown = shown
+        self.failures = BREAKER_FAILURES if failures is None else failures
+        self.span_s = BREAKER_SPAN_S if span_s is None else span_s
+        self.cooldown_s = BREAKER_COOLDOWN_S if cooldown_s is None else cooldown_s
         self._lock = threading.Lock()
         self._count = 0
         self._first_failure = 0.0
@@ -97,9 +101,8 @@ class Breaker:
             return self._open_until != 0.0
 
     def _down(self, retry_after_s: float) -> JudgeServerDown:
-        return JudgeServerDown(self.shown, f"the judge server at {self.shown} is down: {self._count} requests in "
-                               f"a row failed (last: {self._last_error}); no more calls for {retry_after_s:.0f} s",
-                               retry_after_s=retry_after_s, attempts=0)
+        return JudgeServerDown(self.shown, f"{self._count} requests in a row failed (last: {self._last_error})",
+                               retry_after_s=retry_after_s)
 
 
 @dataclass

@@ -52,8 +52,10 @@ def evaluate_stored(store: TraceStore, trace_id: int, *, client: Any = None, cla
 
     An evaluation that raises is recorded on the trace and the exception re-raised, unless
     `record_failure()` says no (the SDK at interpreter exit, where the failure is not the trace's).
-    WritesStopped is raised as is: nothing more can be written.
+    WritesStopped is raised as is: nothing more can be written. JudgeServerDown is raised after the
+    trace is handed back as pending (`unclaim`): a dead server is not the trace's failure.
     """
+    from veralith.errors import JudgeServerDown
     from veralith.pipeline.evaluate import evaluate_checked
     from veralith.store.errors import WritesStopped
     from veralith.store.ownership import LeaseLost
@@ -73,6 +75,10 @@ def evaluate_stored(store: TraceStore, trace_id: int, *, client: Any = None, cla
         logger.warning("veralith: %s", exc)
         return None
     except WritesStopped:
+        raise
+    except JudgeServerDown:
+        # Not the trace's failure: nothing was judged, so it goes back to pending for a later run.
+        store.unclaim(trace_id)
         raise
     except Exception as exc:
         if record_failure is None or record_failure():

@@ -106,6 +106,11 @@ class TraceStore(Protocol):
         """Stop renewing the lease of an evaluation that ended without an outcome."""
         ...
 
+    def unclaim(self, trace_id: int) -> None:
+        """Hand a trace this process claimed back as plain pending, with no outcome (nothing was judged:
+        the judge server is down), so any later resume takes it."""
+        ...
+
     def save_result(self, result: EvaluationResult) -> int:
         """Store the result and mark the trace done (a new trace when `result.trace_id` is None)."""
         ...

@@ -173,6 +173,18 @@ def release_trace(db: Database, trace_id: int) -> None:
                    " AND lease_token IS ?", [now_iso(), trace_id, host, pid, token])
 
 
+def unclaim_trace(db: Database, trace_id: int) -> None:
+    """Hand a trace this process claimed (running under our lease) back as plain pending, outcome-less."""
+    host, pid, token, _ = leases.mine()
+    try:
+        with write(db):
+            db.execute("UPDATE traces SET status = 'pending', lease_host = NULL, lease_pid = NULL, lease_token = NULL,"
+                       " lease_at = NULL, updated_at = ? WHERE id = ? AND status = 'running' AND lease_host = ?"
+                       " AND lease_pid = ? AND lease_token IS ?", [now_iso(), trace_id, host, pid, token])
+    finally:
+        drop_lease(db, trace_id)
+
+
 def save_result(db: Database, result: EvaluationResult) -> int:
     """Store a result and mark its trace done, all in one transaction; return the trace id.
 

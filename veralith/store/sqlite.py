@@ -148,6 +148,10 @@ class SQLiteStore:
         repository.drop_lease(self.db, trace_id)
 
     @_writes
+    def unclaim(self, trace_id: int) -> None:
+        repository.unclaim_trace(self.db, trace_id)
+
+    @_writes
     def save_result(self, result: EvaluationResult) -> int:
         return repository.save_result(self.db, result)
 
