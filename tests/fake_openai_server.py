@@ -20,6 +20,7 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.enqueue(Reply.of({...}, usage={"prompt_tokens": 40}))      # one reply's usage
         openai_server.enqueue(Reply.of({...}, label_probs=[{"supported": 0.9, "unsupported": 0.1}]))
         openai_server.logprobs = True                         # log-probabilities on every reply that asks
+        openai_server.served_model = "llama-3.2-3b.gguf"       # the model every reply names
         openai_server.set_faults(rate_429=0.1, rate_500=0.1, rate_truncated=0.1, seed=7)
         openai_server.habits = {"json_schema_500", "prose"}    # habits of local model servers (below)
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
@@ -149,6 +150,7 @@ class FakeOpenAIServer:
         self.usage: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": 20, "cached_tokens": 0}
         self.logprobs = False                 # log-probabilities on every reply whose request asks for them
         self.habits: set[str] = set()         # see the module doc
+        self.served_model: str | None = None  # the model replies name (None: the one the request asked for)
         self.slow_logprobs_s = 0.4
         self._faults: dict[str, float] = {}
         self._rng = random.Random(0)
@@ -258,7 +260,7 @@ class FakeOpenAIServer:
                                                   int(body.get("top_logprobs") or 0)), "refusal": None}
         return {
             "id": f"chatcmpl-fake-{self.count}", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
+            "model": self.served_model or body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
             "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": logprobs,
                          "message": {"role": "assistant", "content": content, "refusal": None}}],
             "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],

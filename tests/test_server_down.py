@@ -57,7 +57,7 @@ def test_the_breaker_opens_after_failures_in_a_row_over_a_span_and_lets_one_prob
 
 
 def test_a_dead_server_raises_server_down_and_then_stops_calling(monkeypatch):
-    monkeypatch.setattr("veralith.llm.transport._delay", lambda exc, retries: 0.3)
+    monkeypatch.setattr("veralith.llm.retry.delay", lambda exc, retries: 0.3)
     url = f"http://user:pw@127.0.0.1:{_free_port()}/v1".replace("user:pw@", "")
     client = OpenAIClient(base_url=url, api_key="test", model="m", timeout_s=2, max_retries=3)
     with pytest.raises(JudgeCallError) as first:   # 4 refused attempts over 0.9 s: not yet "down"
