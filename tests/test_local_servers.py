@@ -174,3 +174,21 @@ def test_structured_json_object_is_used_from_the_start_when_set(local_env):
     assert result.failure_cell is not None
     assert {json.dumps(b["response_format"]) for b in local_env.requests} == {'{"type": "json_object"}'}
     assert not any(m["role"] == "system" for b in local_env.requests for m in b["messages"])
+
+
+def test_the_local_server_benchmark_runs_against_the_fake_server(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+    env["VERALITH_DB_PATH"] = str(tmp_path / "v.db")
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_server.py"), "--fake", "json_schema_500",
+                           "--fake", "prose", "--limit", "3", "--json", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) == 3 and all(r["cell"] and r["calls"] >= 3 and r["input_tokens"] > 0 for r in rows)
+    assert "3 traces, 3 classified" in done.stdout and "rejects json_schema" in done.stderr
+    assert not (tmp_path / "v.db").exists()   # nothing stored
