@@ -24,14 +24,30 @@ N_EXAMPLES = sum(1 for line in EXAMPLES.read_text().splitlines() if line.strip()
 
 @pytest.fixture
 def local_env(openai_server, monkeypatch):
-    monkeypatch.setenv("VERALITH_BACKEND", "openai")
-    monkeypatch.setenv("VERALITH_BASE_URL", openai_server.base_url)
-    monkeypatch.setenv("VERALITH_JUDGE_MODEL", "local-model")
-    monkeypatch.setenv("VERALITH_MAX_RETRIES", "1")
-    monkeypatch.setenv("VERALITH_TIMEOUT_S", "20")
-    monkeypatch.setenv("VERALITH_PRICING", '{"*": {"input": 0, "output": 0}}')
+    for name, value in {"BACKEND": "openai", "BASE_URL": openai_server.base_url, "JUDGE_MODEL": "local-model",
+                        "MAX_RETRIES": "1", "TIMEOUT_S": "20", "PRICING": '{"*": {"input": 0, "output": 0}}'}.items():
+        monkeypatch.setenv(f"VERALITH_{name}", value)
     settings.reload()
     return openai_server
+
+
+TWO_CLAIMS = ("How tall is the tower, and when was it built?",
+              ["The tower is 330 metres tall.", "It was finished in 1889."])
+
+
+def _k2_never_judged(*, k1_unsupported: bool):
+    """A responder: k2's faithfulness label is invalid in every reply; k1 is (un)supported, and with
+    k1 unsupported k2 only supports the answer (k1 answers the question)."""
+    def responder(body):
+        reply = auto_reply(body)
+        if task_of(body) == "faithfulness":
+            reply["items"][-1]["relation"] = "probably"
+            if k1_unsupported:
+                reply["items"][0].update(relation="unsupported", grounding_chunk_ids=[])
+        if task_of(body) == "completeness" and k1_unsupported:
+            reply["claims"][-1]["role"] = "supports"
+        return reply
+    return responder
 
 
 def _eval(tmp_path: Path) -> tuple[object, list[EvaluationResult]]:
@@ -82,18 +98,8 @@ def test_every_example_is_classified_against_each_habit(local_env, tmp_path, hab
 def test_a_persistent_bad_item_loses_only_itself_and_an_ungrounded_claim_still_decides(local_env):
     from veralith.pipeline.evaluate import evaluate
 
-    def responder(body):
-        reply = auto_reply(body)
-        if task_of(body) == "faithfulness":   # k1 unsupported; k2's label is invalid in every reply
-            reply["items"][0].update(relation="unsupported", grounding_chunk_ids=[])
-            reply["items"][-1]["relation"] = "probably"
-        if task_of(body) == "completeness":   # k1 answers the question, k2 only supports the answer
-            reply["claims"][-1]["role"] = "supports"
-        return reply
-    local_env.responder = responder
-    result = evaluate("How tall is the tower, and when was it built?",
-                      ["The tower is 330 metres tall.", "It was finished in 1889."],
-                      "The tower is 300 metres tall. It was finished in 1889.", persist=False)
+    local_env.responder = _k2_never_judged(k1_unsupported=True)
+    result = evaluate(*TWO_CLAIMS, "The tower is 300 metres tall. It was finished in 1889.", persist=False)
     assert [j.claim_id for j in result.faithfulness] == ["k1"]   # k2 has no verdict; k1 kept its own
     (error,) = [e for e in result.errors if e.phase.value == "faithfulness"]
     assert error.kind == "missing_items" and "k2" in error.message and "k1" not in error.message
@@ -107,15 +113,8 @@ def test_a_persistent_bad_item_loses_only_itself_and_an_ungrounded_claim_still_d
 def test_a_missing_verdict_that_decides_the_cell_leaves_it_indeterminate_naming_it(local_env):
     from veralith.pipeline.evaluate import evaluate
 
-    def responder(body):
-        reply = auto_reply(body)
-        if task_of(body) == "faithfulness":   # k2's label is invalid in every reply; k1 is supported
-            reply["items"][-1]["relation"] = "probably"
-        return reply
-    local_env.responder = responder
-    result = evaluate("How tall is the tower, and when was it built?",
-                      ["The tower is 330 metres tall.", "It was finished in 1889."],
-                      "The tower is 330 metres tall. It was finished in 1889.", persist=False)
+    local_env.responder = _k2_never_judged(k1_unsupported=False)
+    result = evaluate(*TWO_CLAIMS, "The tower is 330 metres tall. It was finished in 1889.", persist=False)
     assert [j.claim_id for j in result.faithfulness] == ["k1"]
     assert result.failure_cell is None and result.status.quality_gate.value == "indeterminate"
     assert result.status.reason == "missing_verdicts" and "k2 (faithfulness)" in result.status.summary

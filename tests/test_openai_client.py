@@ -642,13 +642,7 @@ def test_a_server_that_rejects_logprobs_is_remembered(openai_server):
 
 
 def test_a_cache_hit_returns_the_stored_confidence_and_old_entries_have_none(openai_server):
-    class DictCache(dict):
-        def get(self, key):
-            value = super().get(key)
-            return None if value is None else json.loads(json.dumps(value))
-
-        def put(self, key, value, **meta):
-            self[key] = value
+    from fakes import DictCache
 
     cache = DictCache()
     client = client_for(openai_server, cache=cache)

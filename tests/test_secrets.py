@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from fake_openai_server import Reply
+from fakes import DictCache
 
 from veralith.config import ConfigError, load_settings, settings
 from veralith.errors import JudgeCallError
@@ -20,15 +21,6 @@ from veralith.redact import redact, redact_url
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "sk-realkey-1234567890abcdef"
-
-
-class DictCache(dict):
-    def get(self, key):
-        value = super().get(key)
-        return None if value is None else json.loads(json.dumps(value))
-
-    def put(self, key, value, **meta):
-        self[key] = value
 
 
 # ---------------------------------------------------------------- user info in a base URL
