@@ -439,11 +439,14 @@ def server_down(down: JudgeServerDown, store: TraceStore | None, in_flight: Iter
         return (f"{down}; stopped after {tally.evaluated} evaluated, {rest} more records not evaluated "
                 "(--no-persist: nothing was stored)")
     left = 0
-    # In flight: some finished meanwhile, some were handed back already (evaluate_stored). Unread: stored
-    # pending as they are read, reserved for this process, which is about to end; the reservation goes.
-    for record in [*in_flight, *unread]:
+    for record in in_flight:   # some finished meanwhile, some were handed back already (evaluate_stored)
         if record.trace_id is not None and not record.unchanged:
             store.release(record.trace_id)
+            left += store.trace_info(record.trace_id).status == "pending"
+    # The rest is stored pending as it is read, reserved for this process, which ends now: any resume
+    # takes them once it has (leases.claimable), so no second write per record is spent on that.
+    for record in unread:
+        if record.trace_id is not None and not record.unchanged:
             left += store.trace_info(record.trace_id).status == "pending"
     return (f"{down}; stopped calling it after {tally.evaluated} evaluated: {left} traces left pending, "
             "run `veralith resume` once it is back")

@@ -35,7 +35,7 @@ __all__ = ["BREAKER_COOLDOWN_S", "BREAKER_FAILURES", "BREAKER_SPAN_S", "Breaker"
 log = logging.getLogger("veralith.llm")
 
 BREAKER_FAILURES = 5       # failed requests in a row ...
-BREAKER_SPAN_S = 2.0       # ... over at least this long (the SDK-style backoff of 3 retries takes ~3.5 s)
+BREAKER_SPAN_S = 1.0       # ... over at least this long (one call's retries back off 0.5 s, 1 s, 2 s)
 BREAKER_COOLDOWN_S = 30.0  # then no call for this long
 
 
