@@ -114,7 +114,25 @@ def configuration_markdown() -> str:
               "```python", "from veralith.config import settings", "",
               "print(settings.judge_model)", "with settings.override(batch_size=1, backend=\"local\"):",
               "    assert settings.batch_size == 1", "```", "",
-              "`settings.reload()` re-reads the environment, for programs that change variables after import.", ""]
+              "`settings.reload()` re-reads the environment, for programs that change variables after import.", "",
+              "## Secrets", "",
+              "The API key goes to the judge server as `Authorization: Bearer` and nowhere else: it is never "
+              "stored, logged or printed, and a server that echoes it (in an error body or in a reply) has it "
+              "masked as `***` before the text is stored, cached or shown. Two rules keep it from going "
+              "astray:", "",
+              "- **No user info in the base URL.** `http://user:password@host/v1` (or `user:password@host/v1`) "
+              "is refused with one line naming `VERALITH_BASE_URL`: the HTTP client would send it as "
+              "`Authorization: Basic` in place of the key and print it in its log. Put the credential in "
+              "`VERALITH_API_KEY`.",
+              "- **A `.env` that moves the judge server must also give its key.** When `VERALITH_BASE_URL` (or "
+              "`OPENAI_BASE_URL`) comes from the working directory's `.env` and the key comes from the "
+              "environment (`OPENAI_API_KEY` or `VERALITH_API_KEY` exported by you), the key is not sent: a "
+              "`.env` in a checkout you did not write (a CI job, a cloned repository) cannot send your key to "
+              "a server of its choosing. Veralith says so once on stderr; a local server needs no key, and a "
+              "server that does gets one from `VERALITH_API_KEY` in the same `.env`. A server you export "
+              "yourself keeps your exported key.", "",
+              "A `.env` that is not valid UTF-8 is one line naming the file (`error: /path/.env: not valid "
+              "UTF-8 ...`) and exit 2 for every command that reads a setting.", ""]
     return "\n".join(lines)
 
 

@@ -36,7 +36,9 @@ if (SHARED / "tiktoken").is_dir():
 def _isolated(tmp_path, monkeypatch):
     """A private DB file and settings re-read from a clean environment for each test."""
     from veralith.config import settings
+    from veralith.llm.server import forget_servers
 
+    forget_servers()   # what a judge server was found to do (and its breaker) is per test
     monkeypatch.setenv("VERALITH_DB_PATH", str(tmp_path / "veralith.db"))
     monkeypatch.setenv("VERALITH_BACKEND", "local")
     settings.reload()

@@ -20,7 +20,9 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.enqueue(Reply.of({...}, usage={"prompt_tokens": 40}))      # one reply's usage
         openai_server.enqueue(Reply.of({...}, label_probs=[{"supported": 0.9, "unsupported": 0.1}]))
         openai_server.logprobs = True                         # log-probabilities on every reply that asks
+        openai_server.served_model = "llama-3.2-3b.gguf"       # the model every reply names
         openai_server.set_faults(rate_429=0.1, rate_500=0.1, rate_truncated=0.1, seed=7)
+        openai_server.habits = {"json_schema_500", "prose"}    # habits of local model servers (below)
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
         openai_server.requests, openai_server.count, openai_server.by_task()
 
@@ -32,7 +34,7 @@ yields a 500 carrying its error. Faults apply only to unscripted requests.
 As a subprocess (benchmarks, crash and CLI tests):
 
     python tests/fake_openai_server.py --port 0 --latency 0.5 --auto [--fault-429 0.1 --seed 1] \
-        [--count-tokens] [--logprobs]
+        [--count-tokens] [--logprobs] [--habit prose --habit enum_case ...]
 
 prints `READY http://127.0.0.1:PORT/v1` on its first stdout line; GET /v1/_stats returns counts.
 
@@ -47,6 +49,21 @@ Usage: `prompt_tokens` is ceil(characters / 4) of the messages and response_form
 least 100 (so a tiny raw request reports 100), unless `count_tokens` counts it with tiktoken or
 `usage` / a reply's `usage` scripts it. Veralith's client compares it with what it sent to detect
 servers that truncate prompts, so a scripted figure far below the real size reads as truncation.
+
+Habits (`habits`, `--habit`), what local model servers were seen to do; each applies to every
+request (json_schema_500, drop_system, slow_logprobs) or to every unscripted reply (the others):
+
+    json_schema_500   a `json_schema` response_format is answered HTTP 500 naming it, as llama.cpp's and
+                      llama-cpp-python's servers do; JSON mode (`json_object`) works
+    drop_system       the chat template drops the system message: usage counts the other messages only,
+                      and a request that had one gets prose back (the model never saw its instructions)
+    prose             the JSON comes wrapped in prose and a ```json fence
+    enum_case         enum values capitalised ("Supported", "Yes", "Answered", "Answers")
+    id_case           item ids echoed upper-case ("K1", "Q1")
+    bad_item          in a judge reply, the last item has an invalid label; a re-ask is answered right
+    bad_item_always   the same, and the re-ask repeats it
+    slow_logprobs     log-probabilities are returned, and a request that asks for them takes
+                      `slow_logprobs_s` (0.4 s) longer: a small model on a CPU
 
 Log-probabilities: a request with `logprobs: true` gets `choices[0].logprobs` when the reply has
 `label_probs` or the server's `logprobs` is true. The content is cut into tokens so that each label
@@ -71,7 +88,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeOpenAIServer", "Reply", "auto_reply", "openai_server"]
+__all__ = ["HABITS", "FakeOpenAIServer", "Reply", "auto_reply", "openai_server"]
 
 
 @dataclass
@@ -132,6 +149,9 @@ class FakeOpenAIServer:
         # prompt_tokens None: counted from the request (see the module doc)
         self.usage: dict[str, int | None] = {"prompt_tokens": None, "completion_tokens": 20, "cached_tokens": 0}
         self.logprobs = False                 # log-probabilities on every reply whose request asks for them
+        self.habits: set[str] = set()         # see the module doc
+        self.served_model: str | None = None  # the model replies name (None: the one the request asked for)
+        self.slow_logprobs_s = 0.4
         self._faults: dict[str, float] = {}
         self._rng = random.Random(0)
         self._lock = threading.Lock()
@@ -217,6 +237,8 @@ class FakeOpenAIServer:
             return Reply.error(400, message=f"fake_openai_server: no reply scripted for request #{self.count} "
                                             "(enqueue one, set .responder, or set .auto = True)")
         reply = reply if isinstance(reply, Reply) else Reply.of(reply)
+        if reply.kind == "content" and self.habits:
+            reply = _with_habits(self.habits, body, reply)
         if truncate and reply.kind == "content":
             text = _content_text(reply.content)
             reply = Reply.of(text[: max(1, len(text) // 2)], finish_reason="length", usage=reply.usage)
@@ -224,17 +246,21 @@ class FakeOpenAIServer:
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         content = _content_text(reply.content)
-        counted = counted_usage(body, content) if self.count_tokens else {}
+        read = body
+        if "drop_system" in self.habits:   # what the chat template kept is what is counted
+            read = {**body, "messages": [m for m in body.get("messages") or [] if m.get("role") != "system"]}
+        counted = counted_usage(read, content) if self.count_tokens else {}
         usage = {**self.usage, **counted, **(reply.usage or {})}
         if usage.get("prompt_tokens") is None:
-            usage["prompt_tokens"] = approximate_prompt_tokens(body)
+            usage["prompt_tokens"] = approximate_prompt_tokens(read)
         logprobs = None
-        if body.get("logprobs") and (reply.label_probs is not None or self.logprobs):
+        wanted = reply.label_probs is not None or self.logprobs or "slow_logprobs" in self.habits
+        if body.get("logprobs") and wanted:
             logprobs = {"content": token_logprobs(content, reply.label_probs or [], reply.quote_in_token,
                                                   int(body.get("top_logprobs") or 0)), "refusal": None}
         return {
             "id": f"chatcmpl-fake-{self.count}", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
+            "model": self.served_model or body.get("model", "fake-model"), "system_fingerprint": "fp_fake",
             "choices": [{"index": 0, "finish_reason": reply.finish_reason, "logprobs": logprobs,
                          "message": {"role": "assistant", "content": content, "refusal": None}}],
             "usage": {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
@@ -312,6 +338,9 @@ def counted_usage(body: dict[str, Any], content: str) -> dict[str, int]:
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"   # keep-alive: the SDK pools connections
+        # Headers and body go out in two writes; with Nagle's algorithm the body then waits for the
+        # client's delayed ACK, 40 ms per request on Linux.
+        disable_nagle_algorithm = True
         timeout = 60                    # an idle pooled connection frees its thread after a minute
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
@@ -336,6 +365,17 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server._headers.append({k.lower(): v for k, v in self.headers.items()})
             if server.latency_s:
                 server._stopping.wait(server.latency_s)
+            if "slow_logprobs" in server.habits and body.get("logprobs"):
+                server._stopping.wait(server.slow_logprobs_s)
+            fmt = body.get("response_format") or {}
+            if "json_schema_500" in server.habits and fmt.get("type") == "json_schema":
+                message = 'response_format type must be one of "text" or "json_object", but got: json_schema'
+                self._send(500, json.dumps({"error": {"code": 500, "message": message, "type": "server_error"}}))
+                return
+            if "drop_system" in server.habits and any(m.get("role") == "system" for m in body.get("messages") or []):
+                reply = Reply.of("I'm happy to help! Could you tell me what you would like me to do with this text?")
+                self._send(200, json.dumps(server._completion(body, reply)))
+                return
             reply = server._next(body)
             if reply.kind == "hang":
                 server._stopping.wait(reply.seconds)
@@ -458,6 +498,50 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"error": "fake_openai_server: unknown task"}
 
 
+# ---------------------------------------------------------------- habits of local model servers
+
+HABITS = ("json_schema_500", "drop_system", "prose", "enum_case", "id_case", "bad_item", "bad_item_always",
+          "slow_logprobs")
+_LABEL_FIELDS = ("relation", "sufficient", "status", "role")
+_ID_FIELDS = ("claim_id", "sub_question_id", "gap_id")
+_BAD_LABEL = {"relation": "probably", "sufficient": "perhaps", "status": "mostly"}
+
+
+def _with_habits(habits: set[str], body: dict[str, Any], reply: Reply) -> Reply:
+    """`reply` as a server with these habits would send it (see the module doc)."""
+    content = reply.content
+    if isinstance(content, dict):
+        content = json.loads(json.dumps(content))   # a private copy to change
+        reasked = any(m.get("role") == "assistant" for m in body.get("messages") or [])
+        if "bad_item_always" in habits or ("bad_item" in habits and not reasked):
+            _spoil_last_item(content)
+        for item in _items(content):
+            for name in _LABEL_FIELDS:
+                if "enum_case" in habits and isinstance(item.get(name), str):
+                    item[name] = item[name].capitalize()
+            for name in _ID_FIELDS:
+                if "id_case" in habits and isinstance(item.get(name), str):
+                    item[name] = item[name].upper()
+    if "prose" in habits:
+        content = (f"Sure! Here is the JSON you asked for:\n```json\n{_content_text(content)}\n```\n"
+                   "Let me know if you need anything else.")
+    return Reply.of(content, usage=reply.usage, finish_reason=reply.finish_reason, label_probs=None)
+
+
+def _items(content: dict[str, Any]) -> list[dict[str, Any]]:
+    return [item for key in ("items", "claims", "gaps", "sub_questions") for item in content.get(key) or []
+            if isinstance(item, dict) and any(f in item for f in _ID_FIELDS)]
+
+
+def _spoil_last_item(content: dict[str, Any]) -> None:
+    for key in ("items", "sub_questions"):
+        items = content.get(key) or []
+        for name, bad in _BAD_LABEL.items():
+            if items and isinstance(items[-1], dict) and name in items[-1]:
+                items[-1][name] = bad
+                return
+
+
 # ---------------------------------------------------------------- pytest fixture and CLI
 
 # The fixture exists only when pytest is already loaded (conftest imports this module), so the
@@ -486,9 +570,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count-tokens", action="store_true", help="report usage counted with tiktoken")
     parser.add_argument("--logprobs", action="store_true", help="return log-probabilities when asked")
+    parser.add_argument("--habit", action="append", choices=HABITS, default=[],
+                        help="a habit of local model servers (repeatable; see the module doc)")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, latency_s=args.latency, auto=args.auto, count_tokens=args.count_tokens)
     server.logprobs = args.logprobs
+    server.habits = set(args.habit)
     server.set_faults(rate_429=args.fault_429, rate_500=args.fault_500, rate_truncated=args.fault_truncated,
                       seed=args.seed)
     print(f"READY {server.base_url}", flush=True)

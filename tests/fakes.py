@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -99,3 +100,14 @@ def mapping(pairs: dict[str, list[str]], sqs: list[str] | None = None, roles: di
                        for c, q in pairs.items()],
             "gaps": [{"gap_id": g, "sub_question_ids": q} for g, q in (gaps or {}).items()],
             "sub_questions": [{"sub_question_id": q, "reasoning": "r", "status": st} for q, st in statuses.items()]}
+
+
+class DictCache(dict):
+    """A reply cache in a dict, shaped like veralith.llm.cache (values come back as JSON copies)."""
+
+    def get(self, key):
+        value = super().get(key)
+        return None if value is None else json.loads(json.dumps(value))
+
+    def put(self, key, value, **meta):
+        self[key] = value

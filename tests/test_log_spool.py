@@ -160,3 +160,27 @@ def test_a_trace_being_judged_at_exit_is_left_pending_not_running(store_url, ope
     assert done.returncode == 0, done.stderr
     assert "1 logged trace(s) not evaluated" in done.stderr
     assert _statuses() == {"pending": 1}
+
+
+_LOG_FIVE = """
+import veralith
+for i in range(5):
+    veralith.log("What is the capital of France?", ["Paris is the capital of France."], "Paris is the capital.")
+"""
+
+
+def test_an_app_whose_judge_server_is_dead_exits_in_time_and_leaves_its_traces_pending(store_url):
+    import socket
+
+    with socket.socket() as sock:   # a port nothing listens on: every connection is refused
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _LOG_FIVE], capture_output=True, text=True, timeout=120,
+                          env=_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=dead, VERALITH_API_KEY="test",
+                                   VERALITH_SHUTDOWN_TIMEOUT_S="10"))
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 60   # the drain's deadline, not one timeout per trace and retry
+    assert done.stderr.count("is down") <= 1, done.stderr        # said once at most, never once per trace
+    assert "Traceback" not in done.stderr
+    assert _statuses() == {"pending": 5}

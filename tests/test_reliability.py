@@ -118,10 +118,15 @@ def test_3_redact_url_userinfo_and_echoed_headers():
 
 
 def test_3_settings_repr_and_cli_errors_hide_the_url_password():
-    s = load_settings({"VERALITH_BASE_URL": "http://user:s3cretpw@127.0.0.1:9/v1", "VERALITH_API_KEY": "sk-abcdef"})
-    assert "s3cretpw" not in repr(s) and "sk-abcdef" not in repr(s)
-    with settings.override(base_url="http://user:s3cretpw@127.0.0.1:9/v1"):
-        assert "s3cretpw" not in repr(settings)
+    s = load_settings({"VERALITH_BASE_URL": "http://127.0.0.1:9/v1", "VERALITH_API_KEY": "sk-abcdef"})
+    assert "sk-abcdef" not in repr(s)
+    # A URL carrying user info is refused (it would be sent as Basic auth), and the refusal hides it.
+    with pytest.raises(ConfigError) as refused:
+        load_settings({"VERALITH_BASE_URL": "http://user:s3cretpw@127.0.0.1:9/v1"})
+    assert "s3cretpw" not in str(refused.value)
+    with pytest.raises(ConfigError) as refused, settings.override(base_url="http://user:s3cretpw@127.0.0.1:9/v1"):
+        pass
+    assert "s3cretpw" not in str(refused.value)
     with pytest.raises(ConfigError) as info:
         load_settings({"VERALITH_BASE_URL": "http://user:s3cretpw@host:notaport/v1"})
     assert "s3cretpw" not in str(info.value)

@@ -81,11 +81,15 @@ class MemoryStore:
     def renew(self, trace_ids: Collection[int]) -> None:
         pass  # one process: a lease cannot go stale under us
 
-    def release(self, trace_id: int, *, wait_ms: float | None = None) -> bool:
-        return True
-
     def drop_lease(self, trace_id: int) -> None:
         pass
+
+    def release(self, trace_id: int) -> bool:
+        with self._lock:
+            row = self._get(trace_id)
+            if row["status"] == "running":
+                row["status"], row["updated_at"] = "pending", self._now()
+        return True
 
     def save_result(self, result: EvaluationResult) -> int:
         with self._lock:

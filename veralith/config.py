@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import json
 import math
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -32,9 +33,10 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from veralith.errors import VeralithError
-from veralith.redact import redact, redact_url
+from veralith.redact import has_userinfo, redact, redact_url
 
-__all__ = ["ConfigError", "Settings", "env_name", "load_dotenv_cwd", "load_settings", "redact_configured", "settings"]
+__all__ = ["ConfigError", "Settings", "dotenv_notice", "env_name", "load_dotenv_cwd", "load_settings",
+           "redact_configured", "settings", "userinfo_problem"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -55,10 +57,11 @@ class Settings(BaseModel):
     judge_model: str = Field("gpt-4o", description="Model name sent to the OpenAI-compatible server.")
     base_url: str | None = Field(
         None, description="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, Azure...). "
-        "Falls back to OPENAI_BASE_URL.")
+        "Falls back to OPENAI_BASE_URL. A URL carrying user info (`user:password@host`) is refused: put the "
+        "credential in VERALITH_API_KEY.")
     api_key: SecretStr | None = Field(
         None, description="API key for the judge server. Falls back to OPENAI_API_KEY. Never stored, "
-        "logged or printed.")
+        "logged or printed. Not sent to a server that a `.env` chose unless that `.env` sets the key too.")
     batch_size: int = Field(6, ge=1, le=50, description="Items (claims or sub-questions) per judge call.")
     concurrency: int = Field(4, ge=1, le=256, description="Traces evaluated in parallel by `veralith eval`.")
     timeout_s: float = Field(60.0, gt=0, le=3600, description="Deadline in seconds for one judge call (the "
@@ -66,6 +69,22 @@ class Settings(BaseModel):
     max_retries: int = Field(
         3, ge=0, le=20, description="Retries with backoff on 429/5xx/timeouts (Retry-After honoured).")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of judge calls.")
+    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
+        "auto", description="How judge replies are constrained: `json_schema` (strict structured outputs), "
+        "`json_object` (JSON mode, the schema written into the prompt), `off` (no response_format; the schema in "
+        "the prompt, the JSON read out of the reply) or `auto` (json_schema, falling back once per server to "
+        "json_object, then off, when the server rejects it).")
+    system_prompt: Literal["auto", "system", "user"] = Field(
+        "auto", description="Where the judge instructions go: a `system` message, the start of the `user` turn "
+        "(chat templates without a system role), or `auto` (system, moved to the user turn for good once a "
+        "server is seen to drop it).")
+    logprobs: Literal["auto", "on", "off"] = Field(
+        "auto", description="Ask for token log-probabilities, from which verdict confidence is read. `auto`: ask, "
+        "and stop for a server that rejects them, returns none, or (a local server) answers much slower with them.")
+    server_concurrency: int | None = Field(
+        None, ge=1, le=256, description="Requests in flight to one judge server at once, across judges and "
+        "traces (the rest wait their turn; the timeout starts when a request is sent). Unset: 1 for a local "
+        "server (localhost, 127.x.x.x, ::1), no limit otherwise.")
     db_path: str = Field("veralith.db", description="SQLite database file (the store when `DB_URL` is unset).")
     db_url: str | None = Field(
         None, description="The store: `sqlite:///path/to/file.db` or `postgresql://user@host/db` (the `postgres` "
@@ -123,6 +142,9 @@ class Settings(BaseModel):
         if value is None:
             return None
         shown = redact_url(value)
+        problem = userinfo_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         try:
             parts = urlsplit(value)
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
@@ -147,6 +169,18 @@ class Settings(BaseModel):
         # The key is a SecretStr already; a password in a URL must be hidden the same way.
         for name, value in super().__repr_args__():
             yield name, (redact_url(value) if name in ("base_url", "db_url") and value else value)
+
+
+def userinfo_problem(url: str) -> str | None:
+    """Why a base URL carrying user info is refused (None when it carries none): the one rule for it.
+
+    httpx would turn `user:password@` into `Authorization: Basic` in place of the key and print it
+    in its own log line; a credential belongs in VERALITH_API_KEY, sent as a Bearer token.
+    """
+    if not has_userinfo(url):
+        return None
+    return (f"{redact_url(url)!r} carries user info (a user name, password or token before '@'), which "
+            "Veralith never sends: remove it from the URL and put the credential in VERALITH_API_KEY")
 
 
 def env_name(field: str) -> str:
@@ -176,16 +210,31 @@ def _parse(field: str, raw: str) -> Any:
     return raw.strip()
 
 
-def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
-    """Build Settings from an environment mapping (default: os.environ)."""
+def load_settings(environ: Mapping[str, str] | None = None, *,
+                  from_dotenv: Collection[str] | None = None) -> Settings:
+    """Build Settings from an environment mapping (default: os.environ).
+
+    `from_dotenv` names the variables that came from a `.env` file (default: those `load_dotenv_cwd`
+    set, when reading os.environ). A `.env` that points the judge at another server without giving
+    the key for it does not get the key from the environment (see `_keep_key_home`). Raises
+    ConfigError for a value Veralith cannot use, or when the `.env` could not be read.
+    """
+    if environ is None and _DOTENV.error is not None:
+        raise ConfigError(_DOTENV.error)
     env = os.environ if environ is None else environ
+    dotenv_names = set(_DOTENV.names if from_dotenv is None and environ is None else from_dotenv or ())
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for field in Settings.model_fields:
-        raw = env.get(env_name(field))
+        name = env_name(field)
+        raw = env.get(name)
         if raw is None and field in _SDK_FALLBACK:
-            raw = env.get(_SDK_FALLBACK[field])
+            name = _SDK_FALLBACK[field]
+            raw = env.get(name)
         if raw is not None:
             values[field] = _parse(field, raw)
+            sources[field] = name
+    _keep_key_home(values, sources, dotenv_names)
     try:
         return Settings(**values)
     except ValidationError as exc:
@@ -198,24 +247,71 @@ def _explain(exc: ValidationError, *, from_env: bool) -> str:
         field = str(err["loc"][0]) if err["loc"] else "?"
         name = env_name(field) if from_env and field in Settings.model_fields else field
         # Pydantic echoes the input; for the base URL that could carry a password.
-        parts.append(f"{name}: {redact_url(str(err['msg']))}")
+        message = redact(str(err["msg"]))
+        parts.append(f"{name}: {message.removeprefix('Value error, ')}")
     return "; ".join(parts)
+
+
+@dataclasses.dataclass
+class _DotEnvState:
+    """What `load_dotenv_cwd` found: the file, the variables it set, why it could not be read."""
+
+    path: Path | None = None
+    names: set[str] = dataclasses.field(default_factory=set)
+    error: str | None = None
+    notice: str | None = None   # said once by the judge client (veralith.llm.backends)
+
+
+_DOTENV = _DotEnvState()
+
+
+def _keep_key_home(values: dict[str, Any], sources: dict[str, str], dotenv_names: set[str]) -> None:
+    """The rule for a `.env` that moves the judge server: it must also give the key for that server.
+
+    When the base URL comes from the `.env` and the API key from the environment, the key is not
+    used: an untrusted checkout's `.env` (a CI job, a cloned repository) must not be able to send
+    the user's real OPENAI_API_KEY to a server of its choosing. A local server needs no key; a
+    server that does gets one by setting VERALITH_API_KEY in the same file.
+    """
+    url_from, key_from = sources.get("base_url"), sources.get("api_key")
+    if url_from in dotenv_names and key_from is not None and key_from not in dotenv_names:
+        values.pop("api_key", None)
+        where = _DOTENV.path or Path(".env")
+        _DOTENV.notice = (f"{where} sets {url_from} but no API key, so {key_from} from the environment is not "
+                          "sent to that server; set VERALITH_API_KEY in that file to send a key to it")
+
+
+def dotenv_notice() -> str | None:
+    """The one-line notice `_keep_key_home` left, if it withheld a key; None otherwise."""
+    return _DOTENV.notice
 
 
 def load_dotenv_cwd(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """Put `.env` of the working directory (only) into os.environ without overriding what is set.
 
     Returns the variables it set. No climbing to parent folders: which file configures the run
-    must be obvious from where the command runs.
+    must be obvious from where the command runs. A file that cannot be read (not UTF-8, no
+    permission) sets nothing; reading a setting then raises a ConfigError naming the file.
     """
     path = Path.cwd() if cwd is None else Path(cwd)
     dotenv = path / ".env"
     if not dotenv.is_file():
         return {}
+    try:
+        found = dotenv_values(dotenv)
+    except UnicodeDecodeError as exc:
+        _DOTENV.error = (f"{dotenv}: not valid UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                         "save it as UTF-8")
+        return {}
+    except OSError as exc:
+        _DOTENV.error = f"{dotenv}: cannot read ({exc.strerror or exc})"
+        return {}
     added = {}
-    for key, value in dotenv_values(dotenv).items():
+    for key, value in found.items():
         if value is not None and key not in os.environ:
             os.environ[key] = added[key] = value
+    _DOTENV.path, _DOTENV.error = dotenv, None
+    _DOTENV.names.update(added)
     return added
 
 
@@ -271,8 +367,10 @@ class _SettingsHandle:
         unknown = sorted(set(changes) - set(Settings.model_fields))
         if unknown:
             raise ConfigError(f"unknown setting(s) {unknown}; known: {sorted(Settings.model_fields)}")
+        current = self.current
         try:
-            updated = Settings(**{**self.current.model_dump(), **changes})
+            # Only the fields that were set are carried over, so "set by the user" survives an override.
+            updated = Settings(**{**current.model_dump(include=current.model_fields_set), **changes})
         except ValidationError as exc:
             raise ConfigError(_explain(exc, from_env=False)) from None
         with self.using(updated):

@@ -4,7 +4,10 @@
     ├── ConfigError (config.py; also a ValueError)        a setting is unusable; names the variable
     ├── InputError (also a ValueError)                    query/context/response of the wrong shape
     ├── JudgeCallError                                    one judge call failed after retries/re-ask;
-    │                                                     caught by the pipeline and recorded as a JudgeError
+    │   │                                                 caught by the pipeline and recorded as a JudgeError
+    │   └── JudgeServerDown                               the judge server failed call after call (circuit
+    │                                                     breaker): NOT recorded per trace; it ends the trace's
+    │                                                     evaluation, which stays pending for a later resume
     ├── BudgetExceeded (observability/cost.py)            estimated cost above the per-trace budget
     └── StoreError                                        the database cannot be used (e.g. newer than the code)
 
@@ -13,7 +16,7 @@ Wrong argument *types* raise the built-in TypeError, naming the argument.
 
 from __future__ import annotations
 
-__all__ = ["InputError", "JudgeCallError", "StoreError", "VeralithError"]
+__all__ = ["InputError", "JudgeCallError", "JudgeServerDown", "StoreError", "VeralithError"]
 
 
 class VeralithError(Exception):
@@ -35,6 +38,24 @@ class JudgeCallError(VeralithError):
         # Tokens a failed call still consumed (an llm.base.CallUsage, set by the client); they are
         # billed, so the result's usage counts them too.
         self.usage: object | None = None
+
+
+class JudgeServerDown(JudgeCallError):
+    """The judge server has failed several calls in a row (connection refused or reset, timeouts, 5xx):
+    calling it again now only burns time, so the client stops calling it for `retry_after_s`.
+
+    `server` is its base URL with any user info masked (veralith.redact). Raised by the judge client
+    for the call that found the server down and for every call while it stays down; the pipeline lets
+    it through instead of recording a judge error, so the trace is not stored as judged. Callers:
+    `veralith eval` stops and leaves the rest pending; a background worker waits `retry_after_s`
+    before its next trace.
+    """
+
+    def __init__(self, server: str, reason: str, *, retry_after_s: float, attempts: int = 0) -> None:
+        super().__init__("server_down", f"the judge server at {server} is down: {reason}", attempts=attempts)
+        self.server = server
+        self.reason = reason
+        self.retry_after_s = retry_after_s
 
 
 class StoreError(VeralithError):

@@ -227,9 +227,20 @@ class Suggestion(_Model):
 class JudgeError(_Model):
     phase: Phase
     kind: str = Field(description="timeout | rate_limited | server_error | connection | malformed_reply | "
-                      "auth | bad_request | context_truncated | internal")
+                      "missing_items (no usable verdict for some items, even after a re-ask; the message names "
+                      "them) | auth | bad_request | context_truncated | internal")
     message: str
     attempts: int = 1
+
+
+class Repair(_Model):
+    """A judge reply read leniently where its meaning was unambiguous (veralith.llm.salvage)."""
+
+    phase: Phase
+    kind: str = Field(description="json_in_fence | json_in_prose | cut_off_reply | enum_value | id_case | "
+                      "duplicate_item")
+    message: str = Field(description="What was read how, e.g. \"faithfulness relation 'Supported' of k2 read as "
+                         "'supported'\".")
 
 
 class Status(_Model):
@@ -270,6 +281,8 @@ class EvaluationResult(_Model):
     suggestion: Suggestion | None = None
     status: Status
     errors: list[JudgeError] = Field(default_factory=list)
+    repairs: list[Repair] = Field(default_factory=list, description="Judge replies read leniently (JSON in "
+                                  "prose, an enum value in another case, ...), one entry per repair.")
     latency_ms: dict[str, float] = Field(default_factory=dict)
     usage: Usage = Field(default_factory=Usage)
     backend: str

@@ -322,8 +322,10 @@ def resume_command(
 def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
          model: str | None, concurrency: int | None, output: Path | None, where: Any) -> None:
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
+    from collections import deque
+
     from veralith.config import ConfigError, settings
-    from veralith.errors import StoreError
+    from veralith.errors import JudgeServerDown, StoreError
     from veralith.store.errors import WritesStopped
 
     # A dry run must not create or touch the database, and the judge-reply cache lives in it.
@@ -334,6 +336,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
         overrides["judge_model"] = model
     err, tally = _err(), batch.Tally(total=total)
     sink = _open_output(output, newline=None) if output else None
+    down_line = None  # the judge server went down: the one line that says so
     try:
         with settings.override(**overrides):
             from veralith.llm import get_client
@@ -354,10 +357,14 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                         sink.flush()
 
                 tally.started = time.monotonic()  # the rate counts evaluation, not start-up imports
+                workers = concurrency or settings.concurrency
+                source = jobs(db, client, tally, reporter.report)
+                window: deque[Any] = deque(maxlen=2 * workers + 1)  # the records that may be in flight
                 try:
-                    batch.run_ordered(jobs(db, client, tally, reporter.report), lambda job: work(job, client),
-                                      concurrency=concurrency or settings.concurrency, on_done=on_done,
-                                      on_flush=on_flush)
+                    batch.run_ordered(batch.recent(source, window), lambda job: work(job, client),
+                                      concurrency=workers, on_done=on_done, on_flush=on_flush)
+                except JudgeServerDown as down:
+                    down_line = batch.server_down(down, _store() if persist else None, window, source, tally)
                 except batch.Interrupted as stop:
                     tally.interrupted = True
                     # an unchanged record's trace is done, not left pending (it was only to be read back)
@@ -374,6 +381,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     finally:
         if sink is not None:
             sink.close()
+    if down_line is not None:
+        raise _fail(down_line, EXIT_RECORD_ERRORS)
     tally.finished = time.monotonic()
     _out().print(render.summary_view(tally, title=title))
     if tally.interrupted:

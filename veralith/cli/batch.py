@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veralith.cli.records import BadLine, Record, read_records
+from veralith.errors import JudgeServerDown
 from veralith.models import EvaluationResult
 from veralith.usage import CallUsage
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
     from veralith.store.protocol import Store, TraceInfo, TraceInput, TraceStore
 
 __all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "existing_trace", "judged_alike",
-           "record_outcome", "release", "resume_jobs", "run_ordered"]
+           "recent", "record_outcome", "release", "resume_jobs", "run_ordered", "server_down"]
 
 J = TypeVar("J")
 
@@ -342,6 +343,8 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
 
     A stored record's failure is already recorded on its trace (evaluate_record); a database that
     stopped taking writes or cannot be reached ends the batch (WritesStopped / StoreUnavailable is raised)."""
+    if isinstance(error, JudgeServerDown):
+        raise error   # ends the batch (veralith.cli.app): not this record's failure, and no line of its own
     if error is not None:
         from veralith.sdk.stored import failure_message
 
@@ -412,6 +415,36 @@ class Reporter:
             of = f"/{t.total}" if t.total else ""
             self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
                                soft_wrap=True, markup=False)
+
+
+def recent(jobs: Iterable[J], window: deque[J]) -> Iterator[J]:
+    """`jobs`, each also put in `window` (a bounded deque: the jobs that may still be in flight)."""
+    for job in jobs:
+        window.append(job)
+        yield job
+
+
+def server_down(down: JudgeServerDown, store: TraceStore | None, in_flight: Iterable[Record],
+                unread: Iterator[Record], tally: Tally) -> str:
+    """The judge server stopped answering: nothing more is judged. Hand the records read but not
+    finished back as plain pending, store the rest of the input as pending too (reading it judges
+    nothing), and return the one line that says so, naming the server and `veralith resume`."""
+    if store is None:
+        rest = sum(1 for _ in unread)
+        return (f"{down}; stopped after {tally.evaluated} evaluated, {rest} more records not evaluated "
+                "(--no-persist: nothing was stored)")
+    left = 0
+    for record in in_flight:   # some finished meanwhile, some were handed back already (evaluate_stored)
+        if record.trace_id is not None and not record.unchanged:
+            store.release(record.trace_id)
+            left += store.trace_info(record.trace_id).status == "pending"
+    # The rest is stored pending as it is read, reserved for this process, which ends now: any resume
+    # takes them once it has (leases.claimable), so no second write per record is spent on that.
+    for record in unread:
+        if record.trace_id is not None and not record.unchanged:
+            left += store.trace_info(record.trace_id).status == "pending"
+    return (f"{down}; stopped calling it after {tally.evaluated} evaluated: {left} traces left pending, "
+            "run `veralith resume` once it is back")
 
 
 def release(store: TraceStore, cancelled: Iterable[Record]) -> None:

@@ -20,6 +20,7 @@ log = logging.getLogger("veralith")
 _clients: dict[str, JudgeClient] = {}
 _clients_lock = threading.Lock()
 _notice_given = False
+_dotenv_notice_given = False
 
 
 def resolve_backend(backend: str | None = None) -> str:
@@ -43,6 +44,17 @@ def _configured() -> bool:
     return current.api_key is not None or bool(current.base_url)
 
 
+def _say_dotenv_notice() -> None:
+    """Once per process: the `.env` moved the judge server, and the environment's key stays home."""
+    global _dotenv_notice_given
+    from veralith.config import dotenv_notice
+
+    notice = dotenv_notice()
+    if notice is not None and not _dotenv_notice_given:
+        _dotenv_notice_given = True
+        log.warning("veralith: %s", notice)
+
+
 def get_client(backend: str | None = None) -> JudgeClient:
     """The judge client for `backend` (default: settings.backend), configured from `settings`.
 
@@ -60,6 +72,7 @@ def get_client(backend: str | None = None) -> JudgeClient:
     if choice == "local":
         from veralith.llm.local import LocalClient  # lazy: the openai path never loads the heuristics
         return LocalClient()
+    _say_dotenv_notice()
     if not _configured():
         raise ConfigError("backend 'openai' needs an API key or a server: set OPENAI_API_KEY (or "
                           "VERALITH_API_KEY), or VERALITH_BASE_URL for a local OpenAI-compatible server; "

@@ -25,6 +25,11 @@ class CallResult:
     # backend can tell (the local models; token log-probabilities on the OpenAI backend). An id
     # that is absent has no known confidence: it is None downstream, never invented.
     confidence: dict[str, float] = field(default_factory=dict)
+    # Item id -> why no usable verdict could be had for it, even after the re-ask: the item is absent
+    # from `output`, and the pipeline decides what it still can without it.
+    missing: dict[str, str] = field(default_factory=dict)
+    # (kind, what was read how) for each lenient reading of the reply (veralith.llm.salvage).
+    repairs: list[tuple[str, str]] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -40,6 +45,8 @@ class JudgeClient(Protocol):
     def run(self, task: Task, payload: BaseModel) -> CallResult:
         """Run `task` on `payload`; return an instance of task.output_model that passes task.check.
 
-        Raises veralith.errors.JudgeCallError(kind, message) when it cannot.
+        The output of a task with judged items (`task.items`) may lack some, named in `missing`.
+        Raises veralith.errors.JudgeCallError(kind, message) when it cannot (JudgeServerDown when
+        the server is down and should not be called for a while).
         """
         ...

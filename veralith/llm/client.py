@@ -1,36 +1,31 @@
-"""The OpenAI backend: one judge task → one chat completion with a strict JSON Schema, through the SDK.
+"""The OpenAI backend: one judge task → chat completions with a JSON Schema, through the SDK.
 
-Retries with backoff on 408/409/429/5xx, timeouts and connection errors (Retry-After honoured)
-are the SDK's own (`max_retries`); this module adds what the SDK cannot know about: the reply
-must parse, validate against the task's output model and pass `task.check`, or it is re-asked
-once with the problems spelled out. Servers that reject `json_schema` structured outputs get
-JSON mode with the schema in the prompt, remembered for the client's lifetime; so are servers
-that reject a temperature, `prompt_cache_key` or `logprobs`.
+Sending, retrying and adapting the request to what a server accepts is veralith.llm.transport's
+work (what was learnt about a server is kept per server: veralith.llm.server). This module adds what
+no transport can know: the reply must parse, validate against the task's output model and pass the
+task's checks. It is read leniently where its meaning is unambiguous (veralith.llm.salvage), and
+every such repair is reported with the result.
 
-Two checks on every completion, besides the reply itself:
+* Extraction tasks (questions, claims) are read whole: a reply with any problem is re-asked once
+  with the problems spelled out; a second bad reply is a `malformed_reply` judge error.
+* Judge tasks (sufficiency, faithfulness, completeness) are read item by item: the good items are
+  kept, only the bad ones are re-asked (once, with their problems), and what is still bad after that
+  is `missing` from the result, for the pipeline to decide around. A reply with no usable JSON at all
+  is re-asked whole; nothing usable twice is a `malformed_reply` judge error.
 
-* Truncation. A local server whose context window is smaller than the prompt (Ollama's OpenAI
-  endpoint keeps 2-4k tokens unless configured) silently drops the *start* of the prompt, which
-  holds the instructions. The server's `usage.prompt_tokens` is compared with the count expected
-  for the messages sent (tiktoken, or ceil(characters / 4) offline, as the budget counts): when a
-  prompt of at least TRUNCATION_MIN_TOKENS is reported at under TRUNCATION_RATIO of that, the call
-  is a `context_truncated` judge error, never a verdict, and is not re-asked. 0.6 leaves room for
-  the tokenizers of other model families, which count the same text differently from o200k (by
-  tens of percent; chat templates add tokens on top), so only a real cut trips it; a cut of less
-  than about 40 % of the prompt goes unseen.
-* Confidence. Where the server returns token log-probabilities (`logprobs`, `top_logprobs: 5`),
-  each item's label probability is read at the label's value inside the JSON ("relation",
-  "sufficient", "status"): the first token of the value, normalised over the alternatives that
-  begin a valid label, times the following tokens until the label is decided. It is returned in
-  `CallResult.confidence` by item id and cached with the reply. No log-probabilities: no entry.
+Each reply's length is capped (`max_tokens`, veralith.llm.estimate.max_output_tokens). Verdict
+confidence comes from token log-probabilities (veralith.llm.confidence). The usage of every request
+is counted, failed ones included, and priced for the model the server says answered (the configured
+one when it names none); when a base URL is set and no judge model is, results are labelled with that
+model too, with a one-time warning.
 
 The API key is handed to the SDK and nowhere else: every message this module builds goes through
-`_redact`, and the SDK's own debug logs redact the Authorization header.
+`_redact`, a key echoed in a reply is masked before the reply is read, cached or stored, and the
+SDK's own debug logs redact the Authorization header.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -39,31 +34,32 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import openai
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from veralith.config import settings
+from veralith.config import ConfigError, settings, userinfo_problem
 from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult
-from veralith.llm.confidence import label_confidence
+from veralith.llm.confidence import LABEL_FIELDS, label_confidence
+from veralith.llm.estimate import max_output_tokens
 from veralith.llm.prompts import PROMPT_VERSIONS, render
+from veralith.llm.salvage import Key, Reading, Unusable, item_label, read_items, read_whole, settle
+from veralith.llm.server import Habits, server_for
 from veralith.llm.tasks import Task
+from veralith.llm.transport import TRUNCATION_RATIO, Sent, Transport
 from veralith.observability.cost import record_call
-from veralith.redact import redact, redact_url
+from veralith.redact import MASK, redact, redact_url
 from veralith.usage import CallUsage
 
-__all__ = ["TRUNCATION_MIN_TOKENS", "TRUNCATION_RATIO", "OpenAIClient", "ReplyCache",
-           "request_key", "strict_schema"]
+__all__ = ["TRUNCATION_RATIO", "OpenAIClient", "ReplyCache", "request_key", "strict_schema"]
 
 log = logging.getLogger(__name__)
 
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the SDK insists on one.
 _PLACEHOLDER_KEY = "veralith-no-key"
-_MAX_DETAIL = 300
 _MAX_ECHO = 20_000
-TRUNCATION_RATIO = 0.6        # reported / expected prompt tokens below this: the server cut the prompt
-TRUNCATION_MIN_TOKENS = 400   # shorter prompts are not checked (template overhead dominates them)
-_TOP_LOGPROBS = 5
 _CONFIDENCE_KEY = "_confidence"   # stored beside a cached reply's fields (which never start with "_")
+_REPAIRS_KEY = "_repairs"
+_CUT_OFF = "the reply was cut off at the token limit; keep every reasoning field to one short sentence"
 
 Price = Callable[[str, int, int, int], "float | None"]
 
@@ -107,15 +103,6 @@ def _untitled(node: Any) -> Any:
     return node
 
 
-class _Malformed(Exception):
-    """A completed reply that cannot be used; `content` is what the model said (for the re-ask)."""
-
-    def __init__(self, problems: list[str], content: str) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
-        self.content = content
-
-
 class OpenAIClient:
     """JudgeClient for any OpenAI-compatible chat-completions server."""
 
@@ -129,31 +116,43 @@ class OpenAIClient:
                  price: Price | None = None) -> None:
         """Unset arguments come from `settings`; `cache` and `price` are optional seams (see module doc)."""
         current = settings.current
-        self.model = model or current.judge_model
         self.base_url = base_url if base_url is not None else current.base_url
+        problem = userinfo_problem(self.base_url) if self.base_url else None
+        if problem is not None:
+            raise ConfigError(f"base_url: {problem}")
+        # `sent_model` names the model in requests and cache keys; `model` labels results, and is the
+        # model the server names when none was configured for a server of one's own.
+        self.sent_model = self.model = model or current.judge_model
+        self._label_from_server = (model is None and bool(self.base_url)
+                                   and "judge_model" not in current.model_fields_set)
         key = api_key or (current.api_key.get_secret_value() if current.api_key else None)
         self._secret = key or ""
         self.temperature = current.temperature if temperature is None else temperature
         self.cache = cache
         self.price = price
-        self.json_mode = False          # flips to True once the server rejects json_schema response_format
-        self.send_temperature = True    # flips to False once the model rejects a temperature
-        self.send_cache_key = True      # flips to False once the server rejects prompt_cache_key
-        self.send_logprobs = True       # flips to False once the server rejects logprobs
         self._lock = threading.Lock()
         self._schemas: dict[str, dict[str, Any]] = {}
-        timeout = current.timeout_s if timeout_s is None else timeout_s
-        retries = current.max_retries if max_retries is None else max_retries
-        # The SDK's timeout bounds each read, so a server trickling a byte at a time never trips it:
-        # the whole call (every attempt and the backoff between them) gets a deadline of its own.
-        self.deadline_s = timeout * (retries + 1) + _BACKOFF_ALLOWANCE_S * retries
-        self._sdk = openai.OpenAI(
-            api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url,
-            timeout=current.timeout_s if timeout_s is None else timeout_s,
-            max_retries=current.max_retries if max_retries is None else max_retries)
+        self.server = server_for(self.base_url)
+        self.timeout_s = current.timeout_s if timeout_s is None else timeout_s
+        # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
+        sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
+                            max_retries=0)
+        self.transport = Transport(sdk, self.server, model=self.sent_model, timeout_s=self.timeout_s,
+                                   max_retries=current.max_retries if max_retries is None else max_retries,
+                                   temperature=self.temperature, redact=self._redact)
+        if self._label_from_server:
+            self.server.warn_once("no-model", "veralith: VERALITH_JUDGE_MODEL is not set, so %r is asked of the judge "
+                                  "server at %s; results are labelled and priced with the model its replies name "
+                                  "(set VERALITH_JUDGE_MODEL to the model it serves)", self.sent_model,
+                                  self.server.shown)
 
     def __repr__(self) -> str:
         return f"OpenAIClient(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
+
+    @property
+    def habits(self) -> Habits:
+        """What the server was found to do with requests for this model (veralith.llm.server)."""
+        return self.server.habits(self.sent_model)
 
     def prompt_version(self, task: str) -> str:
         return PROMPT_VERSIONS[task]
@@ -168,144 +167,134 @@ class OpenAIClient:
     # ------------------------------------------------------------ the call
     def run(self, task: Task, payload: BaseModel) -> CallResult:
         schema = self.schema(task)
-        base_messages = render(task.name, payload)
-        sampling = {"temperature": self.temperature}
-        # Keyed on the json_schema rendering even in JSON mode: both ask the same question.
-        key = request_key(self.backend, self.model, self.prompt_version(task.name), base_messages, schema, sampling)
+        # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
+        key = request_key(self.backend, self.sent_model, self.prompt_version(task.name), render(task.name, payload),
+                          schema, {"temperature": self.temperature})
         cached = self._from_cache(task, key)
         if cached is not None:
-            hit = CallUsage(model=self.model, cache_hits=1, calls=0, usd=0.0)
-            record_call(hit)
-            return CallResult(cached[0], hit, cached[1])
+            return cached
+        usage = CallUsage(model=self.sent_model)
+        try:
+            result = self._judge(task, payload, schema, usage)
+        except JudgeCallError as err:
+            raise self._failed(err, usage) from None
+        usage.usd = self._usd(usage)
+        record_call(usage)
+        if self.cache is not None and not result.missing:
+            value = result.output.model_dump(mode="json")
+            if result.confidence:
+                value[_CONFIDENCE_KEY] = result.confidence
+            if result.repairs:
+                value[_REPAIRS_KEY] = [list(r) for r in result.repairs]
+            self.cache.put(key, value, task=task.name, model=self.sent_model,
+                           prompt_version=self.prompt_version(task.name))
+        return result
 
-        usage = CallUsage(model=self.model)
-        extra: list[dict[str, str]] = []
+    def _judge(self, task: Task, payload: BaseModel, schema: dict[str, Any], usage: CallUsage) -> CallResult:
+        cap = max_output_tokens(task.name, payload, self.sent_model)
+
+        def ask(extra: list[dict[str, str]], cap: int) -> tuple[str, list[Any] | None, list[str]]:
+            return self._reply(self.transport.complete(task, payload, schema, extra, usage, max_tokens=cap), usage)
+
+        content, tokens, problems = ask([], cap)
+        if not task.items:
+            return self._whole(task, payload, usage, content, problems, ask, cap)
+        reading = self._items(task, payload, content, problems)
+        reasked = reading is None
+        if reading is None:   # no JSON at all: asked again whole, once
+            log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(problems)))
+            content, tokens, problems = ask(_reask(content, problems), _grown(cap, problems))
+            reading = self._items(task, payload, content, problems)
+            if reading is None:
+                raise JudgeCallError("malformed_reply", "the judge's reply was unusable twice: " + "; ".join(problems),
+                                     attempts=2)
+        replies = [(content, tokens, reading)]
+        output, bad = settle(task, payload, reading.items, reading.bad)
+        if bad and not reasked:   # only the bad items are asked again, once
+            good = {k: v for k, v in reading.items.items() if k not in bad}
+            log.info("re-asking %s judge for %d item(s)", task.name, len(bad))
+            text = _items_reask(bad, reading.general + problems)
+            content, tokens, problems = ask(_reask_messages(content, text), _grown(cap, problems))
+            again = self._items(task, payload, content, problems, only=set(bad)) or Reading()
+            replies.append((content, tokens, again))
+            still = {k: [*v, "no usable item for it in the re-ask either"] for k, v in bad.items()
+                     if k not in again.items and k not in again.bad}
+            output, bad = settle(task, payload, {**good, **again.items}, {**still, **again.bad})
+        if bad and not any(getattr(output, spec.field) for spec in task.items):
+            notes = list(dict.fromkeys(g for _, _, r in replies for g in r.general))
+            raise JudgeCallError("malformed_reply", "no usable item in the judge's replies: " + "; ".join(
+                [f"{item_label(k)}: {' / '.join(v)}" for k, v in bad.items()] + notes),
+                attempts=len(replies) + reasked)
+        return CallResult(output, usage, self._confidence(task, output, replies),
+                          missing={k[1]: self._redact("; ".join(v)) for k, v in bad.items()},
+                          repairs=[r for _, _, reading in replies for r in reading.repairs])
+
+    def _whole(self, task: Task, payload: BaseModel, usage: CallUsage, content: str, problems: list[str],
+               ask: Callable[..., tuple[str, list[Any] | None, list[str]]], cap: int) -> CallResult:
+        """An extraction task: the whole reply is used, or re-asked once, or the call fails."""
         for attempt in (1, 2):
-            try:
-                output, confidence = self._attempt(task, payload, schema, extra, usage)
-            except _Malformed as bad:
-                if attempt == 2:
-                    raise self._error("malformed_reply", "the judge's reply was unusable twice: "
-                                      + "; ".join(bad.problems), usage) from None
-                log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(bad.problems)))
-                # The bad reply is echoed so the model sees what to fix; a runaway one is cut short.
-                extra = [{"role": "assistant", "content": bad.content[:_MAX_ECHO] or "(empty reply)"},
-                         {"role": "user", "content": _reask_text(bad.problems)}]
-                continue
-            usage.usd = self._usd(usage)
-            record_call(usage)
-            if self.cache is not None:
-                value = output.model_dump(mode="json")
-                if confidence:
-                    value[_CONFIDENCE_KEY] = confidence
-                self.cache.put(key, value, task=task.name, model=self.model,
-                               prompt_version=self.prompt_version(task.name))
-            return CallResult(output, usage, confidence)
-        raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+            if not problems:
+                try:
+                    output, repairs = read_whole(task, payload, content)
+                    return CallResult(output, usage, {}, repairs=list(repairs))
+                except Unusable as bad:
+                    problems = bad.problems
+            if attempt == 2:
+                break
+            log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(problems)))
+            content, _, problems = ask(_reask(content, problems), _grown(cap, problems))
+        raise JudgeCallError("malformed_reply", "the judge's reply was unusable twice: " + "; ".join(problems),
+                             attempts=2)
 
-    def _attempt(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                 usage: CallUsage) -> tuple[BaseModel, dict[str, float]]:
-        completion, messages, schema_sent = self._complete(task, payload, schema, extra, usage)
-        if not isinstance(completion, openai.types.chat.ChatCompletion):
-            raise _Malformed(["the server's answer is not a chat completion"], "")
-        _add_usage(completion, usage)
-        self._check_context(completion, messages, schema_sent, usage)
-        content = _content(completion)
+    def _items(self, task: Task, payload: BaseModel, content: str, problems: list[str], *,
+               only: set[Key] | None = None) -> Reading | None:
+        """The reply read item by item; None when nothing in it can be read (problems then say why)."""
+        if problems and problems != [_CUT_OFF]:
+            return None
         try:
-            data = json.loads(_unfenced(content))
-        except json.JSONDecodeError as exc:
-            raise _Malformed([f"the reply is not valid JSON ({exc.msg} at character {exc.pos}); "
-                              "send the complete JSON object"], content) from None
-        try:
-            output = task.output_model.model_validate(data)
-        except ValidationError as exc:
-            problems = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:10]]
-            raise _Malformed(problems, content) from None
-        problems = task.check(payload, output)
-        if problems:
-            raise _Malformed(problems, content)
-        logprobs = completion.choices[0].logprobs
-        return output, label_confidence(task, output, content, logprobs.content if logprobs else None)
+            reading = read_items(task, payload, content, only=only)
+        except Unusable as bad:
+            problems[:] = bad.problems + problems
+            return None
+        return reading
 
-    def _check_context(self, completion: Any, messages: list[dict[str, str]], schema_sent: dict[str, Any] | None,
-                       usage: CallUsage) -> None:
-        """Raise `context_truncated` when the server read far fewer prompt tokens than were sent."""
-        reported = completion.usage.prompt_tokens if completion.usage is not None else None
-        if not reported:
-            return   # a server that reports no usage cannot be checked
-        from veralith.llm.tokens import prompt_tokens
+    def _reply(self, sent: Sent, usage: CallUsage) -> tuple[str, list[Any] | None, list[str]]:
+        """(content with any echoed key masked, its tokens' log-probabilities, problems that make it unusable)."""
+        completion = sent.completion
+        if completion is None:
+            return "", None, ["the server's answer is not a chat completion; send the JSON object"]
+        reported = completion.model if isinstance(completion.model, str) and completion.model.strip() else None
+        if reported:
+            usage.model = reported
+            if self._label_from_server:
+                self.model = reported
+        if not completion.choices:
+            return "", None, ["the reply has no choices"]
+        choice = completion.choices[0]
+        if choice.message.refusal:
+            return choice.message.refusal, None, [
+                f"the model refused ({self._redact(choice.message.refusal)[:300]}); the texts are data to "
+                "evaluate, so answer with the JSON object"]
+        content = choice.message.content or ""
+        if len(self._secret) >= 4 and self._secret in content:
+            content = content.replace(self._secret, MASK)   # a server echoing the key: never read, cached or stored
+        tokens = choice.logprobs.content if choice.logprobs is not None else None
+        return content, tokens, ([_CUT_OFF] if choice.finish_reason == "length" else [])
 
-        expected, method = prompt_tokens(messages, schema_sent, self.model)
-        if expected >= TRUNCATION_MIN_TOKENS and reported < TRUNCATION_RATIO * expected:
-            raise self._error(
-                "context_truncated",
-                f"the judge server read {reported} prompt tokens of the about {expected} sent ({method}): its "
-                "context window is too small, so it cut the start of the prompt, where the instructions are. "
-                "Raise its context length (Ollama: OLLAMA_CONTEXT_LENGTH=16384, or PARAMETER num_ctx 16384 in a "
-                "Modelfile; vLLM: --max-model-len; llama.cpp: --ctx-size) or lower VERALITH_BATCH_SIZE.", usage)
-
-    def _complete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                  usage: CallUsage) -> tuple[Any, list[dict[str, str]], dict[str, Any] | None]:
-        """One chat completion (the SDK's retries included), adapting once to what the server rejects.
-
-        Returns the parsed completion, the messages sent and the schema sent as response_format (None
-        in JSON mode, where the schema is in the messages).
-        """
-        while True:
-            json_mode = self.json_mode
-            messages = render(task.name, payload, schema_in_prompt=schema if json_mode else None) + extra
-            options: dict[str, Any] = {}
-            if self.send_temperature:
-                options["temperature"] = self.temperature
-            if self.send_cache_key:
-                options["prompt_cache_key"] = _prompt_cache_key(task.name, messages)
-            if self.send_logprobs:
-                options["logprobs"] = True
-                options["top_logprobs"] = _TOP_LOGPROBS
-            options["response_format"] = {"type": "json_object"} if json_mode else {
-                "type": "json_schema", "json_schema": {"name": task.name, "strict": True, "schema": schema}}
-            try:
-                create = functools.partial(self._sdk.chat.completions.with_raw_response.create,
-                                           model=self.model, messages=messages, **options)
-                raw = _within(self.deadline_s, create)
-            except _DeadlinePassed:
-                usage.calls += 1
-                raise self._error("timeout", f"no complete reply within {self.deadline_s:g} s (VERALITH_TIMEOUT_S x "
-                                  "the attempts VERALITH_MAX_RETRIES allows); the server may be sending its reply "
-                                  "very slowly", usage) from None
-            except openai.APIError as exc:
-                attempts = _attempts(exc)
-                usage.calls += attempts
-                # Each adaptation flips a flag for the client's lifetime, so this loop runs at most 5 times.
-                if not json_mode and _rejects(exc, "response_format", "json_schema", "structured output"):
-                    log.warning("judge server at %s rejects json_schema structured outputs; using JSON mode "
-                                "with the schema in the prompt from now on",
-                                redact_url(self.base_url) or "api.openai.com")
-                    self.json_mode = True
-                    continue
-                if "prompt_cache_key" in options and _rejects(exc, "prompt_cache_key"):
-                    self.send_cache_key = False
-                    continue
-                if "logprobs" in options and _rejects(exc, "logprobs"):
-                    # Reasoning models and some local servers: verdicts then carry no confidence.
-                    log.info("judge model %s rejects logprobs; judgments will have no confidence", self.model)
-                    self.send_logprobs = False
-                    continue
-                if "temperature" in options and _rejects(exc, "temperature"):
-                    # Reasoning models accept only their default temperature.
-                    log.warning("judge model %s rejects a temperature setting; sending none from now on",
-                                self.model)
-                    self.send_temperature = False
-                    continue
-                raise self._error(_kind(exc), _describe(exc, attempts), usage) from None
-            usage.calls += raw.retries_taken + 1
-            try:
-                return raw.parse(), messages, None if json_mode else schema
-            except ValueError as exc:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
-                raise _Malformed([f"the HTTP body is not a chat completion ({type(exc).__name__})"], "") from None
+    def _confidence(self, task: Task, output: BaseModel, replies: list[tuple[str, list[Any] | None, Reading]]
+                    ) -> dict[str, float]:
+        """Confidence of each item in `output`, read from the reply it was taken from."""
+        kept = {(spec.field, item[spec.id_field]): item for spec in task.items
+                for item in output.model_dump(mode="json")[spec.field]}
+        confidence: dict[str, float] = {}
+        for content, tokens, reading in replies:
+            labels = {k: str(item[LABEL_FIELDS[(task.name, k[0])]]) for k, item in kept.items()
+                      if (task.name, k[0]) in LABEL_FIELDS and reading.items.get(k) == item}
+            confidence.update(label_confidence(task, content, tokens, labels))
+        return confidence
 
     # ------------------------------------------------------------ helpers
-    def _from_cache(self, task: Task, key: str) -> tuple[BaseModel, dict[str, float]] | None:
+    def _from_cache(self, task: Task, key: str) -> CallResult | None:
         if self.cache is None:
             return None
         hit = self.cache.get(key)
@@ -313,23 +302,30 @@ class OpenAIClient:
             return None
         hit = dict(hit)                           # the cache's own copy stays as it was
         stored = hit.pop(_CONFIDENCE_KEY, None)   # absent in entries written without log-probabilities
-        confidence = {str(k): float(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
+        repairs = hit.pop(_REPAIRS_KEY, None)
         try:
-            return task.output_model.model_validate(hit), confidence
-        except ValidationError:
+            output = task.output_model.model_validate(hit)
+        except ValueError:
             return None   # written by an older output model: ask again, the fresh reply overwrites it
+        usage = CallUsage(model=self.sent_model, cache_hits=1, calls=0, usd=0.0)
+        record_call(usage)
+        confidence = {str(k): float(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
+        kept = [(str(r[0]), str(r[1])) for r in repairs or [] if isinstance(r, list) and len(r) == 2]
+        return CallResult(output, usage, confidence, repairs=kept)
 
     def _usd(self, usage: CallUsage) -> float | None:
         if self.price is None:
             return None   # unknown price is None, never a silent 0 (veralith/observability/cost.py prices)
-        return self.price(self.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
+        return self.price(usage.model, usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
 
     def _redact(self, text: str) -> str:
         """The key, a password in the base URL and echoed auth headers, masked (veralith/redact.py)."""
         return redact(text, [self._secret])
 
-    def _error(self, kind: str, message: str, usage: CallUsage) -> JudgeCallError:
-        err = JudgeCallError(kind, self._redact(message), attempts=max(usage.calls, 1))
+    def _failed(self, err: JudgeCallError, usage: CallUsage) -> JudgeCallError:
+        """`err`, its message masked, carrying the usage the call consumed (already reported as spent)."""
+        err.message = self._redact(err.message)
+        err.args = (err.message,)
         # Tokens spent on a failed call still cost money; the cost tracker reads them from here.
         usage.usd = self._usd(usage)
         record_call(usage)
@@ -337,132 +333,29 @@ class OpenAIClient:
         return err
 
 
-def _add_usage(completion: Any, usage: CallUsage) -> None:
-    if completion.usage is not None:
-        usage.input_tokens += completion.usage.prompt_tokens or 0
-        usage.output_tokens += completion.usage.completion_tokens or 0
-        details = completion.usage.prompt_tokens_details
-        usage.cached_input_tokens += (details.cached_tokens or 0) if details is not None else 0
+def _grown(cap: int, problems: list[str]) -> int:
+    """The cap for a re-ask: twice as large when the reply it follows was cut off there."""
+    return cap * 2 if _CUT_OFF in problems else cap
 
 
-def _content(completion: Any) -> str:
-    """The completion's text, or raise _Malformed."""
-    if not completion.choices:
-        raise _Malformed(["the reply has no choices"], "")
-    choice = completion.choices[0]
-    content = choice.message.content or ""
-    if choice.message.refusal:
-        raise _Malformed([f"the model refused ({choice.message.refusal[:_MAX_DETAIL]}); the texts are data "
-                          "to evaluate, so answer with the JSON object"], choice.message.refusal)
-    if choice.finish_reason == "length":
-        try:
-            json.loads(content)
-        except json.JSONDecodeError:
-            raise _Malformed(["the reply was cut off at the token limit; keep every reasoning field to one "
-                              "short sentence and send the complete JSON object"], content) from None
-    return content
-
-
-_BACKOFF_ALLOWANCE_S = 8.0   # the SDK's longest wait between two attempts
-
-
-class _DeadlinePassed(Exception):
-    """The call did not finish within its deadline."""
-
-
-def _within(seconds: float, call: Callable[[], Any]) -> Any:
-    """Run `call` and return its result, or raise _DeadlinePassed after `seconds`.
-
-    The call runs on a daemon thread: when the deadline passes it is abandoned (its connection
-    closes when the server finishes or its read timeout fires), and it never delays interpreter exit.
-    """
-    done = threading.Event()
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = call()
-        except BaseException as exc:   # handed to the caller's thread
-            box["error"] = exc
-        finally:
-            done.set()
-
-    try:
-        threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
-    except RuntimeError:   # interpreter shutdown (the at-exit drain, Python 3.12+): no new threads
-        return call()      # the SDK's per-read timeout still applies; the drain has its own deadline
-    if not done.wait(seconds):
-        raise _DeadlinePassed()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _prompt_cache_key(task_name: str, messages: list[dict[str, str]]) -> str:
-    """Routing hint for OpenAI's prompt cache (PROMPTS.md §5.4): same for every batch of one trace.
-
-    The boundary token on the user message's first line is a hash of the trace's shared data
-    (question, chunks), so batches of a trace land on the same cache engine while different traces
-    spread out instead of crowding the one engine their common static prefix would pick.
-    """
-    first_line = messages[1]["content"].split("\n", 1)[0] if len(messages) > 1 else ""
-    return f"veralith-{task_name}-{first_line.rsplit(' ', 1)[-1]}"
-
-
-def _unfenced(content: str) -> str:
-    """The JSON inside a ```json fence: JSON-mode models often add one, and re-asking costs a call."""
-    text = content.strip()
-    if text.startswith("```") and text.endswith("```") and "\n" in text:
-        return text[text.index("\n") + 1:-3]
-    return content
-
-
-def _reask_text(problems: list[str]) -> str:
+def _reask(content: str, problems: list[str]) -> list[dict[str, str]]:
     listed = "\n".join(f"- {p}" for p in problems[:20])
-    return (f"Your reply could not be used:\n{listed}\nReply again with one complete JSON object that follows "
-            "the schema, with exactly one item per id given in the data blocks.")
+    return _reask_messages(content, f"Your reply could not be used:\n{listed}\nReply again with one complete JSON "
+                                    "object that follows the schema, with exactly one item per id given in the "
+                                    "data blocks.")
 
 
-def _attempts(exc: openai.APIError) -> int:
-    """HTTP requests the SDK sent, read from the retry counter it stamps on each request."""
-    try:
-        return int(exc.request.headers.get("x-stainless-retry-count", "0")) + 1
-    except (AttributeError, ValueError, RuntimeError):
-        return 1
+def _reask_messages(content: str, text: str) -> list[dict[str, str]]:
+    # The bad reply is echoed so the model sees what to fix; a runaway one is cut short.
+    return [{"role": "assistant", "content": content[:_MAX_ECHO] or "(empty reply)"}, {"role": "user", "content": text}]
 
 
-def _rejects(exc: openai.APIError, *words: str) -> bool:
-    """A 400/422 whose message names one of `words`: the server refuses that request option."""
-    if not isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
-        return False
-    text = f"{exc.message} {exc.body}".lower()
-    return any(word in text for word in words)
-
-
-def _kind(exc: openai.APIError) -> str:
-    if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError):
-        return "connection"
-    if isinstance(exc, openai.RateLimitError):
-        return "rate_limited"
-    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return "auth"
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and status >= 500:
-        return "server_error"
-    if isinstance(status, int) and status == 408:
-        return "timeout"
-    return "bad_request" if isinstance(status, int) else "connection"
-
-
-def _describe(exc: openai.APIError, attempts: int) -> str:
-    tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
-    if isinstance(exc, openai.APITimeoutError):
-        return f"the judge server did not answer in time ({tries})"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"cannot reach the judge server ({tries}): {exc.message}"
-    status = getattr(exc, "status_code", "?")
-    detail = exc.message if len(exc.message) <= _MAX_DETAIL else exc.message[:_MAX_DETAIL] + "..."
-    hint = " Check OPENAI_API_KEY / VERALITH_API_KEY." if _kind(exc) == "auth" else ""
-    return f"the judge server answered HTTP {status} ({tries}): {detail}{hint}"
+def _items_reask(bad: dict[Key, list[str]], general: list[str]) -> str:
+    listed = "\n".join(f"- {item_label(k)}: {' / '.join(v)}" for k, v in list(bad.items())[:20])
+    notes = "".join(f"\n- {g}" for g in dict.fromkeys(general) if g != _CUT_OFF) + (
+        f"\n- {_CUT_OFF}" if _CUT_OFF in general else "")
+    wanted = "; ".join(f"{field}: {', '.join(i for f, i in bad if f == field)}"
+                       for field in dict.fromkeys(f for f, _ in bad))
+    return (f"These items of your reply could not be used:\n{listed}{notes}\nReply again with one JSON object that "
+            f"follows the schema and holds items only for these ids ({wanted}); leave the other lists empty. The "
+            "other items are kept as they were.")

@@ -1,111 +1,84 @@
-"""A verdict's probability, read from the judge reply's token log-probabilities.
+"""A verdict's confidence: the probability the judge model gave its label, read from the reply's tokens.
 
-Where the server returns log-probabilities (`logprobs`, `top_logprobs`), the probability of a
-label is that of the token that starts the label's value inside the JSON reply, normalised over
-the alternatives at that position that would begin a valid label, and followed through the next
-tokens until no other label shares the prefix ("con" could still become contradicted or
-conflicting). Without log-probabilities, or when the tokens do not line up with the reply text,
-there is no confidence: it is measured or absent, never guessed (MiniCheck and G-Eval read scores
-from token probabilities the same way, PROMPTS.md §7).
+Where the server returns token log-probabilities, a label's confidence is the product of the
+probabilities of the tokens that spell the label's value in the reply (`"relation": "supported"`),
+from the token holding its first character to the one holding its last. That is the probability the
+model gave the label along the path it took. It is never renormalised over rival labels: a forced
+label (a grammar or a schema made the model write "yes" when it gave "yes" 0.04 and preferred text
+that is no label at all) keeps its 0.04, and a rival missing from the top log-probabilities counts as
+unknown, not as zero. A token that rival labels share (the "con" of contradicted and conflicting)
+counts in full: the model had to take it to reach the label. Other tokenisations of the same label
+are not added, so the figure is a lower bound on what the model gave the label, never more.
+
+Without log-probabilities, when the tokens do not spell the reply, or when the reply's text for the
+label is not the label itself (a value read leniently, "Supported" for "supported"), there is no
+confidence: it is measured or absent (None downstream), never guessed.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import typing
 from typing import Any
-
-from pydantic import BaseModel
 
 from veralith.llm.tasks import Task
 
-__all__ = ["label_confidence"]
+__all__ = ["LABEL_FIELDS", "label_confidence"]
 
-# task -> (list field, id field, label field) of the items whose label gets a confidence
-_LABELLED = {"faithfulness": ("items", "claim_id", "relation"),
-             "sufficiency": ("items", "sub_question_id", "sufficient"),
-             "completeness": ("sub_questions", "sub_question_id", "status")}
+# item list -> label field whose value gets a confidence
+LABEL_FIELDS = {("sufficiency", "items"): "sufficient", ("faithfulness", "items"): "relation",
+                ("completeness", "sub_questions"): "status"}
 
 
-def label_confidence(task: Task, output: BaseModel, content: str, tokens: list[Any] | None) -> dict[str, float]:
-    """Item id -> probability of the label the reply gave it, read from the reply's token log-probabilities.
-
-    Empty when the task has no labels, there are no log-probabilities, or the tokens cannot be
-    aligned with the reply text: a confidence is measured or absent, never guessed.
-    """
-    spec = _LABELLED.get(task.name)
-    if spec is None or not tokens:
+def label_confidence(task: Task, content: str, tokens: list[Any] | None,
+                     labels: dict[tuple[str, str], str]) -> dict[str, float]:
+    """Item id -> probability of its label, for the items `labels` names ((list field, id) -> label),
+    read from the tokens of the reply `content` they were taken from. Items whose label cannot be
+    read off the tokens are left out."""
+    if not tokens or not labels:
         return {}
-    list_field, id_field, label_field = spec
-    items = getattr(output, list_field)
-    if not items:
-        return {}
-    labels = typing.get_args(type(items[0]).model_fields[label_field].annotation)
-    spans: list[tuple[int, int, Any]] = []
+    spans: list[tuple[int, int, float]] = []
     position = 0
     for token in tokens:
         data = _token_bytes(token)
-        spans.append((position, position + len(data), token))
+        spans.append((position, position + len(data), float(token.logprob)))
         position += len(data)
     text = content.encode("utf-8")
-    if b"".join(_token_bytes(t) for _, _, t in spans) != text:
+    if b"".join(_token_bytes(t) for t in tokens) != text:
         return {}
-    # A key inside a string value is escaped (\"), so an unescaped one is the field itself.
-    keys = list(re.finditer(rb'(?<!\\)"' + label_field.encode() + rb'"\s*:\s*"', text))
-    if len(keys) != len(items):
-        return {}
-    confidence = {}
-    for item, key in zip(items, keys, strict=True):
-        label = getattr(item, label_field)
-        if text[key.end():key.end() + len(label)] != label.encode():
-            return {}
-        p = _label_probability(spans, key.end(), label, labels)
-        if p is not None:
-            confidence[getattr(item, id_field)] = p
+    confidence: dict[str, float] = {}
+    for spec in task.items:
+        field = LABEL_FIELDS.get((task.name, spec.field))
+        if field is None:
+            continue
+        ids = {k[1]: k for k in labels if k[0] == spec.field}
+        lowered = {i.lower(): k for i, k in ids.items()}
+        # A key inside a string value is escaped (\"), so an unescaped one is the field itself.
+        for key in re.finditer(rb'(?<!\\)"' + field.encode() + rb'"\s*:\s*"', text):
+            owner = _owner(text[:key.start()], spec.id_field)
+            if owner is None:
+                continue
+            item = ids.get(owner) or lowered.get(owner.lower())   # the reply may echo an id in another case
+            if item is None:
+                continue
+            label = labels[item].encode("utf-8")
+            end = key.end() + len(label)
+            if text[key.end():end] != label or text[end:end + 1] != b'"':
+                continue
+            covered = [lp for a, b, lp in spans if a < end and b > key.end()]
+            if covered:
+                confidence[item[1]] = min(1.0, max(0.0, math.exp(sum(covered))))
     return confidence
+
+
+def _owner(before: bytes, id_field: str) -> str | None:
+    """The id of the item a label belongs to: the last `"<id_field>": "..."` before it."""
+    found = None
+    for match in re.finditer(rb'(?<!\\)"' + id_field.encode() + rb'"\s*:\s*"((?:[^"\\]|\\.)*)"', before):
+        found = match
+    return found.group(1).decode("utf-8", "replace") if found else None
 
 
 def _token_bytes(token: Any) -> bytes:
     data = getattr(token, "bytes", None)
     return bytes(data) if data is not None else str(token.token).encode("utf-8")
-
-
-def _label_probability(spans: list[tuple[int, int, Any]], start: int, label: str, labels: tuple[str, ...]
-                       ) -> float | None:
-    """P(label) from the token that holds the value's first byte onward (see the module doc)."""
-    index = next((i for i, (a, b, _) in enumerate(spans) if a <= start < b), None)
-    if index is None:
-        return None
-    first_start, _, first = spans[index]
-    prefix = _token_bytes(first)[:start - first_start]   # e.g. the opening quote, when one token holds both
-
-    def value_part(data: bytes) -> str | None:
-        """The label text an alternative token would start (None: it begins no valid label)."""
-        if not data.startswith(prefix):
-            return None
-        rest = data[len(prefix):].decode("utf-8", "ignore")
-        value, closed = rest.split('"', 1)[0], '"' in rest
-        if not value or (closed and value not in labels) or not any(lab.startswith(value) for lab in labels):
-            return None
-        return value
-
-    chosen = value_part(_token_bytes(first))
-    if chosen is None:
-        return None
-    p_first = math.exp(first.logprob)
-    alternatives = {}
-    for alt in getattr(first, "top_logprobs", None) or []:
-        value = value_part(_token_bytes(alt))
-        if value is not None:
-            alternatives[_token_bytes(alt)] = math.exp(alt.logprob)
-    alternatives[_token_bytes(first)] = p_first
-    probability = p_first / sum(alternatives.values())
-    # Follow the value until no other label shares its prefix ("con" could still be contradicted or conflicting).
-    seen = chosen
-    for _, _, token in spans[index + 1:]:
-        if [lab for lab in labels if lab.startswith(seen)] == [label] or len(seen) >= len(label):
-            break
-        probability *= math.exp(token.logprob)
-        seen += _token_bytes(token).decode("utf-8", "ignore").split('"', 1)[0]
-    return min(1.0, max(0.0, probability))

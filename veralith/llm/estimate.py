@@ -40,7 +40,7 @@ from veralith.llm.text import sentence_spans
 from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
 
-__all__ = ["OUTPUT_ALLOWANCE", "TokenEstimate", "estimate_tokens", "planned_calls"]
+__all__ = ["OUTPUT_ALLOWANCE", "TokenEstimate", "estimate_tokens", "max_output_tokens", "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
                     "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
@@ -115,6 +115,19 @@ def _output_allowance(task: str, payload: Any, query_tokens: int, response_token
         return a["call"] + a["faithfulness_per_item"] * len(payload.claims)
     return (a["completeness_base"] + a["completeness_per_claim"] * len(payload.claims)
             + a["completeness_per_sub_question"] * len(payload.sub_questions))
+
+
+def max_output_tokens(task: str, payload: Any, model: str) -> int:
+    """The `max_tokens` a judge call sends: twice the budget's output allowance for this call, plus 256.
+
+    Large enough that a reply that follows the prompt (one short reasoning sentence per item) never
+    meets it, small enough that a small local model that rambles stops at a few seconds' worth of
+    tokens instead of at its context limit. A reply cut there keeps its complete items; the others
+    are asked again.
+    """
+    query_tokens, _ = count_tokens(getattr(payload, "query", ""), model, wait=False)
+    response_tokens, _ = count_tokens(payload.response, model, wait=False) if task == "claims" else (0, "")
+    return 2 * _output_allowance(task, payload, query_tokens, response_tokens) + 256
 
 
 def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,

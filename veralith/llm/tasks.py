@@ -4,8 +4,9 @@ Both backends speak these types. The OpenAI backend renders an input into delimi
 messages and parses the reply into the output model (strict JSON Schema); the local backend
 computes the same output model with heuristics. `check` returns the problems a reply has beyond
 its schema (ids not echoed or invented, a label that contradicts its own fields, a quote that is
-not in the chunk it cites); a non-empty list is a malformed reply, and the OpenAI backend re-asks
-once with those problems spelled out.
+not in the chunk it cites); each problem names the item it belongs to, so the OpenAI backend keeps
+the good items of a judge's reply and re-asks only the bad ones, once, with their problems spelled
+out. The extraction tasks (questions, claims) have no such items and are re-asked whole.
 
 Decomposition is two tasks that run at once: `questions` reads only the query (so the response
 can neither narrow nor multiply what was asked, and the reply is cacheable per query), `claims`
@@ -23,7 +24,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,8 +32,9 @@ __all__ = [
     "CLAIMS", "COMPLETENESS", "FAITHFULNESS", "QUESTIONS", "SUFFICIENCY", "TASKS",
     "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
     "Evidence", "ExtractedClaim", "ExtractedGap", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput",
-    "GapIn", "GapLink", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence", "SubQuestionIn",
-    "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "Task", "quote_in",
+    "GapIn", "GapLink", "ItemList", "Problem", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence",
+    "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "Task",
+    "quote_in",
 ]
 
 
@@ -235,58 +237,63 @@ def _number(text: str) -> str:
     return re.sub(r"(?<!\d)0+(?=\d)", "", text.replace(",", ""))
 
 
-def _ids_problems(label: str, expected: list[str], got: list[str]) -> list[str]:
-    problems = []
-    dupes = sorted({i for i in got if got.count(i) > 1})
-    if dupes:
-        problems.append(f"{label} ids repeated: {dupes}")
-    missing = [i for i in expected if i not in got]
+# A problem with the item it belongs to: (item id, text); None when it belongs to no single item (an
+# id nobody asked about). The OpenAI client keeps the items without problems and re-asks only the others.
+Problem = tuple[str | None, str]
+
+
+def _ids_problems(label: str, expected: list[str], got: list[str]) -> list[Problem]:
+    problems: list[Problem] = []
+    for i in sorted({i for i in got if got.count(i) > 1}):
+        problems.append((i, f"{label} id {i} repeated; give exactly one item per id"))
+    for i in expected:
+        if i not in got:
+            problems.append((i, f"no item for {label} id {i}; return exactly one item per id"))
     extra = sorted(set(got) - set(expected))
-    if missing:
-        problems.append(f"no item for {label} ids {missing}; return exactly one item per id")
     if extra:
-        problems.append(f"unknown {label} ids {extra}; use only the ids given")
+        problems.append((None, f"unknown {label} ids {extra}; use only the ids given"))
     return problems
 
 
-def _subset(label: str, got: list[str], allowed: set[str]) -> list[str]:
+def _subset(owner: str, label: str, got: list[str], allowed: set[str]) -> list[Problem]:
     unknown = sorted(set(got) - allowed)
-    return [f"{label} {unknown} do not exist; use only the ids given"] if unknown else []
+    return [(owner, f"{label} {unknown} do not exist; use only the ids given")] if unknown else []
 
 
-def _quotes(owner: str, evidence: list[Evidence], chunks: dict[str, str]) -> list[str]:
-    problems = _subset(f"evidence chunk ids of {owner}", [e.chunk_id for e in evidence], set(chunks))
+def _quotes(owner: str, evidence: list[Evidence], chunks: dict[str, str]) -> list[Problem]:
+    problems = _subset(owner, f"evidence chunk ids of {owner}", [e.chunk_id for e in evidence], set(chunks))
     for e in evidence:
         if e.chunk_id in chunks and not quote_in(e.quote, chunks[e.chunk_id]):
-            problems.append(f"the evidence quote of {owner} is not in chunk {e.chunk_id}; copy it verbatim")
+            problems.append((owner, f"the evidence quote of {owner} is not in chunk {e.chunk_id}; copy it verbatim"))
     return problems
 
 
-def _check_questions(inp: QuestionsInput, out: QuestionsOutput) -> list[str]:
-    problems: list[str] = []
+def _check_questions(inp: QuestionsInput, out: QuestionsOutput) -> list[Problem]:
+    problems: list[Problem] = []
     ids = [q.id for q in out.sub_questions]
     if len(set(ids)) != len(ids):
-        problems.append("sub-question ids must be unique")
+        problems.append((None, "sub-question ids must be unique"))
     if inp.query.strip() and not out.sub_questions:
-        problems.append("the query is not empty, so list at least one sub-question")
+        problems.append((None, "the query is not empty, so list at least one sub-question"))
     if any(not _ALPHA.search(q.text) for q in out.sub_questions):
-        problems.append("every sub-question needs words; drop empty ones")
+        problems.append((None, "every sub-question needs words; drop empty ones"))
     return problems
 
 
-def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[str]:
-    problems: list[str] = []
+def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[Problem]:
+    problems: list[Problem] = []
     sentences = {s.id: s.text for s in inp.sentences}
     for label, items in (("claim", out.claims), ("gap", out.gaps)):
         ids = [i.id for i in items]
         if len(set(ids)) != len(ids):
-            problems.append(f"{label} ids must be unique")
+            problems.append((None, f"{label} ids must be unique"))
         for item in items:
-            problems += _subset(f"{label} {item.id} source_sentence_ids", item.source_sentence_ids, set(sentences))
+            problems += [(None, p) for _, p in _subset(item.id, f"{label} {item.id} source_sentence_ids",
+                                                       item.source_sentence_ids, set(sentences))]
             if sentences and not item.source_sentence_ids:
-                problems.append(f"{label} {item.id} cites no sentence; give its source_sentence_ids")
+                problems.append((None, f"{label} {item.id} cites no sentence; give its source_sentence_ids"))
             if not _ALPHA.search(item.text):
-                problems.append(f"{label} {item.id} has no content; drop it")
+                problems.append((None, f"{label} {item.id} has no content; drop it"))
     for claim in out.claims:
         # Extraction must not invent details (FActScore's guard): a number in a claim comes from
         # the sentences it cites or from the question that resolves its references.
@@ -294,73 +301,79 @@ def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[str]:
         digits = {_number(n) for n in _NUMBER.findall(source)}
         invented = sorted({n for n in _NUMBER.findall(claim.text) if _number(n) not in digits})
         if claim.source_sentence_ids and invented:
-            problems.append(f"claim {claim.id} has numbers {invented} that its sentences do not contain; "
-                            "copy numbers exactly")
+            problems.append((None, f"claim {claim.id} has numbers {invented} that its sentences do not contain; "
+                                   "copy numbers exactly"))
     if not inp.sentences and (out.claims or out.gaps):
-        problems.append("the response is empty, so there are no claims or gaps")
+        problems.append((None, "the response is empty, so there are no claims or gaps"))
     return problems
 
 
-def _check_sufficiency(inp: SufficiencyInput, out: SufficiencyOutput) -> list[str]:
+def _check_sufficiency(inp: SufficiencyInput, out: SufficiencyOutput) -> list[Problem]:
     chunks = {c.id: c.text for c in inp.chunks}
     problems = _ids_problems("sub_question", [q.id for q in inp.sub_questions], [i.sub_question_id for i in out.items])
     for item in out.items:
         sq = item.sub_question_id
-        problems += _subset(f"supporting_chunk_ids of {sq}", item.supporting_chunk_ids, set(chunks))
+        problems += _subset(sq, f"supporting_chunk_ids of {sq}", item.supporting_chunk_ids, set(chunks))
         problems += _quotes(sq, item.evidence, chunks)
         if item.sufficient == "yes" and not item.supporting_chunk_ids:
-            problems.append(f"{sq} is 'yes' but cites no supporting chunk")
+            problems.append((sq, f"{sq} is 'yes' but cites no supporting chunk"))
         if item.sufficient == "yes" and item.missing_facts:
-            problems.append(f"{sq} is 'yes' but lists missing facts; it is 'no' when any required fact is missing")
+            problems.append((sq, f"{sq} is 'yes' but lists missing facts; it is 'no' when any required fact is "
+                                 "missing"))
         if item.sufficient == "no" and item.supporting_chunk_ids:
-            problems.append(f"{sq} is 'no' but lists supporting chunks; supporting_chunk_ids is empty for 'no'")
+            problems.append((sq, f"{sq} is 'no' but lists supporting chunks; supporting_chunk_ids is empty for 'no'"))
     return problems
 
 
-def _check_faithfulness(inp: FaithfulnessInput, out: FaithfulnessOutput) -> list[str]:
+def _check_faithfulness(inp: FaithfulnessInput, out: FaithfulnessOutput) -> list[Problem]:
     chunks = {c.id: c.text for c in inp.chunks}
     problems = _ids_problems("claim", [c.id for c in inp.claims], [i.claim_id for i in out.items])
     for item in out.items:
         cid, rel = item.claim_id, item.relation
-        problems += _subset(f"grounding_chunk_ids of {cid}", item.grounding_chunk_ids, set(chunks))
-        problems += _subset(f"contradicting_chunk_ids of {cid}", item.contradicting_chunk_ids, set(chunks))
+        problems += _subset(cid, f"grounding_chunk_ids of {cid}", item.grounding_chunk_ids, set(chunks))
+        problems += _subset(cid, f"contradicting_chunk_ids of {cid}", item.contradicting_chunk_ids, set(chunks))
         problems += _quotes(cid, item.evidence, chunks)
         if rel in ("supported", "conflicting") and not item.grounding_chunk_ids:
-            problems.append(f"{cid} is '{rel}' but cites no grounding chunk")
+            problems.append((cid, f"{cid} is '{rel}' but cites no grounding chunk"))
         if rel in ("contradicted", "conflicting") and not item.contradicting_chunk_ids:
-            problems.append(f"{cid} is '{rel}' but cites no contradicting chunk")
+            problems.append((cid, f"{cid} is '{rel}' but cites no contradicting chunk"))
         if rel in ("unsupported", "contradicted") and item.grounding_chunk_ids:
-            problems.append(f"{cid} is '{rel}' but lists grounding chunks; use 'conflicting' when chunks "
-                            "both support and contradict it, else leave grounding_chunk_ids empty")
+            problems.append((cid, f"{cid} is '{rel}' but lists grounding chunks; use 'conflicting' when chunks "
+                                  "both support and contradict it, else leave grounding_chunk_ids empty"))
         if rel in ("unsupported", "supported") and item.contradicting_chunk_ids:
-            problems.append(f"{cid} is '{rel}' but lists contradicting chunks; use 'contradicted' or "
-                            "'conflicting', else leave contradicting_chunk_ids empty")
+            problems.append((cid, f"{cid} is '{rel}' but lists contradicting chunks; use 'contradicted' or "
+                                  "'conflicting', else leave contradicting_chunk_ids empty"))
     return problems
 
 
-def _check_completeness(inp: CompletenessInput, out: CompletenessOutput) -> list[str]:
+def _check_completeness(inp: CompletenessInput, out: CompletenessOutput) -> list[Problem]:
     sq_ids = [q.id for q in inp.sub_questions]
     problems = _ids_problems("claim", [c.id for c in inp.claims], [i.claim_id for i in out.claims])
     problems += _ids_problems("gap", [g.id for g in inp.gaps], [g.gap_id for g in out.gaps])
     problems += _ids_problems("sub_question", sq_ids, [s.sub_question_id for s in out.sub_questions])
     answered_by: dict[str, list[str]] = {q: [] for q in sq_ids}
+    named_by: dict[str, list[str]] = {q: [] for q in sq_ids}   # claims that name it in another role
     for item in out.claims:
-        problems += _subset(f"sub_question_ids of {item.claim_id}", item.sub_question_ids, set(sq_ids))
+        cid = item.claim_id
+        problems += _subset(cid, f"sub_question_ids of {cid}", item.sub_question_ids, set(sq_ids))
         if item.role == "extra" and item.sub_question_ids:
-            problems.append(f"{item.claim_id} is 'extra' but lists sub-questions; an extra claim lists none")
+            problems.append((cid, f"{cid} is 'extra' but lists sub-questions; an extra claim lists none"))
         if item.role != "extra" and not item.sub_question_ids:
-            problems.append(f"{item.claim_id} is '{item.role}' but names no sub-question; name it, or use 'extra'")
-        if item.role == "answers":
-            for q in item.sub_question_ids:
-                answered_by.setdefault(q, []).append(item.claim_id)
+            problems.append((cid, f"{cid} is '{item.role}' but names no sub-question; name it, or use 'extra'"))
+        for q in item.sub_question_ids:
+            (answered_by if item.role == "answers" else named_by).setdefault(q, []).append(cid)
     for gap in out.gaps:
-        problems += _subset(f"sub_question_ids of gap {gap.gap_id}", gap.sub_question_ids, set(sq_ids))
+        problems += _subset(gap.gap_id, f"sub_question_ids of gap {gap.gap_id}", gap.sub_question_ids, set(sq_ids))
     for status in out.sub_questions:
         sq = status.sub_question_id
+        # A status and the roles of the claims it rests on disagree: either side may be the wrong one,
+        # so the problem belongs to both.
         if status.status in ("answered", "partial") and not answered_by.get(sq):
-            problems.append(f"{sq} is '{status.status}' but no claim has role 'answers' for it")
+            text = f"{sq} is '{status.status}' but no claim has role 'answers' for it"
+            problems += [(owner, text) for owner in (sq, *named_by.get(sq, []))]
         if status.status == "unanswered" and answered_by.get(sq):
-            problems.append(f"{sq} is 'unanswered' but {answered_by[sq]} answer it; use 'answered' or 'partial'")
+            text = f"{sq} is 'unanswered' but {answered_by[sq]} answer it; use 'answered' or 'partial'"
+            problems += [(owner, text) for owner in (sq, *answered_by[sq])]
     return problems
 
 
@@ -371,16 +384,37 @@ O = TypeVar("O", bound=BaseModel)
 
 
 @dataclass(frozen=True)
+class ItemList:
+    """A list of judged items in a task's output: `field` holds items whose `id_field` echoes an input
+    id; `expected(payload)` are the ids that must each get exactly one item."""
+
+    field: str
+    id_field: str
+    expected: Callable[[Any], list[str]]
+
+
+@dataclass(frozen=True)
 class Task(Generic[I, O]):
     name: str
     input_model: type[I]
     output_model: type[O]
-    check: Callable[[I, O], list[str]]
+    problems: Callable[[I, O], list[Problem]]
+    # Judged item lists (empty for the extraction tasks, which are checked and re-asked whole).
+    items: tuple[ItemList, ...] = ()
+
+    def check(self, payload: I, output: O) -> list[str]:
+        """Every problem of `output` beyond its schema; empty when it can be used as it is."""
+        return [text for _, text in self.problems(payload, output)]
 
 
 QUESTIONS = Task("questions", QuestionsInput, QuestionsOutput, _check_questions)
 CLAIMS = Task("claims", ClaimsInput, ClaimsOutput, _check_claims)
-SUFFICIENCY = Task("sufficiency", SufficiencyInput, SufficiencyOutput, _check_sufficiency)
-FAITHFULNESS = Task("faithfulness", FaithfulnessInput, FaithfulnessOutput, _check_faithfulness)
-COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, _check_completeness)
+SUFFICIENCY = Task("sufficiency", SufficiencyInput, SufficiencyOutput, _check_sufficiency, (
+    ItemList("items", "sub_question_id", lambda p: [q.id for q in p.sub_questions]),))
+FAITHFULNESS = Task("faithfulness", FaithfulnessInput, FaithfulnessOutput, _check_faithfulness, (
+    ItemList("items", "claim_id", lambda p: [c.id for c in p.claims]),))
+COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, _check_completeness, (
+    ItemList("claims", "claim_id", lambda p: [c.id for c in p.claims]),
+    ItemList("gaps", "gap_id", lambda p: [g.id for g in p.gaps]),
+    ItemList("sub_questions", "sub_question_id", lambda p: [q.id for q in p.sub_questions])))
 TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS)}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from veralith.errors import JudgeServerDown
 from veralith.llm.base import CallResult, CallUsage, JudgeClient
 from veralith.llm.tasks import (
     CLAIMS,
@@ -40,6 +41,7 @@ class Decomposition:
     context_notes: dict[str, str | None]   # claim id -> interpreting note, used by the judges only
     asks_clarification: bool
     usage: CallUsage = field(default_factory=CallUsage)
+    repairs: list[tuple[str, str]] = field(default_factory=list)   # (kind, message), see veralith.llm.salvage
 
 
 def claims_input(query: str, response: str) -> ClaimsInput:
@@ -82,6 +84,7 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         context_notes={k: c.note or None for k, c in zip(claim_ids, out.claims, strict=True)},
         asks_clarification=out.asks_clarification,
         usage=usage,
+        repairs=[*q_call.repairs, *c_call.repairs],
     )
 
 
@@ -107,9 +110,18 @@ def _both(client: JudgeClient, asked: QuestionsInput, said: ClaimsInput) -> tupl
                 inline.append(exc)
         # Wait for every call before raising, so a failure never leaves the other running unseen.
         outcomes: list[CallResult | BaseException] = [f.exception() or f.result() for f in futures] + inline
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    if failures:
+        # One error is raised (a server that is down comes first: it ends the evaluation), carrying the
+        # usage of both calls: the other one's tokens were spent too, failed or not.
+        raised = next((f for f in failures if isinstance(f, JudgeServerDown)), failures[0])
+        spent = CallUsage()
+        for outcome in outcomes:
+            used = outcome.usage if isinstance(outcome, CallResult) else getattr(outcome, "usage", None)
+            if isinstance(used, CallUsage):
+                spent.add(used)
+        raised.usage = spent  # type: ignore[attr-defined]
+        raise raised
     return outcomes[0], outcomes[1]  # type: ignore[return-value]
 
 

@@ -16,15 +16,19 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from veralith.config import settings
-from veralith.errors import JudgeCallError
+from veralith.errors import JudgeCallError, JudgeServerDown
 from veralith.llm.base import JudgeClient
 from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
 from veralith.models import (
     ContextChunk,
     Diagnosis,
     EvaluationResult,
+    FailureCell,
+    Gate,
     JudgeError,
     Phase,
+    Repair,
+    Status,
     ThresholdSource,
     Verdict,
 )
@@ -39,6 +43,7 @@ from veralith.pipeline.inputs import (
     normalize_context,
 )
 from veralith.pipeline.judges import completeness, faithfulness, sufficiency
+from veralith.pipeline.partial import Judged, Missing, decide
 from veralith.pipeline.review import review
 from veralith.pipeline.suggest import suggest
 from veralith.policy import REFUSAL_KINDS, status
@@ -126,8 +131,9 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     usage = CallUsage()
     errors: list[JudgeError] = []
     versions: dict[str, str] = {}
+    repairs: list[Repair] = []
     base = dict(trace_id=trace_id, knowledge_base=knowledge_base, metadata=metadata or {}, query=query,
-                context=chunks, response=response, backend=client.backend, judge_model=client.model, as_of=as_of)
+                context=chunks, response=response, backend=client.backend, as_of=as_of)
 
     t0 = time.perf_counter()
     versions["questions"] = client.prompt_version("questions")
@@ -135,24 +141,31 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     try:
         parts = decompose(client, query, response)
         usage.add(parts.usage)
+        repairs += [Repair(phase=Phase.decompose, kind=k, message=m) for k, m in parts.repairs]
+    except JudgeServerDown:
+        raise   # not this trace's failure: it stays unjudged (pending) for a later run
     except Exception as exc:  # isolated: any failure becomes a recorded error, never a crash
-        exc = _as_call_error(exc)
         _add_failed_usage(usage, exc)
-        errors.append(_error(Phase.decompose, exc))
+        errors.append(_error(Phase.decompose, _as_call_error(exc)))
         latency["decompose"] = _ms(t0)
         latency["total"] = _ms(started)
         return EvaluationResult(**base, status=status(errors=errors, failure_cell=None, response_kind=None, n_claims=0),
-                                errors=errors, latency_ms=latency, usage=usage.as_usage(), prompt_versions=versions)
+                                errors=errors, latency_ms=latency, usage=usage.as_usage(), prompt_versions=versions,
+                                judge_model=client.model)
     latency["decompose"] = _ms(t0)
 
-    judged = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, as_of)
-    suff, faith, comp = judged[Phase.sufficiency], judged[Phase.faithfulness], judged[Phase.completeness]
+    judged, missing = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, repairs, as_of)
+    suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
 
     t0 = time.perf_counter()
-    cls = classify_mod.classify(parts.sub_questions, parts.claims, faith, comp)
-    kind = classify_mod.response_kind(parts.claims, parts.gaps, comp, parts.asks_clarification)
-    level, suff_fraction = classify_mod.sufficiency_level(suff, len(parts.sub_questions), threshold)
-    flagged = review(parts.sub_questions, parts.claims, parts.gaps, parts.asks_clarification, suff, faith, comp)
+    # Where some verdicts are missing, only what every way they could have gone agrees on is decided.
+    decision = decide(parts.sub_questions, parts.claims, parts.gaps, parts.asks_clarification, judged, missing,
+                      threshold)
+    cls, kind, level, suff_fraction = decision.classification, decision.kind, decision.level, decision.fraction
+    example = decision.example
+    shown = classify_mod.classify(parts.sub_questions, parts.claims, example.faithfulness, example.completeness)
+    flagged = review(parts.sub_questions, parts.claims, parts.gaps, parts.asks_clarification, example.sufficiency,
+                     example.faithfulness, example.completeness) if decision.gate_decided else []
     diagnosis = Diagnosis(
         failure_cell=cls.failure_cell, sufficiency_level=level, sufficiency_fraction=suff_fraction,
         faithfulness_fraction=cls.faithfulness_fraction, threshold=threshold, threshold_source=threshold_source,
@@ -163,21 +176,38 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     refusal = kind in REFUSAL_KINDS
     suggestion = (suggest(cls.failure_cell, level, refusal=refusal, faithfulness=faith or [])
                   if cls.failure_cell is not None else None)
-    sufficient = None if suff is None else {j.sub_question_id: j.verdict is Verdict.Y for j in suff}
+    ex_suff = example.sufficiency
+    sufficient = None if ex_suff is None else {j.sub_question_id: j.verdict is Verdict.Y for j in ex_suff}
     st = status(errors=errors, failure_cell=cls.failure_cell, response_kind=kind, n_claims=len(parts.claims),
-                coverage=cls.coverage, sufficient=sufficient, n_extra_claims=cls.n_extra_claims or 0)
+                coverage=shown.coverage, sufficient=sufficient, n_extra_claims=shown.n_extra_claims or 0)
+    if missing and not decision.gate_decided and (cls.failure_cell is not None or _only_missing(errors)):
+        st = _undecided(st, cls.failure_cell, missing)
     latency["classify"] = _ms(t0)
     latency["total"] = _ms(started)
     return EvaluationResult(
         **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, response_kind=kind,
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
-        suggestion=suggestion, status=st, errors=errors, latency_ms=latency, usage=usage.as_usage(),
-        prompt_versions=versions)
+        suggestion=suggestion, status=st, errors=errors, repairs=repairs, latency_ms=latency,
+        usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model)
+
+
+def _only_missing(errors: list[JudgeError]) -> bool:
+    return all(e.kind == "missing_items" for e in errors if e.phase is not Phase.sufficiency)
+
+
+def _undecided(st: Status, cell: FailureCell | None, missing: Missing) -> Status:
+    """The gate (and maybe the cell) depends on verdicts the judges did not give: indeterminate, naming them."""
+    named = ", ".join(f"{i} ({phase})" for phase in ("faithfulness", "completeness", "sufficiency")
+                      for i in getattr(missing, phase))
+    what = ("No failure cell can be decided" if cell is None
+            else f"The cell is {cell.value}, but the gate cannot be decided")
+    return st.model_copy(update={"quality_gate": Gate.indeterminate, "reason": "missing_verdicts",
+                                 "summary": f"{what} without the verdicts the judges did not give: {named}."})
 
 
 def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
-                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
-                versions: dict[str, str], as_of: str | None) -> dict[Phase, Any]:
+                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
+                repairs: list[Repair], as_of: str | None) -> tuple[Judged, Missing]:
     """Submit every judge's batches at once (judges and batches all run concurrently on an I/O-bound
     backend), then assemble each judge from its own batches only. A judge with nothing to ask a
     model (no context, no claims) is decided in code and makes no call."""
@@ -203,6 +233,8 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
             versions[phase.value] = client.prompt_version(task.name)
         pending[phase] = [_submit(pool, client, task, p) for p in payloads]
     results: dict[Phase, Any] = {}
+    missing: dict[Phase, dict[str, str]] = {}
+    down: JudgeServerDown | None = None
     try:
         for phase, (_task, payloads, assemble, decided) in plans.items():
             calls, failure = [], None
@@ -211,10 +243,14 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
                     call, finished = future.result()
                 except Exception as exc:
                     _add_failed_usage(usage, exc)
+                    if isinstance(exc, JudgeServerDown):
+                        down = down or exc
                     failure = failure or _as_call_error(exc)
                     continue
                 usage.add(call.usage)
                 calls.append(call)
+                repairs += [Repair(phase=phase, kind=k, message=m) for k, m in call.repairs]
+                missing.setdefault(phase, {}).update(call.missing)
                 latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
             latency.setdefault(phase.value, 0.0)
             if failure is None:
@@ -225,10 +261,19 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
             if failure is not None:
                 errors.append(_error(phase, failure))
                 results[phase] = None
+                missing.pop(phase, None)
+            elif missing.get(phase):
+                errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2, message=(
+                    "no usable verdict, even after a re-ask, for " + "; ".join(
+                        f"{i}: {why}" for i, why in missing[phase].items()))))
     finally:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-    return results
+    if down is not None:
+        raise down   # not this trace's failure: it stays unjudged (pending) for a later run
+    judged = Judged(results[Phase.sufficiency], results[Phase.faithfulness], results[Phase.completeness])
+    return judged, Missing(*(tuple(missing.get(p, {})) for p in (Phase.sufficiency, Phase.faithfulness,
+                                                                    Phase.completeness)))
 
 
 class _Done:

@@ -186,6 +186,7 @@ class _Worker:
         self._stopping = threading.Event()
         self._base = settings.snapshot()  # for traces this process did not log (recovered spools, sweeps)
         self._pause = 0.0                 # the evaluator's wait after the store went away (doubling)
+        self._server_down: str | None = None   # the judge server found down (said once per outage)
         # Both threads run in a copy of the creator's context: the settings in force where the first
         # trace was logged.
         self.shipper = threading.Thread(target=contextvars.copy_context().run, args=(self._ship_loop,),
@@ -302,12 +303,31 @@ class _Worker:
                 store.close()
 
     def _process(self, trace_id: int, url: str, snapshot: Settings) -> None:
+        from veralith.errors import JudgeServerDown
         from veralith.store.errors import StoreUnavailable
 
         try:
             with settings.using(snapshot):  # evaluate as the caller configured, into its store
                 _evaluate_claimed(self.store(url), trace_id, raise_errors=False)
             self._pause = 0.0
+            self._server_down = None
+        except JudgeServerDown as exc:
+            # Nothing was judged and the trace is pending again. Say so once per outage, and wait out
+            # the server's cool-down before the next trace instead of spinning through the queue;
+            # at stop, leave the rest pending (`veralith resume` finishes them).
+            if self._server_down != exc.server:
+                self._server_down = exc.server
+                logger.warning("veralith: %s; logged traces stay pending until it answers", exc)
+            if self._stopping.is_set():
+                self.abandon = True
+            else:
+                self._stopping.wait(exc.retry_after_s)
+                try:
+                    self.queue.put_nowait((trace_id, url, snapshot))
+                    return
+                except queue.Full:
+                    self.overflowed.set()
+            self._done(trace_id)
         except StoreUnavailable as exc:
             # The store went away mid-evaluation: the trace is judged again once it is back (it stays
             # outstanding), after a pause that doubles while the outage lasts.
@@ -374,6 +394,7 @@ def _evaluate_claimed(store: TraceStore, trace_id: int, *, raise_errors: bool,
                       failed: bool = False) -> EvaluationResult | None:
     """Claim, evaluate and store one trace (veralith.sdk.stored). Returns None when it was not ours
     to take or failed; a failure is stored on the trace and logged, and raised with `raise_errors`."""
+    from veralith.errors import JudgeServerDown
     from veralith.sdk.stored import evaluate_stored, failure_message
     from veralith.store.errors import StoreUnavailable
 
@@ -382,8 +403,8 @@ def _evaluate_claimed(store: TraceStore, trace_id: int, *, raise_errors: bool,
         # schedule new futures..."): not the trace's fault. The trace is given back (pending) or
         # its lease dies with the process, so it stays resumable instead of being marked error.
         return evaluate_stored(store, trace_id, failed=failed, record_failure=lambda: not _exiting.is_set())
-    except StoreUnavailable:
-        raise  # the caller waits for the store and tries again
+    except (StoreUnavailable, JudgeServerDown):
+        raise  # not the trace's failure: the caller waits for the store or the server, and tries again
     except Exception as exc:
         if _exiting.is_set():
             return None

@@ -52,8 +52,10 @@ def evaluate_stored(store: TraceStore, trace_id: int, *, client: Any = None, cla
 
     An evaluation that raises is recorded on the trace and the exception re-raised, unless
     `record_failure()` says no (the SDK at interpreter exit, where the failure is not the trace's).
-    WritesStopped is raised as is: nothing more can be written.
+    WritesStopped is raised as is: nothing more can be written. JudgeServerDown is raised after the
+    trace is handed back as pending (`release`): a dead server is not the trace's failure.
     """
+    from veralith.errors import JudgeServerDown
     from veralith.pipeline.evaluate import evaluate_checked
     from veralith.store.errors import StoreUnavailable, WritesStopped
     from veralith.store.ownership import LeaseLost
@@ -75,6 +77,10 @@ def evaluate_stored(store: TraceStore, trace_id: int, *, client: Any = None, cla
     except (WritesStopped, StoreUnavailable):
         # Not the trace's failure: the store stopped or went away. Nothing is recorded (nothing could
         # be); the trace stays claimable by this process (veralith.store.repository.claim_trace).
+        raise
+    except JudgeServerDown:
+        # Not the trace's failure: nothing was judged, so it goes back to pending for a later run.
+        store.release(trace_id)
         raise
     except Exception as exc:
         if record_failure is None or record_failure():

@@ -29,7 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veralith.errors import StoreError
+from veralith.errors import JudgeServerDown, StoreError
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store
@@ -70,6 +70,7 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
     totals = WorkerReport()
     running: dict[Future[Any], int] = {}
     abandoned: list[int] = []   # left by processes of this host that are gone, not yet taken
+    judge_down: list[Any] = []  # a JudgeServerDown seen since the last round (the trace is pending again)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-worker")
     last_line, last_sweep, unavailable_since = time.monotonic(), float("-inf"), None
 
@@ -88,6 +89,8 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
                 totals.judged += future.result() is not None
             elif isinstance(error, StoreError) and _ends_the_run(error):
                 raise error
+            elif isinstance(error, JudgeServerDown):
+                judge_down.append(error)
             else:
                 totals.failed += 1
                 logger.warning("veralith: evaluating trace %s failed: %s", trace_id, error)
@@ -95,6 +98,13 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
     try:
         while not stop.is_set():
             reap({f for f in running if f.done()})
+            if judge_down:
+                # Nothing claimed until the server's cool-down is over; what it held is pending again.
+                down = judge_down[-1]
+                judge_down.clear()
+                say(f"{down}; waiting {down.retry_after_s:.0f} s before claiming more")
+                stop.wait(down.retry_after_s)
+                continue
             free = concurrency - len(running)
             claimed: list[int] = []
             try:

@@ -41,7 +41,7 @@ RESULT_COLUMNS = (
     "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "suggestion_title", "suggestion_summary",
     "suggestion_actions", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
     "usd", "backend", "judge_model", "latency_ms", "prompt_versions", "response_kind", "as_of", "needs_review",
-    "review_ids", "coverage", "n_partial_sub_questions",
+    "review_ids", "coverage", "n_partial_sub_questions", "repairs",
 )
 
 
@@ -84,6 +84,7 @@ def result_columns(result: EvaluationResult) -> dict[str, Any]:
         "review_ids": dumps(d.review_ids, what="review_ids") if d else None,
         "coverage": dumps({q: c.value for q, c in d.coverage.items()}, what="coverage") if d else None,
         "n_partial_sub_questions": d.n_partial_sub_questions if d else None,
+        "repairs": dumps([r.model_dump(mode="json") for r in result.repairs], what="repairs"),
     }
 
 
@@ -198,6 +199,7 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
                    "summary": trace["status_summary"]},
         "errors": [{"phase": e["phase"], "kind": e["kind"], "message": e["message"], "attempts": e["attempts"]}
                    for e in children["judge_errors"]],
+        "repairs": json.loads(trace.get("repairs") or "[]"),
         "latency_ms": json.loads(trace["latency_ms"]),
         "usage": {k: trace[k] for k in ("calls", "cache_hits", "input_tokens", "cached_input_tokens",
                                         "output_tokens", "usd")},

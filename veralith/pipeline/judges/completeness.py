@@ -49,18 +49,22 @@ def assemble(calls: list[CallResult], sub_questions: list[SubQuestion], claims: 
     statuses = {s.sub_question_id: s for s in out.sub_questions}
 
     def claims_with(role: str, q: str) -> list[str]:
-        return [c.id for c in claims if roles[c.id].role == role and q in roles[c.id].sub_question_ids]
+        return [c.id for c in claims
+                if c.id in roles and roles[c.id].role == role and q in roles[c.id].sub_question_ids]
 
+    # An item with no usable verdict even after the re-ask is left out (a claim without a role, a
+    # sub-question without a status): the pipeline decides around it (veralith.pipeline.partial).
     ids = [q.id for q in sub_questions]
-    status = {q: CompletenessStatus(statuses[q].status) for q in ids}
-    reasons = [f"{q}: {statuses[q].status} ({statuses[q].reasoning.strip()})" for q in ids]
+    judged = [q for q in ids if q in statuses]
+    status = {q: CompletenessStatus(statuses[q].status) for q in judged}
+    reasons = [f"{q}: {statuses[q].status} ({statuses[q].reasoning.strip()})" for q in judged]
     return CompletenessJudgment(
         mappings={q: claims_with("answers", q) for q in ids},
         supports={q: claims_with("supports", q) for q in ids},
         statuses=status,
         gaps={g.gap_id: list(g.sub_question_ids) for g in out.gaps},
-        uncovered_sub_question_ids=[q for q in ids if status[q] is not CompletenessStatus.answered],
-        extra_claim_ids=[c.id for c in claims if roles[c.id].role == "extra"],
+        uncovered_sub_question_ids=[q for q in judged if status[q] is not CompletenessStatus.answered],
+        extra_claim_ids=[c.id for c in claims if c.id in roles and roles[c.id].role == "extra"],
         reasoning=" ".join(reasons),
-        confidence={q: call.confidence.get(q) for q in ids},
+        confidence={q: call.confidence.get(q) for q in judged},
     )

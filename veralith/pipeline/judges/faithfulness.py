@@ -36,6 +36,8 @@ def assemble(calls: list[CallResult], claims: list[Claim]) -> list[FaithfulnessJ
              for call in calls for item in call.output.items}  # type: ignore[attr-defined]
     judgments = []
     for claim in claims:
+        if claim.id not in items:
+            continue   # no usable verdict even after the re-ask: the pipeline decides around it
         item, confidence = items[claim.id]
         relation = Relation(item.relation)
         judgments.append(FaithfulnessJudgment(

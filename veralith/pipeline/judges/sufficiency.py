@@ -36,6 +36,8 @@ def assemble(calls: list[CallResult], sub_questions: list[SubQuestion]) -> list[
              for call in calls for item in call.output.items}  # type: ignore[attr-defined]
     judgments = []
     for q in sub_questions:
+        if q.id not in by_id:
+            continue   # no usable verdict even after the re-ask: the pipeline decides around it
         item, confidence = by_id[q.id]
         judgments.append(SufficiencyJudgment(
             sub_question_id=q.id, verdict=Verdict.Y if item.sufficient == "yes" else Verdict.N,

@@ -1,0 +1,124 @@
+"""Judge the example traces with a model server of your own, and see what each trace cost and came to.
+
+    .venv/bin/python benchmarks/local_server.py --base-url http://127.0.0.1:8080/v1 [--model NAME]
+        [--file examples/traces.jsonl] [--limit N] [--json report.json]
+    .venv/bin/python benchmarks/local_server.py --fake prose --fake enum_case    # the self-test
+
+Each trace is judged on its own, one after the other, through `veralith.evaluate` with the `openai`
+backend pointed at `--base-url` (no cache, nothing stored, every model priced at 0), so the figures
+are the server's: per trace the judge calls (HTTP requests, re-asks and retries included), prompt
+and output tokens as the server counted them, wall time, the failure cell and gate, judge errors,
+replies read leniently (repairs), and whether any verdict carried a confidence. The totals at the
+end say how many traces were classified. The settings in force (VERALITH_STRUCTURED,
+VERALITH_SYSTEM_PROMPT, VERALITH_LOGPROBS, VERALITH_BATCH_SIZE, VERALITH_TIMEOUT_S, ...) apply, so the
+same script compares set-ups; what the client learnt about the server (JSON mode, instructions in
+the user turn, log-probabilities dropped) is logged once, on stderr.
+
+`--fake HABIT` (repeatable) starts tests/fake_openai_server.py with those habits instead of using
+`--base-url`: it checks the script and the client, not a model (its verdicts are trivially
+optimistic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def judge(records: list[dict[str, Any]], base_url: str, model: str | None) -> list[dict[str, Any]]:
+    """One row per record: what judging it cost and came to."""
+    from veralith import evaluate
+    from veralith.config import settings
+
+    overrides: dict[str, Any] = {"backend": "openai", "base_url": base_url, "cache": False,
+                                 "pricing": {"*": {"input": 0, "output": 0}}}
+    if model:
+        overrides["judge_model"] = model
+    rows = []
+    with settings.override(**overrides):
+        for n, record in enumerate(records, 1):
+            started = time.perf_counter()
+            result = evaluate(record["query"], record.get("context") or [], record.get("response") or "",
+                              persist=False)
+            rows.append({
+                "trace": str(record.get("id", n)), "seconds": round(time.perf_counter() - started, 2),
+                "calls": result.usage.calls, "input_tokens": result.usage.input_tokens,
+                "output_tokens": result.usage.output_tokens,
+                "cell": result.failure_cell.value if result.failure_cell else None,
+                "gate": result.status.quality_gate.value, "reason": result.status.reason,
+                "errors": [f"{e.phase.value}:{e.kind}" for e in result.errors],
+                "repairs": len(result.repairs),
+                "confidence": any(j.confidence is not None for j in [*result.faithfulness, *result.sufficiency]),
+                "judge_model": result.judge_model})
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    head = f"{'trace':<14}{'s':>7}{'calls':>6}{'in tok':>8}{'out tok':>8}  {'cell':<22}{'gate':<14}errors / repairs"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        notes = ", ".join(r["errors"]) + (f" ({r['repairs']} repairs)" if r["repairs"] else "")
+        lines.append(f"{r['trace'][:13]:<14}{r['seconds']:>7.2f}{r['calls']:>6}{r['input_tokens']:>8}"
+                     f"{r['output_tokens']:>8}  {r['cell'] or '-':<22}{r['gate']:<14}{notes}")
+    classified = sum(r["cell"] is not None for r in rows)
+    total_s = sum(r["seconds"] for r in rows)
+    lines += ["-" * len(head),
+              f"{len(rows)} traces, {classified} classified, {sum(bool(r['errors']) for r in rows)} with judge "
+              f"errors, {sum(r['confidence'] for r in rows)} with confidences; {sum(r['calls'] for r in rows)} "
+              f"calls, {sum(r['input_tokens'] for r in rows)} prompt and {sum(r['output_tokens'] for r in rows)} "
+              f"output tokens, {total_s:.1f} s ({total_s / max(len(rows), 1):.1f} s per trace); model "
+              f"{rows[0]['judge_model'] if rows else '-'}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", help="the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8080/v1")
+    parser.add_argument("--model", help="model name to send (default: VERALITH_JUDGE_MODEL, else the server's)")
+    parser.add_argument("--file", type=Path, default=REPO / "examples" / "traces.jsonl")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N records")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--fake", action="append", default=[], metavar="HABIT",
+                        help="start the fake server with this habit instead of --base-url (repeatable)")
+    args = parser.parse_args(argv)
+    if not args.base_url and not args.fake:
+        parser.error("give --base-url (a server of yours) or --fake HABIT (the self-test)")
+    records = [json.loads(line) for line in args.file.read_text(encoding="utf-8").splitlines() if line.strip()]
+    records = records[:args.limit] if args.limit else records
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    server = None
+    base_url = args.base_url
+    if args.fake:
+        command = [sys.executable, str(REPO / "tests" / "fake_openai_server.py"), "--port", "0", "--auto"]
+        for habit in args.fake:
+            command += ["--habit", habit]
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        ready = (server.stdout.readline() if server.stdout else "").split()
+        if not ready or ready[0] != "READY":
+            server.terminate()
+            print(f"the fake server did not start: {ready}", file=sys.stderr)
+            return 1
+        base_url = ready[1]
+    try:
+        rows = judge(records, base_url, args.model or ("fake-model" if args.fake else None))
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=10)
+    print(report(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

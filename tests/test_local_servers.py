@@ -1,0 +1,193 @@
+"""Local model servers as shipped: each habit of tests/fake_openai_server.py, through the real SDK and
+`veralith eval examples/traces.jsonl` (12 traces), must still classify every trace."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from fake_openai_server import Reply, auto_reply, task_of
+from typer.testing import CliRunner
+
+from veralith.cli import app
+from veralith.config import settings
+from veralith.models import EvaluationResult
+
+pytest.importorskip("veralith.store.repository")
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "traces.jsonl"
+N_EXAMPLES = sum(1 for line in EXAMPLES.read_text().splitlines() if line.strip())
+
+
+@pytest.fixture
+def local_env(openai_server, monkeypatch):
+    for name, value in {"BACKEND": "openai", "BASE_URL": openai_server.base_url, "JUDGE_MODEL": "local-model",
+                        "MAX_RETRIES": "1", "TIMEOUT_S": "20", "PRICING": '{"*": {"input": 0, "output": 0}}'}.items():
+        monkeypatch.setenv(f"VERALITH_{name}", value)
+    settings.reload()
+    return openai_server
+
+
+TWO_CLAIMS = ("How tall is the tower, and when was it built?",
+              ["The tower is 330 metres tall.", "It was finished in 1889."])
+
+
+def _k2_never_judged(*, k1_unsupported: bool):
+    """A responder: k2's faithfulness label is invalid in every reply; k1 is (un)supported, and with
+    k1 unsupported k2 only supports the answer (k1 answers the question)."""
+    def responder(body):
+        reply = auto_reply(body)
+        if task_of(body) == "faithfulness":
+            reply["items"][-1]["relation"] = "probably"
+            if k1_unsupported:
+                reply["items"][0].update(relation="unsupported", grounding_chunk_ids=[])
+        if task_of(body) == "completeness" and k1_unsupported:
+            reply["claims"][-1]["role"] = "supports"
+        return reply
+    return responder
+
+
+def _eval(tmp_path: Path) -> tuple[object, list[EvaluationResult]]:
+    out = tmp_path / "results.jsonl"
+    result = CliRunner().invoke(app, ["eval", str(EXAMPLES), "-o", str(out)])
+    lines = out.read_text().splitlines() if out.exists() else []
+    return result, [EvaluationResult.model_validate_json(line) for line in lines]
+
+
+@pytest.mark.parametrize("habit", ["json_schema_500", "drop_system", "prose", "enum_case", "id_case", "bad_item",
+                                   "slow_logprobs"])
+def test_every_example_is_classified_against_each_habit(local_env, tmp_path, habit, caplog):
+    local_env.habits = {habit}
+    local_env.slow_logprobs_s = 0.2
+    caplog.set_level(logging.INFO, logger="veralith")
+    result, results = _eval(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert len(results) == N_EXAMPLES == 12
+    assert all(r.failure_cell is not None and not r.errors for r in results), [
+        (r.query, [e.message for e in r.errors]) for r in results if r.failure_cell is None or r.errors]
+    kinds = {r.kind for res in results for r in res.repairs}
+    requests = local_env.requests
+    if habit == "json_schema_500":
+        # detected from the 500's body on the first request, and remembered: one json_schema request in all
+        assert sum((b.get("response_format") or {}).get("type") == "json_schema" for b in requests) == 1
+        assert caplog.text.count("rejects json_schema") == 1
+    if habit == "drop_system":
+        assert sum(any(m["role"] == "system" for m in b["messages"]) for b in requests) == 1
+        assert caplog.text.count("drops the system message") == 1
+    if habit == "prose":
+        assert kinds == {"json_in_fence"}
+    if habit == "enum_case":
+        assert kinds == {"enum_value"}
+    if habit == "id_case":
+        assert kinds == {"id_case"}
+    if habit == "bad_item":
+        reasks = [b for b in requests if any(m["role"] == "assistant" for m in b["messages"])]
+        assert reasks, "the bad items were asked again"
+        for body in reasks:   # only the bad item, by its id
+            assert body["messages"][-1]["content"].count("\n- ") == 1
+        assert sum(len(r.faithfulness) for r in results) == sum(len(r.claims) for r in results)   # none lost
+    if habit == "slow_logprobs":
+        assert caplog.text.count("slower per output token with log-probabilities") == 1
+        labelled = [b for b in requests if task_of(b) in ("sufficiency", "faithfulness", "completeness")]
+        assert sum("logprobs" in b for b in labelled) <= 3 and "logprobs" not in labelled[-1]
+
+
+def test_a_persistent_bad_item_loses_only_itself_and_an_ungrounded_claim_still_decides(local_env):
+    from veralith.pipeline.evaluate import evaluate
+
+    local_env.responder = _k2_never_judged(k1_unsupported=True)
+    result = evaluate(*TWO_CLAIMS, "The tower is 300 metres tall. It was finished in 1889.", persist=False)
+    assert [j.claim_id for j in result.faithfulness] == ["k1"]   # k2 has no verdict; k1 kept its own
+    (error,) = [e for e in result.errors if e.phase.value == "faithfulness"]
+    assert error.kind == "missing_items" and "k2" in error.message and "k1" not in error.message
+    # The only answer (k1) is ungrounded whatever k2 would have been: the column is ungrounded and the
+    # question is not covered, so the cell and the gate are decided without k2.
+    assert result.failure_cell is not None and result.failure_cell.value == "incomplete_ungrounded"
+    assert result.status.quality_gate.value == "fail"
+    assert result.diagnosis.faithfulness_fraction is None   # 0 or 1 of 2, unknown
+
+
+def test_a_missing_verdict_that_decides_the_cell_leaves_it_indeterminate_naming_it(local_env):
+    from veralith.pipeline.evaluate import evaluate
+
+    local_env.responder = _k2_never_judged(k1_unsupported=False)
+    result = evaluate(*TWO_CLAIMS, "The tower is 330 metres tall. It was finished in 1889.", persist=False)
+    assert [j.claim_id for j in result.faithfulness] == ["k1"]
+    assert result.failure_cell is None and result.status.quality_gate.value == "indeterminate"
+    assert result.status.reason == "missing_verdicts" and "k2 (faithfulness)" in result.status.summary
+
+
+def test_a_forced_label_is_low_confidence_and_flags_the_trace_for_review(local_env):
+    """The real-shaped case: a grammar forced "supported" that the model gave 0.04 ("unsupported" is not
+    among its top 5, which are words that begin no label). Confidence <= 0.1 and needs_review."""
+    from veralith.pipeline.evaluate import evaluate
+
+    forced = {"supported": 0.04, " The": 0.41, "\n": 0.22, " I": 0.14, "Based": 0.09}
+
+    def responder(body):
+        if task_of(body) == "faithfulness":
+            return Reply.of(auto_reply(body), label_probs=[forced])
+        return None
+    local_env.responder = responder
+    local_env.logprobs = True   # every reply carries log-probabilities (else auto mode stops asking)
+    result = evaluate("How tall is the tower?", ["The tower is 330 metres tall."], "The tower is 330 metres tall.",
+                      persist=False)
+    (judgment,) = result.faithfulness
+    assert judgment.verdict.value == "Y" and judgment.confidence is not None and judgment.confidence <= 0.1
+    assert result.needs_review and result.diagnosis.review_ids == ["k1"]
+
+
+def test_logprobs_off_and_max_tokens_are_sent_as_configured(local_env):
+    from veralith.pipeline.evaluate import evaluate
+
+    with settings.override(logprobs="off"):
+        evaluate("How tall is the tower?", ["The tower is 330 metres tall."], "The tower is 330 metres tall.",
+                 persist=False)
+    assert not any("logprobs" in b for b in local_env.requests)
+    caps = {task_of(b): b["max_tokens"] for b in local_env.requests}
+    assert set(caps) == {"questions", "claims", "sufficiency", "faithfulness", "completeness"}
+    assert all(256 < cap < 2000 for cap in caps.values()), caps
+
+
+def test_a_server_that_returns_no_logprobs_is_not_asked_again(local_env):
+    from veralith.pipeline.evaluate import evaluate
+
+    for query in ("How tall is the tower?", "How old is the tower?"):
+        evaluate(query, ["The tower is 330 metres tall and 135 years old."], "It is 330 metres tall.",
+                 persist=False)
+    labelled = [b for b in local_env.requests if task_of(b) in ("sufficiency", "faithfulness", "completeness")]
+    assert "logprobs" in labelled[0] and not any("logprobs" in b for b in labelled[3:])
+    # the extraction calls never ask: they have no labels
+    assert not any("logprobs" in b for b in local_env.requests if task_of(b) in ("questions", "claims"))
+
+
+def test_structured_json_object_is_used_from_the_start_when_set(local_env):
+    from veralith.pipeline.evaluate import evaluate
+
+    with settings.override(structured="json_object", system_prompt="user"):
+        result = evaluate("How tall is the tower?", ["The tower is 330 metres tall."],
+                          "The tower is 330 metres tall.", persist=False)
+    assert result.failure_cell is not None
+    assert {json.dumps(b["response_format"]) for b in local_env.requests} == {'{"type": "json_object"}'}
+    assert not any(m["role"] == "system" for b in local_env.requests for m in b["messages"])
+
+
+def test_the_local_server_benchmark_runs_against_the_fake_server(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+    env["VERALITH_DB_PATH"] = str(tmp_path / "v.db")
+    out = tmp_path / "rows.json"
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_server.py"), "--fake", "json_schema_500",
+                           "--fake", "prose", "--limit", "3", "--json", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())
+    assert len(rows) == 3 and all(r["cell"] and r["calls"] >= 3 and r["input_tokens"] > 0 for r in rows)
+    assert "3 traces, 3 classified" in done.stdout and "rejects json_schema" in done.stderr
+    assert not (tmp_path / "v.db").exists()   # nothing stored

@@ -1,0 +1,114 @@
+"""Failed requests: what kind of failure, whether to retry, how long to wait, and a deadline per request.
+
+The rules are the OpenAI SDK's own: 408, 409, 429, 5xx, timeouts and connection errors are retried,
+waiting Retry-After (or retry-after-ms) when the server gives one under a minute, else
+0.5 s x 2^n (at most 8 s) less up to 25 % jitter; `x-should-retry` is obeyed. `within` bounds a
+whole request, however slowly its reply trickles in (the SDK's timeout bounds each read only).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+__all__ = ["DeadlinePassed", "delay", "kind", "retryable", "short", "within"]
+
+_RETRY_STATUS = frozenset({408, 409, 429})
+
+
+class DeadlinePassed(Exception):
+    """The request did not finish within its deadline."""
+
+
+def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], None] | None) -> Any:
+    """Run `call` and return its result, or raise DeadlinePassed after `seconds`; `release` runs when
+    the call has ended (so a server slot is held for as long as the server works on the request).
+
+    The call runs on a daemon thread: when the deadline passes it is abandoned (its connection
+    closes when the server finishes or its read timeout fires), and it never delays interpreter exit.
+    """
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:   # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            if release is not None:
+                release()
+            done.set()
+
+    try:
+        threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
+    except RuntimeError:   # interpreter shutdown (the at-exit drain, Python 3.12+): no new threads
+        run()              # the SDK's per-read timeout still applies; the drain has its own deadline
+    if not done.wait(seconds):
+        raise DeadlinePassed()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def kind(exc: Exception) -> str:
+    if isinstance(exc, (DeadlinePassed, openai.APITimeoutError)):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limited"
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return "auth"
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status >= 500:
+        return "server_error"
+    if status == 408:
+        return "timeout"
+    return "bad_request" if isinstance(status, int) else "connection"
+
+
+def retryable(exc: Exception) -> bool:
+    if isinstance(exc, (DeadlinePassed, openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    should = exc.response.headers.get("x-should-retry")
+    if should in ("true", "false"):
+        return should == "true"
+    return exc.status_code in _RETRY_STATUS or exc.status_code >= 500
+
+
+def delay(exc: Exception, retries: int) -> float:
+    """Seconds to wait before retry number `retries + 1` (the SDK's rule; see the module doc)."""
+    headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else {}
+    wait: float | None = None
+    try:
+        if headers.get("retry-after-ms"):
+            wait = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after"):
+            value = headers["retry-after"]
+            try:
+                wait = float(value)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(value)
+                wait = when.timestamp() - time.time()
+    except (TypeError, ValueError, OverflowError):
+        wait = None
+    if wait is not None and 0 <= wait <= 60:
+        return wait
+    return min(0.5 * 2 ** retries, 8.0) * (1 - 0.25 * random.random())
+
+
+def short(exc: Exception, timeout_s: float) -> str:
+    if isinstance(exc, (DeadlinePassed, openai.APITimeoutError)):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection failed"
+    return f"HTTP {getattr(exc, 'status_code', '?')}"

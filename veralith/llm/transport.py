@@ -1,0 +1,260 @@
+"""One chat completion on an OpenAI-compatible server, shaped the way that server accepts it.
+
+`Transport.complete` builds the request from what the server is known to do (veralith.llm.server:
+structured-output mode, where the instructions go, log-probabilities, options it rejects), sends it
+with retries (veralith.llm.retry), and checks what the server read (veralith.llm.learn). The SDK's
+own retries are off, so that:
+
+* a request the server rejects because of one option is adapted at once, never retried as is. This
+  includes "structured outputs not supported" whatever the status code (llama-cpp-python answers
+  a `json_schema` response_format with HTTP 500 naming response_format): auto mode falls back to
+  JSON mode (`json_object`, the schema in the prompt), then to no response_format (`off`), once per
+  server and model, said once;
+* every attempt is counted, so messages and usage carry the right number of attempts;
+* the timeout runs from when a request is *sent* (once it holds one of the server's slots), not from
+  when it was queued, and it bounds the whole reply, however slowly it trickles in;
+* the server's circuit breaker sees each failed attempt, and stops the retries of every call in the
+  process once it opens.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+from pydantic import BaseModel
+
+from veralith.config import settings
+from veralith.errors import JudgeCallError
+from veralith.llm import retry
+from veralith.llm.learn import TRUNCATION_RATIO, learn_logprobs, read_too_little, want_logprobs
+from veralith.llm.prompts import render
+from veralith.llm.server import Habits, Server
+from veralith.llm.tasks import Task
+from veralith.usage import CallUsage
+
+__all__ = ["TRUNCATION_RATIO", "Sent", "Transport"]
+
+_TOP_LOGPROBS = 5
+_LABELLED = frozenset({"sufficiency", "faithfulness", "completeness"})   # tasks whose verdicts get a confidence
+_MAX_DETAIL = 300
+_NOT_AN_OPTION = frozenset({401, 403, 404, 408, 409, 429})   # statuses that never mean "this option is refused"
+
+
+@dataclass
+class Sent:
+    """A completion and what produced it."""
+
+    completion: Any
+    messages: list[dict[str, str]]
+    elapsed_s: float
+
+
+class Transport:
+    """Sends one task's request to one server for one model (see the module doc)."""
+
+    def __init__(self, sdk: openai.OpenAI, server: Server, *, model: str, timeout_s: float, max_retries: int,
+                 temperature: float, redact: Callable[[str], str]) -> None:
+        self.sdk, self.server, self.model = sdk, server, model
+        self.timeout_s, self.max_retries, self.temperature = timeout_s, max_retries, temperature
+        self.redact = redact
+
+    # ------------------------------------------------------------ the request
+    def complete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
+                 usage: CallUsage, *, max_tokens: int | None) -> Sent:
+        """One completion (retries and adaptations included), its usage added to `usage`.
+
+        Raises JudgeCallError (JudgeServerDown while the server is down)."""
+        retries = 0
+        habits = self.server.habits(self.model)
+        while True:
+            self.server.breaker.before_request()
+            # The slot is held until the reply has been looked at (what the server read, how fast), so a
+            # request waiting behind this one is built as the server is now known to want it. The request
+            # is built once the slot is had for the same reason (another may have found json_schema refused).
+            hold = _Hold(self.server.slots(settings.current.server_concurrency))
+            wait = 0.0
+            try:
+                messages, options = self._request(task, payload, schema, extra, habits, max_tokens)
+                usage.calls += 1
+                started = time.monotonic()
+                try:
+                    raw = self._send(messages, options, retries, hold)
+                except (retry.DeadlinePassed, openai.APIError) as exc:
+                    if isinstance(exc, openai.APIStatusError) and self._adapt(exc, options, habits):
+                        continue
+                    wait = self._after_failure(exc, retries)   # raises once no retry is left
+                    retries += 1
+                    continue
+                self.server.breaker.success()
+                elapsed = time.monotonic() - started
+                try:
+                    completion = raw.parse()
+                except ValueError:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
+                    completion = None
+                if not isinstance(completion, openai.types.chat.ChatCompletion):
+                    return Sent(None, messages, elapsed)
+                _add_usage(completion, usage)
+                if read_too_little(self.server, self.model, completion, messages, options.get("_schema"), habits):
+                    continue   # sent again with the instructions in the user turn
+                learn_logprobs(self.server, self.model, habits, "logprobs" in options, completion, elapsed)
+                return Sent(completion, messages, elapsed)
+            finally:
+                hold.done()
+                if wait:
+                    time.sleep(wait)   # the backoff holds no slot
+
+    def _request(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
+                 habits: Habits, max_tokens: int | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        current = settings.current
+        mode = habits.structured if current.structured == "auto" else current.structured
+        messages = render(task.name, payload, schema_in_prompt=None if mode == "json_schema" else schema) + extra
+        options: dict[str, Any] = {"_mode": mode}
+        if habits.send_temperature:
+            options["temperature"] = self.temperature
+        if habits.send_cache_key:
+            options["prompt_cache_key"] = _prompt_cache_key(task.name, messages)
+        if task.name in _LABELLED and want_logprobs(self.server, habits):
+            options["logprobs"] = True
+            options["top_logprobs"] = _TOP_LOGPROBS
+        if max_tokens is not None and habits.send_max_tokens:
+            options["max_tokens"] = max_tokens
+        if mode == "json_schema":
+            options["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": task.name, "strict": True, "schema": schema}}
+            options["_schema"] = schema
+        elif mode == "json_object":
+            options["response_format"] = {"type": "json_object"}
+        placement = habits.system if current.system_prompt == "auto" else current.system_prompt
+        if placement == "user":
+            messages = _in_user_turn(messages)
+        return messages, options
+
+    def _send(self, messages: list[dict[str, str]], options: dict[str, Any], retries: int, hold: _Hold) -> Any:
+        """One HTTP request; the slot `hold` holds is kept until the request has ended, even when abandoned."""
+        sendable = {k: v for k, v in options.items() if not k.startswith("_")}
+        # The SDK's header saying which retry this is, as it sends it when it retries itself.
+        create = functools.partial(self.sdk.chat.completions.with_raw_response.create, model=self.model,
+                                   messages=messages, timeout=self.timeout_s,
+                                   extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
+        hold.parties += 1
+        return retry.within(self.timeout_s, create, release=hold.done)
+
+    # ------------------------------------------------------------ failures
+    def _adapt(self, exc: openai.APIStatusError, options: dict[str, Any], habits: Habits) -> bool:
+        """True when the server refused one option of the request and it was changed for good."""
+        if exc.status_code in _NOT_AN_OPTION:
+            return False
+        text = f"{exc.message} {exc.body}".lower()
+        shown, auto = self.server.shown, settings.current.structured == "auto"
+        if options["_mode"] == "json_schema" and auto and _names(text, "response_format", "json_schema",
+                                                                  "structured output", "grammar"):
+            habits.structured = "json_object"
+            self.server.warn_once(f"json_object:{self.model}", "veralith: the judge server at %s rejects json_schema "
+                                  "structured outputs (HTTP %s); using JSON mode with the schema in the prompt "
+                                  "from now on (VERALITH_STRUCTURED)", shown, exc.status_code)
+            return True
+        if options["_mode"] == "json_object" and auto and _names(text, "response_format", "json_object", "json mode"):
+            habits.structured = "off"
+            self.server.warn_once(f"off:{self.model}", "veralith: the judge server at %s rejects JSON mode too "
+                                  "(HTTP %s); sending no response_format, the schema in the prompt "
+                                  "(VERALITH_STRUCTURED)", shown, exc.status_code)
+            return True
+        for option, flag in (("prompt_cache_key", "send_cache_key"), ("logprobs", "logprobs"),
+                             ("max_tokens", "send_max_tokens"), ("temperature", "send_temperature")):
+            if option in options and option in text:
+                setattr(habits, flag, False)
+                if option == "logprobs":
+                    habits.logprobs_decided = True
+                self.server.warn_once(f"{option}:{self.model}", "veralith: the judge server at %s rejects `%s` for "
+                                      "model %s; not sending it from now on", shown, option, self.model)
+                return True
+        return False
+
+    def _after_failure(self, exc: Exception, retries: int) -> float:
+        """Count the failed attempt; return the seconds to wait before retrying, or raise JudgeCallError."""
+        kind = retry.kind(exc)
+        if kind in ("connection", "timeout", "server_error"):
+            self.server.breaker.failure(retry.short(exc, self.timeout_s))   # raises JudgeServerDown when it opens
+        else:
+            self.server.breaker.success()   # an answer below 500: the server is up
+        if retry.retryable(exc) and retries < self.max_retries:
+            return retry.delay(exc, retries)
+        raise JudgeCallError(kind, self._describe(exc, retries + 1), attempts=retries + 1)
+
+    def _describe(self, exc: Exception, attempts: int) -> str:
+        """What went wrong, secrets masked before the server's words are cut to length (a cut key would no
+        longer match the secret it is a piece of)."""
+        tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(exc, retry.DeadlinePassed):
+            return (f"no complete reply within {self.timeout_s:g} s of sending ({tries}; VERALITH_TIMEOUT_S); the "
+                    "server may be sending its reply very slowly")
+        assert isinstance(exc, openai.APIError)
+        if isinstance(exc, openai.APITimeoutError):
+            return f"the judge server did not answer within {self.timeout_s:g} s ({tries}; VERALITH_TIMEOUT_S)"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"cannot reach the judge server at {self.server.shown} ({tries}): {self.redact(exc.message)}"
+        status = getattr(exc, "status_code", "?")
+        message = self.redact(exc.message)
+        detail = message if len(message) <= _MAX_DETAIL else message[:_MAX_DETAIL] + "..."
+        hint = " Check OPENAI_API_KEY / VERALITH_API_KEY." if retry.kind(exc) == "auth" else ""
+        return f"the judge server answered HTTP {status} ({tries}): {detail}{hint}"
+
+# ---------------------------------------------------------------- helpers
+
+class _Hold:
+    """One of a server's slots, given back when every party holding it is done: the caller (once it has
+    looked at the reply) and the HTTP thread (once the request has ended, even when it was abandoned)."""
+
+    def __init__(self, slots: threading.Semaphore | None) -> None:
+        self.slots, self.parties = slots, 1
+        self._lock = threading.Lock()
+        if slots is not None:
+            slots.acquire()
+
+    def done(self) -> None:
+        with self._lock:
+            self.parties -= 1
+            last = self.parties == 0
+        if last and self.slots is not None:
+            self.slots.release()
+
+
+def _in_user_turn(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The system message's text at the start of the first user message (chat templates without a system role)."""
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = "\n\n".join(system) + "\n\n---\n\n" + rest[0]["content"]
+    return rest
+
+
+def _prompt_cache_key(task_name: str, messages: list[dict[str, str]]) -> str:
+    """Routing hint for OpenAI's prompt cache (PROMPTS.md §5.4): the same for every batch of one trace.
+
+    The boundary token on the data's first line is a hash of the trace's shared data (question,
+    chunks), so batches of a trace land on the same cache engine while different traces spread out
+    instead of crowding the one engine their common static prefix would pick.
+    """
+    user = next((m["content"] for m in messages if m["role"] == "user"), "")
+    first_line = user.split("\n", 1)[0]
+    return f"veralith-{task_name}-{first_line.rsplit(' ', 1)[-1]}"
+
+
+def _add_usage(completion: Any, usage: CallUsage) -> None:
+    if completion.usage is not None:
+        usage.input_tokens += completion.usage.prompt_tokens or 0
+        usage.output_tokens += completion.usage.completion_tokens or 0
+        details = completion.usage.prompt_tokens_details
+        usage.cached_input_tokens += (details.cached_tokens or 0) if details is not None else 0
+
+
+def _names(text: str, *words: str) -> bool:
+    return any(word in text for word in words)
+
+
