@@ -415,7 +415,8 @@ def inspect_command(
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
-    _out().print(render.result_view(result, external_id=info.external_id, created_at=info.created_at, run=run))
+    _out().print(render.result_view(result, external_id=info.external_id, created_at=info.created_at, run=run,
+                                    app_latency=info.app_latency_ms))
 
 
 @app.command("list")

@@ -35,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 from veralith.config import Settings, settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
-from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
+from veralith.pipeline.inputs import (
+    check_knowledge_base,
+    check_latency,
+    check_metadata,
+    check_query,
+    check_text,
+    normalize_context,
+)
 from veralith.validate import check_stored_inputs
 
 if TYPE_CHECKING:
@@ -62,11 +69,14 @@ def _open(path: str, alive: Any = None) -> TraceStore:
 
 
 def log(query: str, context: Any, response: str, *, sync: bool | None = None, knowledge_base: str = "default",
-        metadata: dict[str, Any] | None = None, run: str | None = None) -> int | EvaluationResult:
+        metadata: dict[str, Any] | None = None, run: str | None = None,
+        latency_ms: float | dict[str, float] | None = None) -> int | EvaluationResult:
     """Store the trace and return its id; evaluation follows in the background.
 
     `run` (default: settings.run, VERALITH_RUN) files the trace under the SDK run of that name,
-    created on first use, for `veralith runs` and `veralith compare`.
+    created on first use, for `veralith runs` and `veralith compare`. `latency_ms` is the app's own
+    time for the call: a number of milliseconds, or {"total": ..., "retrieval": ..., "generation": ...}
+    (any of them); it is stored beside the trace and shown by inspect, stats, export and the web view.
 
     Returns within about `settings.log_timeout_ms` even while another process holds the database's
     write lock (the trace is then spooled, durable, under its final id). With `sync=True` (or
@@ -77,6 +87,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     query, response = check_query(query), check_text("response", response)
     chunks = normalize_context(context)
     knowledge_base, metadata = check_knowledge_base(knowledge_base), check_metadata(metadata)
+    app_latency_ms = check_latency(latency_ms)
     check_stored_inputs(query, chunks, response, metadata)
     if sync is not None and not isinstance(sync, bool):
         raise TypeError(f"sync must be a bool or None, got {type(sync).__name__}")
@@ -92,7 +103,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
 
     path = _store_path()
     trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
-                       metadata=metadata)
+                       metadata=metadata, app_latency_ms=app_latency_ms)
     if settings.sync if sync is None else sync:
         store = _open(path)
         # Reserved, so that no sweep (ours or another process's) can take it before we claim it.

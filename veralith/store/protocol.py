@@ -43,6 +43,9 @@ class TraceInput:
     knowledge_base: str = "default"
     metadata: dict[str, Any] = field(default_factory=dict)
     external_id: str | None = None
+    # The app's own time for the call, {part: ms} with parts from pipeline.inputs.LATENCY_PARTS
+    # (checked there). Kept beside the trace; the judges never read it.
+    app_latency_ms: dict[str, float] = field(default_factory=dict)
 
     def same_inputs(self, other: TraceInput) -> bool:
         """Whether `other` logs the same thing: query, context, response, knowledge base and
@@ -67,6 +70,7 @@ class TraceInfo:
     backend: str | None = None       # of the stored result
     judge_model: str | None = None
     prompt_versions: dict[str, str] = field(default_factory=dict)
+    app_latency_ms: dict[str, float] = field(default_factory=dict)  # as logged (TraceInput.app_latency_ms)
 
 
 class StoredResult(NamedTuple):

@@ -38,7 +38,18 @@ from veralith.store.errors import AmbiguousTraceId, TraceNotEvaluated, TraceNotF
 from veralith.store.ownership import LeaseLost, check_owner, db_path, drop_lease, history, keep_history, renewer
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
 from veralith.store.queries import list_traces, stats
-from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_columns, to_rows
+from veralith.store.rows import (
+    APP_LATENCY_COLUMNS,
+    app_latency,
+    app_latency_values,
+    chunk_from_row,
+    chunk_rows,
+    dumps,
+    from_rows,
+    now_iso,
+    result_columns,
+    to_rows,
+)
 
 __all__ = ["AmbiguousTraceId", "DuplicateExternalId", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
            "claim_trace", "create_trace", "drop_lease", "find_external", "history", "iter_results", "iter_stored",
@@ -47,7 +58,7 @@ __all__ = ["AmbiguousTraceId", "DuplicateExternalId", "LeaseLost", "TraceNotEval
            "trace_info"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
-    "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
+    "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text", "rank", "score"),
     "sub_questions": ("trace_id", "position", "sub_question_id", "text"),
     "claims": ("trace_id", "position", "claim_id", "text", "char_start", "char_end"),
     "gaps": ("trace_id", "position", "gap_id", "text", "char_start", "char_end"),
@@ -73,7 +84,8 @@ class DuplicateExternalId(StoreError):
 def create_trace(db: Database, *, query: str, context: list[ContextChunk], response: str,
                  knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
                  queued: bool = False, trace_id: int | None = None, created_at: str | None = None,
-                 run_id: int | None = None, run: str | None = None, external_id: str | None = None) -> int:
+                 run_id: int | None = None, run: str | None = None, external_id: str | None = None,
+                 app_latency_ms: dict[str, float] | None = None) -> int:
     """Write a pending trace and its context in one transaction; return its id.
 
     `run_id` tags it with an open run (an eval run); `run` with the SDK run of that name, created
@@ -83,7 +95,8 @@ def create_trace(db: Database, *, query: str, context: list[ContextChunk], respo
     token), so that no other process resumes it while this one is alive and about to evaluate it.
     `trace_id` (from `reserve_ids`) and `created_at` write a spooled trace under the id and time
     `log()` gave it; writing the same spooled trace twice is a no-op. An `external_id` already used
-    in the knowledge base raises DuplicateExternalId and writes nothing.
+    in the knowledge base raises DuplicateExternalId and writes nothing. `app_latency_ms` is the
+    app's own time for the call ({part: ms}, see rows.APP_LATENCY_COLUMNS).
     """
     now = now_iso()
     meta = dumps(metadata or {}, what="metadata")
@@ -96,9 +109,10 @@ def create_trace(db: Database, *, query: str, context: list[ContextChunk], respo
         try:
             db.execute(
                 "INSERT INTO traces (id, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
-                " knowledge_base, metadata, query, response, external_id)"
-                " VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [trace_id, created_at or now, now, *lease, knowledge_base, meta, query, response, external_id])
+                " knowledge_base, metadata, query, response, external_id, app_latency_ms, app_retrieval_ms,"
+                " app_generation_ms) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [trace_id, created_at or now, now, *lease, knowledge_base, meta, query, response, external_id,
+                 *app_latency_values(app_latency_ms or {})])
         except sqlite3.IntegrityError as exc:
             if external_id is not None and "external_id" in str(exc):
                 raise DuplicateExternalId(f"knowledge base {knowledge_base!r} already has a trace with external id "
@@ -259,21 +273,21 @@ def load_trace_input(db: Database, trace_id: int) -> tuple[str, list[ContextChun
 def load_input(db: Database, trace_id: int) -> TraceInput:
     """What was logged for the trace, external id included."""
     with db.atomic():
-        rows = list(db.query("SELECT query, response, knowledge_base, metadata, external_id FROM traces"
-                             " WHERE id = ?", [trace_id]))
+        rows = list(db.query("SELECT query, response, knowledge_base, metadata, external_id, app_latency_ms,"
+                             " app_retrieval_ms, app_generation_ms FROM traces WHERE id = ?", [trace_id]))
         if not rows:
             raise TraceNotFound(f"no trace with id {trace_id}")
         trace = rows[0]
-        chunks = [ContextChunk(id=c["chunk_id"], text=c["text"], source=c["source"],
-                               metadata=json.loads(c["metadata"]))
+        chunks = [ContextChunk(**chunk_from_row(c))
                   for c in db.query("SELECT * FROM context_chunks WHERE trace_id = ? ORDER BY position", [trace_id])]
     return TraceInput(query=trace["query"], context=chunks, response=trace["response"],
                       knowledge_base=trace["knowledge_base"], metadata=json.loads(trace["metadata"]),
-                      external_id=trace["external_id"])
+                      external_id=trace["external_id"],
+                      app_latency_ms=app_latency(trace[c] for c in APP_LATENCY_COLUMNS.values()))
 
 
 _INFO = ("SELECT id, knowledge_base, external_id, status, created_at, updated_at, evaluated_at, execution,"
-         " backend, judge_model, prompt_versions FROM traces")
+         " backend, judge_model, prompt_versions, app_latency_ms, app_retrieval_ms, app_generation_ms FROM traces")
 
 
 def _info(row: tuple[Any, ...]) -> TraceInfo:
@@ -281,7 +295,8 @@ def _info(row: tuple[Any, ...]) -> TraceInfo:
     return TraceInfo(trace_id=row[0], knowledge_base=row[1], external_id=row[2], status=row[3], created_at=row[4],
                      updated_at=row[5], evaluated_at=row[6] if has_result else None, has_result=has_result,
                      backend=row[8], judge_model=row[9],
-                     prompt_versions=json.loads(row[10]) if has_result and row[10] else {})
+                     prompt_versions=json.loads(row[10]) if has_result and row[10] else {},
+                     app_latency_ms=app_latency(row[11:14]))
 
 
 def trace_info(db: Database, trace_id: int) -> TraceInfo:

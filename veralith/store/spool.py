@@ -102,7 +102,8 @@ def _move_file(db: Database, path: Path) -> list[int]:
         ids.append(create_trace(
             db, query=entry["query"], response=entry["response"], knowledge_base=entry["knowledge_base"],
             metadata=entry["metadata"], context=[ContextChunk(**c) for c in entry["context"]],
-            trace_id=entry["id"], created_at=entry["created_at"], run=entry.get("run")))
+            trace_id=entry["id"], created_at=entry["created_at"], run=entry.get("run"),
+            app_latency_ms=entry.get("app_latency_ms")))
     path.unlink()  # only once every line is in the database
     return ids
 

@@ -87,7 +87,8 @@ class SQLiteStore:
     def create_trace(self, trace: TraceInput, *, queued: bool = False, wait_ms: float | None = None,
                      run: str | None = None, run_id: int | None = None) -> int:
         fields: dict[str, Any] = dict(query=trace.query, context=trace.context, response=trace.response,
-                                      knowledge_base=trace.knowledge_base, metadata=trace.metadata)
+                                      knowledge_base=trace.knowledge_base, metadata=trace.metadata,
+                                      app_latency_ms=trace.app_latency_ms)
         extra: dict[str, Any] = {"run": run, "run_id": run_id, "external_id": trace.external_id}
         db = self.db
         if wait_ms is None:
