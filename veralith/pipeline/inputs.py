@@ -13,7 +13,7 @@ from veralith.errors import InputError
 from veralith.models import ContextChunk
 
 __all__ = ["LATENCY_PARTS", "MAX_CHUNKS", "MAX_TEXT_CHARS", "as_of", "check_knowledge_base", "check_latency",
-           "check_metadata", "check_query", "check_text", "normalize_context"]
+           "check_metadata", "check_query", "check_text", "chunk_fields", "normalize_context"]
 
 # Far beyond any judge's context window; past this the caller almost certainly passed the wrong
 # thing (a whole corpus, a file's bytes), and failing fast beats a huge bill or a hung call.
@@ -116,7 +116,7 @@ def normalize_context(context: Any) -> list[ContextChunk]:
                         f"got {type(context).__name__}{hint}")
     if len(context) > MAX_CHUNKS:
         raise InputError(f"context has {len(context):,} chunks; the limit is {MAX_CHUNKS:,}")
-    parsed = [_chunk_fields(i, item) for i, item in enumerate(context)]
+    parsed = [chunk_fields(i, item) for i, item in enumerate(context)]
     given = [fields["id"] for fields in parsed if fields.get("id") is not None]
     dupes = sorted({i for i in given if given.count(i) > 1})
     if dupes:
@@ -138,7 +138,9 @@ def normalize_context(context: Any) -> list[ContextChunk]:
     return chunks
 
 
-def _chunk_fields(i: int, item: Any) -> dict[str, Any]:
+def chunk_fields(i: int, item: Any) -> dict[str, Any]:
+    """One chunk (`context[i]`) as ContextChunk fields, its id None when none was given; raises
+    TypeError/InputError naming `context[i]` for a bad one."""
     where = f"context[{i}]"
     if isinstance(item, ContextChunk):
         return item.model_dump()
