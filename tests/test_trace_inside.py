@@ -89,9 +89,8 @@ def test_veralith_context_inside_a_traced_call_is_its_context():
 
 def test_veralith_context_checks_its_chunks_before_the_block_runs():
     ran = []
-    with pytest.raises(TypeError, match="context must be a list"):
-        with veralith.context("one text"):
-            ran.append(1)
+    with pytest.raises(TypeError, match="context must be a list"), veralith.context("one text"):
+        ran.append(1)
     with pytest.raises(ValueError, match="query must not be empty"), veralith.context(DOCS, query=" "):
         ran.append(1)
     assert ran == []
