@@ -68,11 +68,12 @@ def trace_metadata(base: Mapping[str, Any], *, source: str, chain: str | None, r
 
 @dataclass
 class Outcome:
-    """One trace an adapter found: what to log, or to hand to the enclosing traced call."""
+    """One trace an adapter found: what to log, or to hand to the enclosing traced call. A call that
+    only retrieved (a retriever inside a traced call) has no answer; it can only be handed over."""
 
-    query: str
+    query: str | None
     context: list[dict[str, Any]]
-    answer: str
+    answer: str | None
     metadata: dict[str, Any]
     latency_ms: dict[str, float]
 
@@ -128,12 +129,18 @@ class Counters:
 
     def emit(self, outcome: Outcome, options: Options, collector: handoff.Collector | None, *,
              source: str) -> None:
-        """Log the trace, or hand it to the traced call whose `collector` it ran in."""
+        """Log the trace, or hand it to the traced call whose `collector` it ran in. A trace without
+        its question or answer cannot be logged: counted (`no_question`, `no_answer`) and warned once."""
         if collector is not None:
             collector.add(handoff.Handed(source=source, context=outcome.context, answer=outcome.answer,
                                          query=outcome.query, retrieval_ms=outcome.latency_ms.get("retrieval"),
                                          generation_ms=outcome.latency_ms.get("generation")))
             self.count("skipped", "inside_veralith_scope")
+            return
+        if outcome.query is None or outcome.answer is None:
+            missing = "question" if outcome.query is None else "answer"
+            self.count("skipped", f"no_{missing}")
+            self.warn_once(f"shape:{missing}", f"Veralith could not find the {missing} of a {source} call; not logged")
             return
         kwargs: dict[str, Any] = {"knowledge_base": options.knowledge_base, "metadata": outcome.metadata,
                                   "latency_ms": outcome.latency_ms}

@@ -28,7 +28,7 @@ from typing import Any
 
 from veralith.models import ContextChunk
 
-__all__ = ["Collector", "Handed", "Marked", "collecting", "context", "current", "marked"]
+__all__ = ["Collector", "Handed", "Marked", "collecting", "context", "current", "marked", "unique_ids"]
 
 
 @dataclass(frozen=True)
@@ -81,11 +81,7 @@ class Collector:
                 if key not in seen:
                     seen.add(key)
                     merged.append(fields)
-        ids = [f["id"] for f in merged]
-        if None in ids or len(set(ids)) != len(ids):
-            for fields in merged:
-                fields["id"] = None
-        return [{k: v for k, v in f.items() if v is not None} for f in merged]
+        return unique_ids([{k: v for k, v in f.items() if v is not None} for f in merged])
 
     def answer(self) -> str | None:
         """The last answer handed over (the one the traced call most likely returned)."""
@@ -100,6 +96,16 @@ class Collector:
                 if ms is not None:
                     out[part] = out.get(part, 0.0) + ms
         return out
+
+
+def unique_ids(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Context dicts gathered from several places keep their ids only when every chunk has one and
+    no two share it; otherwise the ids are dropped (in place) and Veralith numbers the chunks."""
+    ids = [chunk.get("id") for chunk in chunks]
+    if None in ids or len(set(ids)) != len(ids):
+        for chunk in chunks:
+            chunk.pop("id", None)
+    return chunks
 
 
 _collector: contextvars.ContextVar[Collector | None] = contextvars.ContextVar("veralith_collector", default=None)

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from veralith.adapters._common import json_safe
+from veralith.sdk.handoff import unique_ids
 
 QUERY_KEYS = ("question", "query", "input")
 ANSWER_KEYS = ("answer", "result", "output", "text", "response", "content")
@@ -148,12 +149,7 @@ def context(documents: list[Any], ranks: list[int] | None = None) -> list[dict[s
         if score is not None:
             chunk["score"] = float(score)
         chunks.append(chunk)
-    # Retriever ids are kept only when every chunk has a distinct one; otherwise Veralith numbers them.
-    ids = [c.get("id") for c in chunks]
-    if None in ids or len(set(ids)) != len(ids):
-        for chunk in chunks:
-            chunk.pop("id", None)
-    return chunks
+    return unique_ids(chunks)  # retriever ids only when every chunk has a distinct one
 
 
 def _finite(value: Any) -> bool:
