@@ -23,12 +23,13 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from veralith.models import ContextChunk
 
-__all__ = ["Collector", "Handed", "Marked", "collecting", "context", "current", "marked", "unique_ids"]
+__all__ = ["Collector", "Handed", "Marked", "as_dicts", "collecting", "context", "current", "marked",
+           "unique_ids"]
 
 
 @dataclass(frozen=True)
@@ -60,28 +61,22 @@ class Collector:
             return list(self._items)
 
     def context(self) -> list[dict[str, Any]] | None:
-        """The chunks handed over, merged in arrival order as context dicts, a chunk seen twice (the
-        same text and id) kept once; None when nothing was handed over. Ids are kept only when they
-        stay unique across the merge, else Veralith numbers the chunks. A chunk that cannot be read
-        is left out (the adapters hand over only what they read themselves)."""
-        from veralith.pipeline.inputs import chunk_fields
-
+        """The chunks handed over, merged in arrival order as context dicts, a text seen twice (the
+        same chunk marked by the app and read by an adapter, or found by two retrievers) kept once,
+        as first handed over; None when nothing was handed over. Ids are kept only when they stay
+        unique across the merge, else Veralith numbers the chunks. A chunk that cannot be read is
+        left out (the adapters hand over only what they read themselves)."""
         items = self.items
         if not items:
             return None
         merged: list[dict[str, Any]] = []
-        seen: set[tuple[str, str | None]] = set()
+        seen: set[str] = set()
         for item in items:
-            for i, chunk in enumerate(item.context):
-                try:
-                    fields = chunk_fields(i, chunk)
-                except (TypeError, ValueError):
-                    continue
-                key = (fields["text"], fields["id"])
-                if key not in seen:
-                    seen.add(key)
+            for fields in as_dicts(item.context):
+                if fields["text"] not in seen:
+                    seen.add(fields["text"])
                     merged.append(fields)
-        return unique_ids([{k: v for k, v in f.items() if v is not None} for f in merged])
+        return unique_ids(merged)
 
     def answer(self) -> str | None:
         """The last answer handed over (the one the traced call most likely returned)."""
@@ -96,6 +91,21 @@ class Collector:
                 if ms is not None:
                     out[part] = out.get(part, 0.0) + ms
         return out
+
+
+def as_dicts(chunks: list[Any]) -> list[dict[str, Any]]:
+    """Chunks in any form normalize_context accepts, as context dicts holding only what was given
+    (no id where none was given); a chunk that cannot be read is left out."""
+    from veralith.pipeline.inputs import chunk_fields
+
+    out = []
+    for i, chunk in enumerate(chunks):
+        try:
+            fields = chunk_fields(i, chunk)
+        except (TypeError, ValueError):
+            continue
+        out.append({k: v for k, v in fields.items() if v is not None and v != {}})
+    return out
 
 
 def unique_ids(chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,8 +141,9 @@ def collecting(collector: Collector | None = None) -> Iterator[Collector]:
 class Marked:
     """The context the app marked for a block (`veralith.context`)."""
 
-    chunks: list[ContextChunk]
+    chunks: list[ContextChunk]           # normalised
     query: str | None = None
+    given: list[Any] = field(default_factory=list)   # as the app gave them (ids only where it gave one)
 
 
 _marked: contextvars.ContextVar[Marked | None] = contextvars.ContextVar("veralith_marked_context", default=None)
@@ -164,7 +175,7 @@ def context(chunks: Any, *, query: str | None = None) -> Iterator[list[ContextCh
     collector = current()
     if collector is not None:
         collector.add(Handed(source="context", context=list(chunks), query=query))
-    token = _marked.set(Marked(normalized, query))
+    token = _marked.set(Marked(normalized, query, list(chunks)))
     try:
         yield normalized
     finally:
