@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, compare, filters, listing, records, render, runs, serve
+from veralith.cli import batch, compare, filters, importing, listing, records, render, runs, serve
 
 if TYPE_CHECKING:
     from veralith.store.protocol import TraceStore
@@ -528,6 +528,8 @@ app.command("serve")(serve.serve_command)
 # Runs and their comparison; the comparison itself is veralith.compare, shared with the web view.
 app.command("runs")(runs.runs_command)
 app.command("compare")(compare.compare_command)
+# Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
+app.command("import")(importing.import_command)
 
 
 def main() -> None:
