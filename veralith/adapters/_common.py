@@ -42,9 +42,14 @@ class Options:
     run: str | None = None                                   # passed to log() only when set
 
 
+_ENCODER = json.JSONEncoder(default=str)  # built once: adapters call this on every trace
+
+
 def json_safe(value: Any) -> Any:
     """`value` as JSON can hold it: values JSON cannot represent become their str()."""
-    return json.loads(json.dumps(value, default=str))
+    if not value and isinstance(value, (dict, list)):
+        return type(value)()
+    return json.loads(_ENCODER.encode(value))
 
 
 def checked_options(knowledge_base: str, metadata: Mapping[str, Any] | None, run: str | None) -> Options:
@@ -123,9 +128,13 @@ class Counters:
         try:
             return step()
         except Exception as exc:
-            self.count("skipped", "adapter_error")
-            self.warn_once(f"{what}:{type(exc).__name__}", f"Veralith could not read {what}: {exc}")
+            self.failed(what, exc)
             return None
+
+    def failed(self, what: str, exc: Exception) -> None:
+        """Count an adapter error (Veralith's own, caught before it reached the app) and warn once."""
+        self.count("skipped", "adapter_error")
+        self.warn_once(f"{what}:{type(exc).__name__}", f"Veralith could not read {what}: {exc}")
 
     def emit(self, outcome: Outcome, options: Options, collector: handoff.Collector | None, *,
              source: str) -> None:

@@ -40,17 +40,27 @@ def handlers() -> tuple[Any, Any, _tracker.Tracker]:
 
         # The base class keeps every open span in a dict; the tracker keeps only the spans of the
         # calls it follows, so these take over from it.
+        # Called for every span of every LlamaIndex call: the try is inline, not through counters.run.
         def span_enter(self, id_: str, bound_args: Any, instance: Any = None, parent_id: str | None = None,
                        tags: Any = None, **kwargs: Any) -> None:
-            counters.run("a LlamaIndex span", lambda: tracker.enter(id_, bound_args, instance, parent_id, tags))
+            try:
+                tracker.enter(id_, bound_args, instance, parent_id, tags)
+            except Exception as exc:
+                counters.failed("a LlamaIndex span", exc)
 
         def span_exit(self, id_: str, bound_args: Any, instance: Any = None, result: Any = None,
                       **kwargs: Any) -> None:
-            counters.run("a LlamaIndex span", lambda: tracker.exit(id_, result))
+            try:
+                tracker.exit(id_, result)
+            except Exception as exc:
+                counters.failed("a LlamaIndex span", exc)
 
         def span_drop(self, id_: str, bound_args: Any, instance: Any = None, err: BaseException | None = None,
                       **kwargs: Any) -> None:
-            counters.run("a LlamaIndex span", lambda: tracker.drop(id_, err))
+            try:
+                tracker.drop(id_, err)
+            except Exception as exc:
+                counters.failed("a LlamaIndex span", exc)
 
         def new_span(self, *args: Any, **kwargs: Any) -> None:
             return None
@@ -69,7 +79,10 @@ def handlers() -> tuple[Any, Any, _tracker.Tracker]:
             return "VeralithEventHandler"
 
         def handle(self, event: Any, **kwargs: Any) -> None:
-            counters.run("a LlamaIndex event", lambda: tracker.event(event))
+            try:
+                tracker.event(event)
+            except Exception as exc:
+                counters.failed("a LlamaIndex event", exc)
 
     return VeralithSpanHandler(), VeralithEventHandler(), tracker
 

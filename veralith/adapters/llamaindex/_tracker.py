@@ -80,6 +80,7 @@ class Tracker:
         # Re-entrant: a stream's weak-reference callback may run on this thread while the lock is held.
         self._lock = threading.RLock()
         self._tree_of: dict[str, Tree] = {}
+        self._kind_of: dict[type, str] = {}
         self._streams: OrderedDict[int, tuple[Any, Tree, Any]] = OrderedDict()  # id(frame) -> (frame, tree, ref)
         self.enabled = False
 
@@ -89,12 +90,12 @@ class Tracker:
         if not self.enabled:
             return
         now = time.perf_counter()
+        kind = self._kind(instance)
         with self._lock:
             tree = self._tree_of.get(parent_id) if parent_id is not None else None
             if tree is not None:
-                self._join(tree, span_id, self._kind(instance), parent_id, now)
+                self._join(tree, span_id, kind, parent_id, now)
                 return
-        kind = self._kind(instance)
         method = span_id.split("-", 1)[0].rsplit(".", 1)[-1]
         if kind in ENGINE_METHODS and method in ENGINE_METHODS[kind]:
             inside = scope.active() is not None
@@ -111,11 +112,14 @@ class Tracker:
                     tree.reading = tree.reading or tree.spans[span_id]
 
     def _kind(self, instance: Any) -> str:
-        if instance is not None:
-            for kind, classes in self._kinds.items():
-                if isinstance(instance, classes):
-                    return kind
-        return "other"
+        if instance is None:
+            return "other"
+        cls = type(instance)
+        kind = self._kind_of.get(cls)
+        if kind is None:  # once per class: isinstance against LlamaIndex's abstract bases is slow
+            kind = next((k for k, classes in self._kinds.items() if isinstance(instance, classes)), "other")
+            self._kind_of[cls] = kind
+        return kind
 
     def _start(self, span_id: str, kind: str, method: str, bound_args: Any, instance: Any, tags: Any, now: float,
                inside: bool) -> Tree:
