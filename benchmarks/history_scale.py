@@ -4,8 +4,9 @@
 
 Fills a migrated database with synthetic traces (rolled-up columns only: the child tables do not
 take part in these queries) spread over 5 knowledge bases, the six cells plus unclassified, and
-all four work states; then times each query `--repeat` times after one warm-up and prints the
-median and the worst, in milliseconds, as JSON. An existing `--db` with enough rows is reused.
+all four work states, 90 % of them with the app's own latency recorded (so `stats` computes a p50
+and p95 per knowledge base); then times each query `--repeat` times after one warm-up and prints
+the median and the worst, in milliseconds, as JSON. An existing `--db` with enough rows is reused.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def _rows(n: int, seed: int = 7):
                round(rng.random(), 3) if done else None, round(rng.random(), 3) if done else None,
                4 if done else None, 1200 if done else None, 150 if done else None,
                round(rng.random() / 100, 6) if done else None,
-               f"Synthetic question number {i} about the product?", f"Synthetic answer {i}. It is fine.")
+               f"Synthetic question number {i} about the product?", f"Synthetic answer {i}. It is fine.",
+               round(rng.lognormvariate(6.5, 0.6), 1) if rng.random() < 0.9 else None)
 
 
 def fill(path: str, n: int) -> float:
@@ -67,7 +69,8 @@ def _flush(db, batch, write) -> None:
             db.conn.executemany(
                 "INSERT INTO traces (created_at, updated_at, status, knowledge_base, metadata, failure_cell,"
                 " quality_gate, sufficiency_fraction, faithfulness_fraction, calls, input_tokens, output_tokens,"
-                " usd, query, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+                " usd, query, response, app_latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                batch)
         batch.clear()
 
 
@@ -93,6 +96,7 @@ def main() -> None:
     settings.reload()
     from veralith.pipeline.calibrate import current_threshold
     from veralith.store.db import open_db
+    from veralith.store.queries import app_latency_percentiles
     from veralith.store.repository import list_traces, stats
 
     fill_s = fill(path, args.traces)
@@ -106,6 +110,7 @@ def main() -> None:
         "list_50_cell": timed(lambda: list_traces(db, limit=50, cell="extra_ungrounded"), args.repeat),
         "list_50_kb_cell": timed(lambda: list_traces(db, limit=50, kb="kb1", cell="complete_grounded"), args.repeat),
         "current_threshold": timed(lambda: current_threshold("kb2", db), args.repeat),
+        "app_latency_p50_p95_kb": timed(lambda: app_latency_percentiles(db, "kb2"), args.repeat),
     }
     print(json.dumps(figures, indent=2))
 
