@@ -39,6 +39,7 @@ create_retrieval_chain, create_history_aware_retriever = _legacy.create_retrieva
 create_stuff_documents_chain = _chains(".combine_documents").create_stuff_documents_chain
 Chain = _chains(".base").Chain
 
+from adapter_support import counter_delta, record_logs  # noqa: E402
 from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models.fake import FakeListLLM  # noqa: E402
@@ -79,34 +80,14 @@ class KeywordRetriever(BaseRetriever):
 @pytest.fixture
 def logged(monkeypatch):
     """Record what the adapter (and @trace) hand to veralith.log() instead of evaluating it."""
-    calls: list[dict] = []
-
-    def fake_log(query, context, response, *, metadata=None, knowledge_base="default", **kwargs):
-        calls.append({"query": query, "context": context, "response": response, "knowledge_base": knowledge_base,
-                      "metadata": metadata or {}, **kwargs})
-        return len(calls)
-
-    import veralith.sdk.log as sdk_log
-    import veralith.sdk.trace as sdk_trace
-
-    monkeypatch.setattr(sdk_log, "log", fake_log)
-    monkeypatch.setattr(sdk_trace, "log", fake_log)
     monkeypatch.setattr(_state.counters, "_warned", set())
-    yield calls
+    return record_logs(monkeypatch)
 
 
 @pytest.fixture
 def counted():
     """stats() changes since the test started."""
-    before = adapter.stats()
-
-    def delta():
-        now = adapter.stats()
-        reasons = {k: v - before["skipped_by_reason"].get(k, 0) for k, v in now["skipped_by_reason"].items()}
-        return {"logged": now["logged"] - before["logged"], "ignored": now["ignored"] - before["ignored"],
-                "skipped": {k: v for k, v in reasons.items() if v}}
-
-    return delta
+    return counter_delta(adapter.stats)
 
 
 @pytest.fixture(autouse=True)

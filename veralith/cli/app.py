@@ -257,16 +257,10 @@ def eval_command(
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
-    code: int | None = None  # stays None when the batch ends by an exception
-    try:
-        _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model,
-             concurrency=concurrency, output=output, where=lambda r: f"{file}:{r.line}")
-        code = 0
-    except typer.Exit as stop:
-        code = stop.exit_code
-        raise
-    finally:
-        hooks.finish(_out(), code)  # closes the run; raises Exit(3) when only the gate failed
+    # Closes the run whatever happens; raises Exit(3) when only the gate failed.
+    hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
+                              model=model, concurrency=concurrency, output=output,
+                              where=lambda r: f"{file}:{r.line}"), _out())
 
 
 @app.command("resume")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,6 +206,21 @@ class EvalHooks:
             record_result(open_db(), self.run.id, result.trace_id, result_reason(result))
         self.outcomes.add(record, result)
         return result
+
+    def around(self, batch: Callable[[], None], console: Any) -> None:
+        """Run the batch, then `finish` whatever happened (with the batch's exit code: 0 when it
+        returned, the code of the typer.Exit it raised, None for any other exception)."""
+        import typer
+
+        code: int | None = None
+        try:
+            batch()
+            code = 0
+        except typer.Exit as stop:
+            code = stop.exit_code
+            raise
+        finally:
+            self.finish(console, code)
 
     def finish(self, console: Any, exit_code: int | None) -> None:
         """Close the run; show the gate; raise typer.Exit(3) when only the gate failed.

@@ -105,13 +105,6 @@ def import_command(
             return cli._store().load_result(record.trace_id)
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
-    code: int | None = None
-    try:
-        cli._run("veralith import", jobs, work, total=len(items), persist=persist, backend=chosen, model=model,
-                 concurrency=concurrency, output=output, where=lambda r: f"{file}:{r.line}")
-        code = 0
-    except typer.Exit as stop:
-        code = stop.exit_code
-        raise
-    finally:
-        hooks.finish(cli._out(), code)
+    hooks.around(lambda: cli._run("veralith import", jobs, work, total=len(items), persist=persist, backend=chosen,
+                                  model=model, concurrency=concurrency, output=output,
+                                  where=lambda r: f"{file}:{r.line}"), cli._out())

@@ -35,14 +35,8 @@ from typing import TYPE_CHECKING, Any
 from veralith.config import Settings, settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
-from veralith.pipeline.inputs import (
-    check_knowledge_base,
-    check_latency,
-    check_metadata,
-    check_query,
-    check_text,
-    normalize_context,
-)
+from veralith.pipeline import inputs
+from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 from veralith.validate import check_stored_inputs
 
 if TYPE_CHECKING:
@@ -87,7 +81,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     query, response = check_query(query), check_text("response", response)
     chunks = normalize_context(context)
     knowledge_base, metadata = check_knowledge_base(knowledge_base), check_metadata(metadata)
-    app_latency_ms = check_latency(latency_ms)
+    app_latency_ms = inputs.check_latency(latency_ms)
     check_stored_inputs(query, chunks, response, metadata)
     if sync is not None and not isinstance(sync, bool):
         raise TypeError(f"sync must be a bool or None, got {type(sync).__name__}")

@@ -149,16 +149,22 @@ class Tracker:
         tree.spans[span_id] = span
         self._tree_of[span_id] = tree
 
+    def _ended(self, span_id: str) -> tuple[Tree, Span] | None:
+        """The tree and span of a span that just ended (its end time noted), or None (not followed)."""
+        tree = self._tree_of.get(span_id)
+        if tree is None:
+            return None
+        span = tree.spans[span_id]
+        span.ended = time.perf_counter()
+        self._extend_llm(tree, span)
+        return tree, span
+
     def exit(self, span_id: str, result: Any) -> None:
         with self._lock:
-            tree = self._tree_of.get(span_id)
-            if tree is None:
+            found = self._ended(span_id)
+            if found is None or found[1] is not found[0].root:
                 return
-            span = tree.spans[span_id]
-            span.ended = time.perf_counter()
-            self._extend_llm(tree, span)
-            if span is not tree.root:
-                return
+            tree = found[0]
             tree.streams = _read.is_streaming(result)
             tree.nodes = list(result) if tree.root.kind == "retriever" and isinstance(result, list) else \
                 _read.source_nodes(result)
@@ -176,13 +182,10 @@ class Tracker:
 
     def drop(self, span_id: str, err: BaseException | None) -> None:
         with self._lock:
-            tree = self._tree_of.get(span_id)
-            if tree is None:
+            found = self._ended(span_id)
+            if found is None or found[1] is not found[0].root:
                 return
-            span = tree.spans[span_id]
-            span.ended = time.perf_counter()
-            if span is not tree.root:
-                return
+            tree = found[0]
             self._finish(tree)
         self._emit(tree, None, False, "error")
 

@@ -10,7 +10,7 @@ the SDK's own exceptions pass through untouched.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from veralith.adapters.openai._calls import Config, Request, Streamed, counters
 
@@ -136,8 +136,9 @@ class _StreamBase:
             raise AttributeError(name)
         return getattr(self.__wrapped__, name)
 
-    def _note(self, chunk: Any) -> None:
+    def _note(self, chunk: Any) -> Any:
         counters.run("an OpenAI stream", lambda: self._seen.add(chunk))
+        return chunk
 
     def _end(self, *, exhausted: bool = False, failed: bool = False) -> None:
         """The stream ended: read to its end, stopped by its consumer (partial), or failed."""
@@ -159,6 +160,23 @@ class _StreamBase:
         self._end()
 
 
+class _Reading:
+    """Around reading one chunk: an exception out of it ends the stream (exhausted, or failed).
+    Made per chunk, so the stream holds no cycle and goes (and logs what was read) when dropped."""
+
+    def __init__(self, stream: _StreamBase) -> None:
+        self.stream = stream
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: Any) -> Literal[False]:
+        if kind is not None:
+            exhausted = issubclass(kind, (StopIteration, StopAsyncIteration))
+            self.stream._end(exhausted=exhausted, failed=not exhausted)
+        return False
+
+
 class _Stream(_StreamBase):
     def __iter__(self) -> _Stream:
         return self
@@ -166,16 +184,8 @@ class _Stream(_StreamBase):
     def __next__(self) -> Any:
         if self._iterator is None:
             self._iterator = iter(self.__wrapped__)
-        try:
-            chunk = next(self._iterator)
-        except StopIteration:
-            self._end(exhausted=True)
-            raise
-        except BaseException:
-            self._end(failed=True)
-            raise
-        self._note(chunk)
-        return chunk
+        with _Reading(self):
+            return self._note(next(self._iterator))
 
     def __enter__(self) -> _Stream:
         self.__wrapped__.__enter__()
@@ -201,16 +211,8 @@ class _AsyncStream(_StreamBase):
     async def __anext__(self) -> Any:
         if self._iterator is None:
             self._iterator = self.__wrapped__.__aiter__()
-        try:
-            chunk = await self._iterator.__anext__()
-        except StopAsyncIteration:
-            self._end(exhausted=True)
-            raise
-        except BaseException:
-            self._end(failed=True)
-            raise
-        self._note(chunk)
-        return chunk
+        with _Reading(self):
+            return self._note(await self._iterator.__anext__())
 
     async def __aenter__(self) -> _AsyncStream:
         await self.__wrapped__.__aenter__()
