@@ -78,6 +78,17 @@ def _begin(config: Config, kwargs: dict[str, Any], name: str) -> Request | None:
     return request
 
 
+def _after(request: Request | None, result: Any, stream: type[_StreamBase] | None) -> Any:
+    """What the app gets for `result`: the result itself (its trace logged, when it makes one), or a
+    stream handed back inside `stream`'s proxy, which logs it when it ends."""
+    if request is None:
+        return result
+    if stream is not None:
+        return stream(result, request)
+    counters.run("an OpenAI reply", lambda: _finish(request, result))
+    return result
+
+
 def _finish(request: Request, completion: Any) -> None:
     from veralith.adapters.openai._read import answer, get
 
@@ -88,39 +99,22 @@ def _finish(request: Request, completion: Any) -> None:
 class _Completions(Proxy):
     def create(self, *args: Any, **kwargs: Any) -> Any:
         request = _begin(self._veralith_config, kwargs, "chat.completions.create")
-        result = self.__wrapped__.create(*args, **kwargs)
-        if request is None:
-            return result
-        if kwargs.get("stream"):
-            return _Stream(result, request)
-        counters.run("an OpenAI reply", lambda: _finish(request, result))
-        return result
+        return _after(request, self.__wrapped__.create(*args, **kwargs), _Stream if kwargs.get("stream") else None)
 
     def parse(self, *args: Any, **kwargs: Any) -> Any:
         request = _begin(self._veralith_config, kwargs, "chat.completions.parse")
-        result = self.__wrapped__.parse(*args, **kwargs)
-        if request is not None:
-            counters.run("an OpenAI reply", lambda: _finish(request, result))
-        return result
+        return _after(request, self.__wrapped__.parse(*args, **kwargs), None)
 
 
 class _AsyncCompletions(Proxy):
     async def create(self, *args: Any, **kwargs: Any) -> Any:
         request = _begin(self._veralith_config, kwargs, "chat.completions.create")
-        result = await self.__wrapped__.create(*args, **kwargs)
-        if request is None:
-            return result
-        if kwargs.get("stream"):
-            return _AsyncStream(result, request)
-        counters.run("an OpenAI reply", lambda: _finish(request, result))
-        return result
+        return _after(request, await self.__wrapped__.create(*args, **kwargs),
+                      _AsyncStream if kwargs.get("stream") else None)
 
     async def parse(self, *args: Any, **kwargs: Any) -> Any:
         request = _begin(self._veralith_config, kwargs, "chat.completions.parse")
-        result = await self.__wrapped__.parse(*args, **kwargs)
-        if request is not None:
-            counters.run("an OpenAI reply", lambda: _finish(request, result))
-        return result
+        return _after(request, await self.__wrapped__.parse(*args, **kwargs), None)
 
 
 class _StreamBase:
