@@ -79,6 +79,8 @@ def handlers() -> tuple[Any, Any, _tracker.Tracker]:
             return "VeralithEventHandler"
 
         def handle(self, event: Any, **kwargs: Any) -> None:
+            if type(event).__name__ not in _tracker.EVENTS:  # most events (embeddings, synthesis) say nothing new
+                return
             try:
                 tracker.event(event)
             except Exception as exc:

@@ -33,7 +33,7 @@ ENGINE_METHODS = {"query": ("query", "aquery"), "chat": ("chat", "achat", "strea
 MAX_STREAMS = 1000   # streamed answers waiting for their consumer; past this the oldest is dropped
 
 
-@dataclass
+@dataclass(slots=True)  # one per span of every followed call: slots make them cheap
 class Span:
     id: str
     kind: str                          # "query", "chat", "retriever", "llm" or "other"
@@ -156,7 +156,7 @@ class Tracker:
             return None
         span = tree.spans[span_id]
         span.ended = time.perf_counter()
-        self._extend_llm(tree, span)
+        self._extend_llm(tree, span, span.ended)
         return tree, span
 
     def exit(self, span_id: str, result: Any) -> None:
@@ -193,7 +193,7 @@ class Tracker:
 
     def event(self, event: Any) -> None:
         name = type(event).__name__
-        if name not in _EVENTS or not self.enabled:
+        if name not in EVENTS or not self.enabled:
             return
         with self._lock:
             tree = self._tree_of.get(event.span_id) if event.span_id is not None else None
@@ -227,7 +227,7 @@ class Tracker:
                 model.streaming = True
                 model.streamed = _read.streamed(model.streamed, event.response)
             return None
-        self._extend_llm(tree, span)
+        self._extend_llm(tree, span, time.perf_counter())
         if tree.state != "streaming" or not any(model.streaming for model in models):
             if name.endswith("EndEvent") and span.streaming:
                 # A chat stream that ended before its engine's span did.
@@ -288,11 +288,11 @@ class Tracker:
     # --- bookkeeping ------------------------------------------------------------------------------
 
     @staticmethod
-    def _extend_llm(tree: Tree, span: Span) -> None:
+    def _extend_llm(tree: Tree, span: Span, now: float) -> None:
         """A model call lasts until its last span or event (a stream ends long after its span exits)."""
         outer = tree.spans.get(span.outer_llm) if span.outer_llm else None
         if outer is not None:
-            outer.ended = max(outer.ended or 0.0, time.perf_counter())
+            outer.ended = max(outer.ended or 0.0, now)
 
     def _finish(self, tree: Tree) -> None:
         """The tree is answered (or given up): forget its spans and its stream."""
@@ -323,5 +323,5 @@ def timings(tree: Tree) -> dict[str, float]:
     return out
 
 
-_EVENTS = {"RetrievalEndEvent", "LLMChatInProgressEvent", "LLMCompletionInProgressEvent", "LLMChatEndEvent",
+EVENTS = {"RetrievalEndEvent", "LLMChatInProgressEvent", "LLMCompletionInProgressEvent", "LLMChatEndEvent",
            "LLMCompletionEndEvent", "ExceptionEvent", "StreamChatErrorEvent"}
