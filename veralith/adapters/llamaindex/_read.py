@@ -69,6 +69,14 @@ def history(messages: Any) -> list[dict[str, str]] | None:
     return turns
 
 
+def engine_history(engine: Any) -> Any:
+    """A chat engine's history before this turn (its `chat_history`), or None when it cannot say."""
+    try:
+        return engine.chat_history
+    except Exception:  # a custom engine whose memory cannot be read: judged without the history
+        return None
+
+
 def model_text(response: Any) -> str | None:
     """The text of a model's response (CompletionResponse or ChatResponse)."""
     text = getattr(response, "text", None)

@@ -127,7 +127,7 @@ class Tracker:
         if kind == "chat":
             query = arguments.get("message") if isinstance(arguments.get("message"), str) else None
             given = arguments.get("chat_history")
-            past = _read.history(given if given is not None else getattr(instance, "chat_history", None))
+            past = _read.history(given if given is not None else _read.engine_history(instance))
         else:
             query, past = _read.query_text(arguments.get("str_or_query_bundle")), None
         root = Span(span_id, kind, now)
