@@ -329,15 +329,6 @@ def test_bad_options_and_a_missing_llamaindex_say_what_to_do(monkeypatch):
     assert not adapter.is_installed()
 
 
-def test_importing_the_adapter_loads_no_llamaindex():
-    import subprocess
-
-    code = ("import sys, veralith.adapters.llamaindex as a; a.stats(); "
-            "print([m for m in sys.modules if m.startswith('llama_index')])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
 def test_a_logged_query_is_stored_with_its_ranks_scores_and_timings():
     from veralith.sdk.log import shutdown
     from veralith.store import open_store
