@@ -4,9 +4,10 @@
 
 Fills a store with synthetic traces (rolled-up columns only: the child tables do not take part in
 these queries) spread over 5 knowledge bases, the six cells plus unclassified, and all four work
-states; then times each query through the store (veralith.store: what `veralith stats` and `list`
-call) `--repeat` times after one warm-up, and prints the median and the worst, in milliseconds, as
-JSON. An existing store with enough rows is reused. `--pg` starts a throwaway PostgreSQL server
+states, 90 % of them with the app's own latency recorded (so `stats` computes a p50 and p95 per
+knowledge base); then times each query through the store (veralith.store: what `veralith stats`
+and `list` call) `--repeat` times after one warm-up, and prints the median and the worst, in
+milliseconds, as JSON. An existing store with enough rows is reused. `--pg` starts a throwaway PostgreSQL server
 (Debian's package, as the tests do); its running totals are folded (compacted) after the fill, as
 a writing process does every few seconds.
 """
@@ -44,7 +45,8 @@ def _rows(n: int, seed: int = 7):
                round(rng.random(), 3) if done else None, round(rng.random(), 3) if done else None,
                4 if done else None, 1200 if done else None, 150 if done else None,
                round(rng.random() / 100, 6) if done else None,
-               f"Synthetic question number {i} about the product?", f"Synthetic answer {i}. It is fine.")
+               f"Synthetic question number {i} about the product?", f"Synthetic answer {i}. It is fine.",
+               round(rng.lognormvariate(6.5, 0.6), 1) if rng.random() < 0.9 else None)
 
 
 def fill(url: str, n: int) -> float:
@@ -73,7 +75,8 @@ def _flush(db, batch) -> None:
             db.executemany(
                 "INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, metadata, failure_cell,"
                 " quality_gate, sufficiency_fraction, faithfulness_fraction, calls, input_tokens, output_tokens,"
-                " usd, query, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", batch)
+                " usd, query, response, app_latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                batch)
         batch.clear()
 
 
@@ -123,6 +126,9 @@ def main() -> None:
                                      args.repeat),
             "current_threshold": timed(lambda: current_threshold("kb2", store), args.repeat),
         }
+        with store.connection() as db:  # type: ignore[attr-defined]
+            from veralith.store.queries import app_latency_percentiles
+            figures["app_latency_p50_p95_kb"] = timed(lambda: app_latency_percentiles(db, "kb2"), args.repeat)
         print(json.dumps(figures, indent=2))
     finally:
         if server is not None:

@@ -13,6 +13,7 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.enqueue(Reply.error(500))
         openai_server.enqueue(Reply.raw('{"id": "x", "cho'))  # raw HTTP body (truncated)
         openai_server.enqueue(Reply.hang(5))                  # sleeps past the client's timeout
+        openai_server.enqueue(Reply.tool_calls([{"id": "call_1", "name": "search", "arguments": {"q": "x"}}]))
         openai_server.responder = lambda body: {...}          # computed replies (after the queue)
         openai_server.latency_s = 0.05
         openai_server.count_tokens = True                     # usage counted with tiktoken (o200k_base)
@@ -64,6 +65,8 @@ request (json_schema_500, drop_system, slow_logprobs) or to every unscripted rep
     bad_item_always   the same, and the re-ask repeats it
     slow_logprobs     log-probabilities are returned, and a request that asks for them takes
                       `slow_logprobs_s` (0.4 s) longer: a small model on a CPU
+Streaming: a request with `stream: true` gets its reply (content or tool calls) as server-sent
+chunks, the content cut into words, then the usage chunk when `stream_options.include_usage` asks.
 
 Log-probabilities: a request with `logprobs: true` gets `choices[0].logprobs` when the reply has
 `label_probs` or the server's `logprobs` is true. The content is cut into tokens so that each label
@@ -95,7 +98,7 @@ __all__ = ["HABITS", "FakeOpenAIServer", "Reply", "auto_reply", "openai_server"]
 class Reply:
     """One scripted answer. Plain dicts/strings passed to `enqueue` become `Reply.content(...)`."""
 
-    kind: str = "content"                 # content | error | raw | hang | trickle
+    kind: str = "content"                 # content | tool_calls | error | raw | hang | trickle
     content: Any = None                   # dict/list -> JSON text; str -> verbatim content
     status: int = 200
     retry_after: float | None = None
@@ -111,6 +114,11 @@ class Reply:
            label_probs: list[dict[str, float]] | None = None, quote_in_token: bool = False) -> Reply:
         return Reply("content", content=content, usage=usage, finish_reason=finish_reason,
                      label_probs=label_probs, quote_in_token=quote_in_token)
+
+    @staticmethod
+    def tool_calls(calls: list[dict[str, Any]]) -> Reply:
+        """An assistant message that calls tools: [{"id", "name", "arguments" (a dict)}, ...]."""
+        return Reply("tool_calls", content=calls, finish_reason="tool_calls")
 
     @staticmethod
     def error(status: int, *, retry_after: float | None = None, message: str | None = None) -> Reply:
@@ -245,6 +253,8 @@ class FakeOpenAIServer:
         return reply
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        if reply.kind == "tool_calls":
+            return _tool_call_completion(self.count, body, reply)
         content = _content_text(reply.content)
         read = body
         if "drop_system" in self.habits:   # what the chat template kept is what is counted
@@ -267,6 +277,36 @@ class FakeOpenAIServer:
                       "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"],
                       "prompt_tokens_details": {"cached_tokens": usage["cached_tokens"]}},
         }
+
+
+def _tool_call_completion(n: int, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
+             for c in reply.content]
+    return {"id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None,
+                         "message": {"role": "assistant", "content": None, "refusal": None, "tool_calls": calls}}],
+            "usage": {"prompt_tokens": approximate_prompt_tokens(body), "completion_tokens": 10, "total_tokens":
+                      approximate_prompt_tokens(body) + 10}}
+
+
+def _event_stream(body: dict[str, Any], completion: dict[str, Any]) -> str:
+    """A completion as the server-sent chunks of a streamed reply: the content word by word (or the
+    tool calls), the finish reason, the usage when asked, then [DONE]."""
+    message, head = completion["choices"][0]["message"], {k: completion[k] for k in ("id", "created", "model")}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return "data: " + json.dumps({**head, "object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}) + "\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"content": word}) for word in re.findall(r"\S+\s*|\s+", message.get("content") or "")]
+    events += [chunk({"tool_calls": [{"index": i, **call}]}) for i, call in enumerate(message.get("tool_calls") or [])]
+    events.append(chunk({}, completion["choices"][0]["finish_reason"]))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append("data: " + json.dumps({**head, "object": "chat.completion.chunk", "choices": [],
+                                             "usage": completion["usage"]}) + "\n\n")
+    return "".join(events) + "data: [DONE]\n\n"
 
 
 def _content_text(content: Any) -> str:
@@ -388,6 +428,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 extra = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else {}
                 self._send(reply.status, reply.body or "", extra)
                 return
+            if body.get("stream"):
+                self._send(200, _event_stream(body, server._completion(body, reply)),
+                           {"Content-Type": "text/event-stream"})
+                return
             self._send(200, json.dumps(server._completion(body, reply)))
 
         def _trickle(self, data: bytes, pause: float) -> None:
@@ -408,10 +452,11 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
             data = text.encode("utf-8")
             try:
+                extra = extra or {}
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", extra.pop("Content-Type", "application/json"))
                 self.send_header("Content-Length", str(len(data)))
-                for name, value in (extra or {}).items():
+                for name, value in extra.items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)

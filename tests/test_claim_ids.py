@@ -22,7 +22,7 @@ def test_a_fresh_evaluation_numbers_claims_k1_and_keeps_chunk_ids():
     # The default backend is the offline one.
     result = veralith.evaluate("How much is the Skylark kettle and how much does it hold?", CONTEXT, RESPONSE,
                                persist=False)
-    assert result.schema_version == SCHEMA_VERSION == "1.2"
+    assert result.schema_version == SCHEMA_VERSION == "1.3"
     assert [c.id for c in result.claims] == ["k1", "k2"]
     assert [c.id for c in result.context] == ["c0", "c1"]
     referenced = {j.claim_id for j in result.faithfulness}
@@ -53,7 +53,7 @@ def _old_result(version: str) -> dict:
 
 def test_a_1_1_json_result_reads_back_with_renumbered_claims():
     result = EvaluationResult.model_validate(_old_result("1.1"))
-    assert result.schema_version == "1.2"
+    assert result.schema_version == SCHEMA_VERSION  # upgraded to the current shape
     assert [c.id for c in result.claims] == ["k1", "k2", "k3"]
     assert [j.claim_id for j in result.faithfulness] == ["k1", "k2", "k3"]
     assert result.faithfulness[0].grounding_chunk_ids == ["c0"]

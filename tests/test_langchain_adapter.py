@@ -39,6 +39,7 @@ create_retrieval_chain, create_history_aware_retriever = _legacy.create_retrieva
 create_stuff_documents_chain = _chains(".combine_documents").create_stuff_documents_chain
 Chain = _chains(".base").Chain
 
+from adapter_support import counter_delta, record_logs  # noqa: E402
 from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models.fake import FakeListLLM  # noqa: E402
@@ -79,34 +80,14 @@ class KeywordRetriever(BaseRetriever):
 @pytest.fixture
 def logged(monkeypatch):
     """Record what the adapter (and @trace) hand to veralith.log() instead of evaluating it."""
-    calls: list[dict] = []
-
-    def fake_log(query, context, response, *, metadata=None, knowledge_base="default", **kwargs):
-        calls.append({"query": query, "context": context, "response": response, "knowledge_base": knowledge_base,
-                      "metadata": metadata or {}, **kwargs})
-        return len(calls)
-
-    import veralith.sdk.log as sdk_log
-    import veralith.sdk.trace as sdk_trace
-
-    monkeypatch.setattr(sdk_log, "log", fake_log)
-    monkeypatch.setattr(sdk_trace, "log", fake_log)
-    monkeypatch.setattr(_state, "_warned", set())
-    yield calls
+    monkeypatch.setattr(_state.counters, "_warned", set())
+    return record_logs(monkeypatch)
 
 
 @pytest.fixture
 def counted():
     """stats() changes since the test started."""
-    before = adapter.stats()
-
-    def delta():
-        now = adapter.stats()
-        reasons = {k: v - before["skipped_by_reason"].get(k, 0) for k, v in now["skipped_by_reason"].items()}
-        return {"logged": now["logged"] - before["logged"], "ignored": now["ignored"] - before["ignored"],
-                "skipped": {k: v for k, v in reasons.items() if v}}
-
-    return delta
+    return counter_delta(adapter.stats)
 
 
 @pytest.fixture(autouse=True)
@@ -125,12 +106,13 @@ def _with_sources():
     return RetrievalQAWithSourcesChain.from_chain_type(llm=llm, retriever=KeywordRetriever(docs=DOCS))
 
 
-def _lcel_chain(retriever=None, answer=ANSWER):
+def _lcel_chain(retriever=None, answer=ANSWER, *, parse=True):
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from the context:\n{context}"),
                                                ("human", "{question}")])
     docs_to_text = RunnableLambda(lambda docs: "\n".join(d.page_content for d in docs))
-    return ({"context": (retriever or KeywordRetriever(docs=DOCS)) | docs_to_text, "question": RunnablePassthrough()}
-            | prompt | FakeListChatModel(responses=[answer]) | StrOutputParser())
+    chain = ({"context": (retriever or KeywordRetriever(docs=DOCS)) | docs_to_text, "question": RunnablePassthrough()}
+             | prompt | FakeListChatModel(responses=[answer]))
+    return chain | StrOutputParser() if parse else chain
 
 
 def _retrieval_chain():
@@ -424,6 +406,64 @@ def test_a_chain_outside_any_scope_still_logs_after_a_traced_call(logged):
     answer(QUESTION)
     _lcel_chain().invoke(QUESTION)
     assert [c["metadata"].get("source") for c in logged] == [None, "langchain"]
+
+
+def test_a_traced_function_returning_the_chains_bare_answer_is_logged_with_its_documents(logged, counted):
+    adapter.install()
+    chain = _lcel_chain()
+
+    @veralith.trace
+    def answer(question):
+        return chain.invoke(question)  # a bare string: the documents come from the adapter
+
+    assert answer(QUESTION) == ANSWER
+    (call,) = logged
+    assert (call["query"], call["response"]) == (QUESTION, ANSWER)
+    assert [(c["text"], c["rank"]) for c in call["context"]] == [(DOCS[0].page_content, 1),
+                                                                  (DOCS[1].page_content, 2)]
+    assert set(call["latency_ms"]) == {"total", "retrieval", "generation"}
+    assert call["latency_ms"]["total"] >= call["latency_ms"]["retrieval"]
+    assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
+
+
+def test_a_traced_function_returning_a_message_is_logged_with_the_models_answer(logged):
+    adapter.install()
+    pipeline = _lcel_chain(parse=False)  # ends with the model: returns its AIMessage
+
+    @veralith.trace
+    async def answer(question):
+        return await pipeline.ainvoke(question)  # an AIMessage, handed back untouched
+
+    message = asyncio.run(answer(QUESTION))
+    assert isinstance(message, AIMessage) and message.content == ANSWER
+    assert [(c["response"], len(c["context"])) for c in logged] == [(ANSWER, 2)]
+
+
+def test_a_retriever_used_on_its_own_inside_a_traced_call_hands_over_its_documents(logged, counted):
+    adapter.install()
+    retriever = KeywordRetriever(docs=DOCS)
+
+    @veralith.trace
+    def answer(question):
+        docs = retriever.invoke(question)
+        return f"Found {len(docs)} passages."
+
+    assert answer(QUESTION) == "Found 2 passages."
+    assert [[c["text"] for c in call["context"]] for call in logged] == [[d.page_content for d in DOCS[:2]]]
+    assert "retrieval" in logged[0]["latency_ms"]
+    retriever.invoke(QUESTION)  # outside any traced call a lone retriever is no RAG answer: nothing logged
+    assert len(logged) == 1 and counted()["skipped"] == {"inside_veralith_scope": 1}
+
+
+def test_a_logged_chain_records_its_timings_and_document_scores(logged):
+    adapter.install()
+    scored = [Document(page_content=d.page_content, metadata={**d.metadata, "relevance_score": 0.9 - i / 10})
+              for i, d in enumerate(DOCS)]
+    _lcel_chain(KeywordRetriever(docs=scored)).invoke(QUESTION)
+    (call,) = logged
+    assert [(c["rank"], c["score"]) for c in call["context"]] == [(1, 0.9), (2, 0.8)]
+    latency = call["latency_ms"]
+    assert set(latency) == {"total", "retrieval", "generation"} and latency["total"] >= latency["generation"] > 0
 
 
 # --- history-aware retrieval (13.5) ------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from veralith.errors import StoreError
 from veralith.models import (
+    SCHEMA_VERSION,
     Availability,
     Claim,
     CompletenessJudgment,
@@ -430,7 +431,7 @@ def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(
         db.execute("INSERT INTO completeness_mappings VALUES (1, 0, 0, 'q1', 'c1')")
     db.conn.close()
     result = load_result(1, connect(path))
-    assert result.schema_version == "1.2" and result.failure_cell is FailureCell.complete_grounded
+    assert result.schema_version == SCHEMA_VERSION and result.failure_cell is FailureCell.complete_grounded
     assert [c.id for c in result.claims] == ["k1"] and result.faithfulness[0].claim_id == "k1"
     assert result.faithfulness[0].grounding_chunk_ids == ["c1"]      # a chunk id, untouched
     assert result.faithfulness[0].confidence is None and result.faithfulness[0].evidence == []

@@ -26,6 +26,7 @@ from veralith.models import (
     Verdict,
 )
 from veralith.pipeline.evaluate import evaluate
+from veralith.sdk.handoff import context
 from veralith.sdk.log import log, resume, shutdown
 from veralith.sdk.trace import TraceContext, TraceReturn, trace
 
@@ -54,6 +55,7 @@ __all__ = [
     "TraceReturn",
     "Usage",
     "Verdict",
+    "context",
     "evaluate",
     "log",
     "resume",

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 # Results written under these versions still read back (new fields take their defaults; claim ids
 # of results before 1.2 are renumbered k1, k2, ... on read, see EvaluationResult._upgrade).
-READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2")
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
 # Claim ids are k1, k2, ... in response order (1.2 on): "c" is the default chunk prefix (c0, c1, ...).
 CLAIM_ID_PREFIX = "k"
 
@@ -119,10 +119,16 @@ class Phase(str, Enum):
 
 
 class ContextChunk(_Model):
+    """One retrieved chunk. `rank` and `score` are what the retriever (or a reranker) said of it, when
+    the caller or an adapter gave them; the judges read only id, text and source."""
+
     id: str
     text: str
     source: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    rank: int | None = Field(None, ge=1, description="Position in the retriever's results, 1 = first.")
+    score: float | None = Field(None, allow_inf_nan=False,
+                                description="The retriever's or reranker's score for this chunk, as it gave it.")
 
 
 class SubQuestion(_Model):
@@ -294,7 +300,7 @@ class EvaluationResult(_Model):
     def _upgrade(cls, data: Any) -> Any:
         """Read a result written before 1.2: its claims are renumbered k1, k2, ... in order, and every
         reference to them follows (faithfulness, completeness, review ids). The upgraded result says
-        1.2, so writing it back stores the current shape."""
+        the current version, so writing it back stores the current shape."""
         if not isinstance(data, dict) or data.get("schema_version") not in ("1.0", "1.1"):
             return data
         return _renumber_claims(data)

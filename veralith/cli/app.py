@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, compare, filters, listing, migrate, records, render, runs, serve, worker
+from veralith.cli import batch, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store, TraceStore
@@ -251,25 +251,10 @@ def eval_command(
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
-    code: int | None = None  # stays None when the batch ends by an exception
-    try:
-        _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend, model=model,
-             concurrency=concurrency, output=output, where=lambda r: f"{file}:{r.line}")
-        code = 0
-    except typer.Exit as stop:
-        code = stop.exit_code
-        raise
-    finally:
-        from veralith.errors import StoreError
-
-        try:
-            hooks.finish(_out(), code)  # closes the run; raises Exit(3) when only the gate failed
-        except StoreError as exc:  # what was committed stays; the run keeps its live totals
-            if code is not None:
-                raise _fail(f"the run could not be closed: {exc}", EXIT_RECORD_ERRORS) from None
-            # the batch itself ended by an exception, which goes on (and is reported) as it is
-            _err().print(render.literal(f"note: the run could not be closed: {_redacted(exc)}", "red"),
-                         soft_wrap=True)
+    # Closes the run whatever happens; raises Exit(3) when only the gate failed.
+    hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
+                              model=model, concurrency=concurrency, output=output,
+                              where=lambda r: f"{file}:{r.line}"), _out())
 
 
 @app.command("resume")
@@ -424,7 +409,8 @@ def inspect_command(
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
-    _out().print(render.result_view(result, external_id=info.external_id, created_at=info.created_at, run=run))
+    _out().print(render.result_view(result, external_id=info.external_id, created_at=info.created_at, run=run,
+                                    app_latency=info.app_latency_ms))
 
 
 @app.command("list")
@@ -539,6 +525,8 @@ app.command("compare")(compare.compare_command)
 # Fleet mode: judging pending traces from any host, and copying a history into another store.
 app.command("worker")(worker.worker_command)
 app.command("migrate")(migrate.migrate_command)
+# Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
+app.command("import")(importing.import_command)
 
 
 def main() -> None:

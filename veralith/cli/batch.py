@@ -184,9 +184,10 @@ class Tally:
 
 def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None, client: Any, tally: Tally,
               report: Callable[[str], None], run_id: int | None = None, rejudge: bool = False,
-              yield_unchanged: bool = False) -> Iterator[Record]:
-    """Valid records of `path`, each budget-checked and (when persisting) stored as a pending trace
-    (tagged with the eval run `run_id`, when given).
+              yield_unchanged: bool = False, items: Iterable[Record | BadLine] | None = None) -> Iterator[Record]:
+    """Valid records of `path` (or of `items`, records read from it by another reader, such as
+    `veralith import`), each budget-checked and (when persisting) stored as a pending trace (tagged
+    with the eval run `run_id`, when given).
 
     The trace is written before it is evaluated, so a crash or Ctrl-C leaves it `pending` for
     `veralith resume` instead of losing it. Bad lines and over-budget records are reported as
@@ -205,7 +206,7 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
     from veralith.pipeline.budget import BudgetExceeded, enforce_budget
 
     seen: dict[bytes, int] = {}  # blake2b(knowledge base, id) -> the line that used it first
-    for item in read_records(path, default_kb=default_kb):
+    for item in read_records(path, default_kb=default_kb) if items is None else items:
         tally.last_line = item.line
         tally.unread = True
         if isinstance(item, BadLine):
@@ -272,7 +273,8 @@ def _input(record: Record) -> TraceInput:
     from veralith.store.protocol import TraceInput
 
     return TraceInput(query=record.query, context=record.context, response=record.response,
-                      knowledge_base=record.knowledge_base, metadata=record.metadata, external_id=record.external_id)
+                      knowledge_base=record.knowledge_base, metadata=record.metadata, external_id=record.external_id,
+                      app_latency_ms=record.latency_ms)
 
 
 def existing_trace(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
@@ -310,7 +312,7 @@ def resume_jobs(store: TraceStore, trace_ids: Iterable[int]) -> Iterator[Record]
         found = store.load_input(trace_id)
         yield Record(line=0, query=found.query, context=found.context, response=found.response,
                      knowledge_base=found.knowledge_base, metadata=found.metadata, trace_id=trace_id,
-                     external_id=found.external_id)
+                     external_id=found.external_id, latency_ms=found.app_latency_ms)
 
 
 def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,

@@ -1,12 +1,14 @@
 """`veralith export`: stored results with their bookkeeping, as JSON lines or CSV rows.
 
 A JSONL line is the result exactly as `EvaluationResult` serialises it (so backend, judge_model,
-prompt_versions and usage are in it) plus the trace's own fields: `external_id`, `created_at`,
-`updated_at` and `evaluated_at` (ISO-8601 UTC). Reading a line back into the model means leaving
-those four out: `EvaluationResult.model_validate(without_trace_fields(obj))`.
+prompt_versions, usage and each chunk's rank and score are in it) plus the trace's own fields:
+`external_id`, `created_at`, `updated_at` and `evaluated_at` (ISO-8601 UTC) and `app_latency_ms`
+(the app's own time, {"total", "retrieval", "generation"} as recorded, or null). Reading a line back
+into the model means leaving those out: `EvaluationResult.model_validate(without_trace_fields(obj))`.
 
-A CSV row is veralith.cli.records.csv_row plus the same trace fields, cached input tokens and the
-prompt versions (a JSON object); text cells are made safe from spreadsheet formulas there.
+A CSV row is veralith.cli.records.csv_row plus the same trace fields (the app latency as three
+columns, empty when not recorded), cached input tokens and the prompt versions (a JSON object); text
+cells are made safe from spreadsheet formulas there.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["EXPORT_CSV_FIELDS", "TRACE_FIELDS", "without_trace_fields", "write_stored"]
 
-TRACE_FIELDS = ("external_id", "created_at", "updated_at", "evaluated_at")
-EXPORT_CSV_FIELDS = ["trace_id", *TRACE_FIELDS, *CSV_FIELDS[1:], "cached_input_tokens", "prompt_versions"]
+TRACE_FIELDS = ("external_id", "created_at", "updated_at", "evaluated_at", "app_latency_ms")
+_LATENCY_CSV = {"total": "app_latency_ms", "retrieval": "app_retrieval_ms", "generation": "app_generation_ms"}
+EXPORT_CSV_FIELDS = ["trace_id", *TRACE_FIELDS[:-1], *_LATENCY_CSV.values(), *CSV_FIELDS[1:], "cached_input_tokens",
+                     "prompt_versions"]
 
 
 def without_trace_fields(obj: dict[str, Any]) -> dict[str, Any]:
@@ -35,7 +39,7 @@ def without_trace_fields(obj: dict[str, Any]) -> dict[str, Any]:
 def _trace_fields(item: StoredResult) -> dict[str, Any]:
     info = item.info
     return {"external_id": info.external_id, "created_at": info.created_at, "updated_at": info.updated_at,
-            "evaluated_at": info.evaluated_at}
+            "evaluated_at": info.evaluated_at, "app_latency_ms": info.app_latency_ms or None}
 
 
 def write_stored(items: Iterable[StoredResult], sink: IO[str], fmt: str,
@@ -50,7 +54,10 @@ def write_stored(items: Iterable[StoredResult], sink: IO[str], fmt: str,
         writer.writeheader()
     for item in items:
         if writer is not None:
-            row = {**csv_row(item.result), **{k: _cell_safe(v) for k, v in _trace_fields(item).items()},
+            fields = _trace_fields(item)
+            latency = fields.pop("app_latency_ms") or {}
+            row = {**csv_row(item.result), **{k: _cell_safe(v) for k, v in fields.items()},
+                   **{column: latency.get(part) for part, column in _LATENCY_CSV.items()},
                    "cached_input_tokens": item.result.usage.cached_input_tokens,
                    "prompt_versions": json.dumps(item.result.prompt_versions, sort_keys=True)}
             writer.writerow(row if escape is None else {k: escape(v) if isinstance(v, str) else v

@@ -13,11 +13,11 @@ from __future__ import annotations
 import shlex
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from veralith.cli.render import literal
@@ -204,6 +204,31 @@ class EvalHooks:
             self.run.db.record_result(self.run.id, result.trace_id, result_reason(result))
         self.outcomes.add(record, result)
         return result
+
+    def around(self, batch: Callable[[], None], console: Any) -> None:
+        """Run the batch, then `finish` whatever happened (with the batch's exit code: 0 when it
+        returned, the code of the typer.Exit it raised, None for any other exception)."""
+        import typer
+
+        from veralith.config import redact_configured
+        from veralith.errors import StoreError
+
+        code: int | None = None
+        try:
+            batch()
+            code = 0
+        except typer.Exit as stop:
+            code = stop.exit_code
+            raise
+        finally:
+            try:
+                self.finish(console, code)
+            except StoreError as exc:  # what was committed stays; the run keeps its live totals
+                err = Console(stderr=True, highlight=False)
+                err.print(literal(f"error: the run could not be closed: {redact_configured(exc)}", "red"),
+                          soft_wrap=True)
+                if code is not None:  # else the batch's own exception goes on, and is reported, as it is
+                    raise typer.Exit(2) from None
 
     def finish(self, console: Any, exit_code: int | None) -> None:
         """Close the run; show the gate; raise typer.Exit(3) when only the gate failed.

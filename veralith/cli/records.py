@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class Record:
     trace_id: int | None = None
     external_id: str | None = None   # the record's own `id`, as text: its trace's external id
     unchanged: bool = False          # a re-run record whose stored result (trace_id's) stands
+    latency_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # the app's own time, if given
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ def parse_object(lineno: int, obj: dict[str, Any], *, default_kb: str) -> Record
     their ALIASES; every problem becomes a BadLine whose message says what is wrong."""
     from veralith.pipeline.inputs import (
         check_knowledge_base,
+        check_latency,
         check_metadata,
         check_query,
         check_text,
@@ -123,6 +126,7 @@ def parse_object(lineno: int, obj: dict[str, Any], *, default_kb: str) -> Record
             knowledge_base=default_kb if kb is None else check_knowledge_base(kb),
             metadata=metadata,
             external_id=None if ident is None else str(ident),
+            latency_ms=check_latency(obj.get("latency_ms")),
         )
         # What log() and evaluate() refuse: lone surrogates ("a\ud800"), 1e400 (inf), deep nesting.
         check_stored_inputs(record.query, record.context, record.response, record.metadata)

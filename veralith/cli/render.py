@@ -20,8 +20,8 @@ from rich.text import Text
 from veralith.models import Coverage, EvaluationResult, Relation, Verdict
 from veralith.safe_text import json_safe, visible
 
-__all__ = ["GATE_STYLE", "RELATION_LABEL", "fmt_fraction", "fmt_time", "fmt_usd", "literal", "one_line",
-           "result_view", "stats_view", "summary_view", "terminal_safe"]
+__all__ = ["GATE_STYLE", "RELATION_LABEL", "fmt_fraction", "fmt_latency", "fmt_time", "fmt_usd", "literal",
+           "one_line", "result_view", "stats_view", "summary_view", "terminal_safe"]
 
 RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
                   Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
@@ -62,11 +62,14 @@ def _section(title: str) -> Rule:
 
 
 def result_view(result: EvaluationResult, *, external_id: str | None = None, created_at: str | None = None,
-                run: str | None = None) -> RenderableType:
+                run: str | None = None, app_latency: Mapping[str, float] | None = None) -> RenderableType:
     """The whole diagnosis of one trace, top to bottom in the order a person reads it. The header
     shows, when given, the trace's `external_id` (the record's own id), `created_at` (the stored
-    UTC ISO time) and `run` (the label of the run that last judged it, e.g. "#3 main")."""
+    UTC ISO time), `run` (the label of the run that last judged it, e.g. "#3 main") and
+    `app_latency` (the app's own time, {part: ms} as logged)."""
     parts: list[RenderableType] = [_header(result, external_id, created_at, run)]
+    if app_latency:
+        parts.insert(1, Text("app latency " + fmt_latency(app_latency)))
     parts += [_section("Query"), literal(result.query), _sub_questions(result)]
     parts += [_section("Response"), _response(result), _legend(result), _claims(result)]
     parts += [_section("Completeness"), _completeness(result)]
@@ -332,11 +335,24 @@ def _completeness(result: EvaluationResult) -> RenderableType:
 def _context(result: EvaluationResult) -> RenderableType:
     if not result.context:
         return Text("(empty: retrieval returned nothing)", style="dim")
-    table = Table("id", "source", "text", box=None, pad_edge=False)
+    # The retriever's rank and score, when any chunk has them: what a RAG engineer checks first.
+    ranked = any(c.rank is not None or c.score is not None for c in result.context)
+    table = Table("id", *(("rank", "score") if ranked else ()), "source", "text", box=None, pad_edge=False)
     for chunk in result.context:
         preview = chunk.text if len(chunk.text) <= _CHUNK_PREVIEW else chunk.text[:_CHUNK_PREVIEW] + "…"
-        table.add_row(literal(chunk.id, "cyan"), literal(chunk.source or "—", "dim"), literal(preview))
+        retrieval = (str(chunk.rank) if chunk.rank is not None else "—",
+                     f"{chunk.score:.3g}" if chunk.score is not None else "—") if ranked else ()
+        table.add_row(literal(chunk.id, "cyan"), *retrieval, literal(chunk.source or "—", "dim"), literal(preview))
     return table
+
+
+def fmt_latency(latency: Mapping[str, float]) -> str:
+    """`812 ms (retrieval 120 ms, generation 690 ms)` from {part: ms}; parts not recorded are left out."""
+    total = latency.get("total")
+    parts = ", ".join(f"{part} {latency[part]:,.0f} ms" for part in ("retrieval", "generation") if part in latency)
+    if total is None:
+        return parts or "—"
+    return f"{total:,.0f} ms" + (f" ({parts})" if parts else "")
 
 
 def _usage(result: EvaluationResult) -> Text:
@@ -430,4 +446,11 @@ def stats_view(stats: Mapping[str, Any]) -> RenderableType:
                        pad_edge=False, title="Sufficiency threshold", title_justify="left")
     for kb, info in stats["thresholds"].items():
         thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
-    return Group(dist, lines, thresholds)
+    parts: list[RenderableType] = [dist, lines, thresholds]
+    if stats.get("app_latency"):
+        latency = Table("knowledge base", "p50", "p95", "traces", box=None, pad_edge=False,
+                        title="App latency (the app's own time per call)", title_justify="left")
+        for kb, figures in stats["app_latency"].items():
+            latency.add_row(literal(kb), f"{figures['p50']:,.0f} ms", f"{figures['p95']:,.0f} ms", str(figures["n"]))
+        parts.append(latency)
+    return Group(*parts)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from veralith.config import Settings, settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
+from veralith.pipeline import inputs
 from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 
 # log()'s own path, loaded with the SDK: none of it loads a database library (veralith.store.spooler).
@@ -74,14 +75,16 @@ def _url() -> str:
 
 def log(query: str, context: Any, response: str, *, sync: bool | None = None, knowledge_base: str = "default",
         metadata: dict[str, Any] | None = None, run: str | None = None,
-        evaluate: bool | None = None) -> int | EvaluationResult:
+        evaluate: bool | None = None, latency_ms: float | dict[str, float] | None = None) -> int | EvaluationResult:
     """Record the trace and return its id; evaluation follows in the background.
 
     Never waits on the store: the trace is made durable in a local spool under its final id and
     shipped into the store by a background thread. `run` (default: settings.run, VERALITH_RUN)
     files the trace under the SDK run of that name, created on first use, for `veralith runs` and
     `veralith compare`. `evaluate` (default: settings.evaluate == "local") says whether this
-    process judges it; False records it for a `veralith worker`.
+    process judges it; False records it for a `veralith worker`. `latency_ms` is the app's own
+    time for the call: a number of milliseconds, or {"total": ..., "retrieval": ..., "generation": ...}
+    (any of them); it is stored beside the trace and shown by inspect, stats, export and the web view.
 
     With `sync=True` (or settings.sync) the trace is written to the store and evaluated now, and
     the EvaluationResult is returned. Bad arguments raise TypeError/ValueError and an over-budget
@@ -91,6 +94,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     query, response = check_query(query), check_text("response", response)
     chunks = normalize_context(context)
     knowledge_base, metadata = check_knowledge_base(knowledge_base), check_metadata(metadata)
+    app_latency_ms = inputs.check_latency(latency_ms)
     check_stored_inputs(query, chunks, response, metadata)
     for name, flag in (("sync", sync), ("evaluate", evaluate)):
         if flag is not None and not isinstance(flag, bool):
@@ -103,7 +107,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
         from veralith.pipeline.budget import enforce_budget  # loads tiktoken; only when a budget is set
         enforce_budget(query, chunks, response)
     trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
-                       metadata=metadata)
+                       metadata=metadata, app_latency_ms=app_latency_ms)
     url = _url()
     if settings.sync if sync is None else sync:
         store = _open(url)

@@ -51,6 +51,9 @@ class TraceInput:
     knowledge_base: str = "default"
     metadata: dict[str, Any] = field(default_factory=dict)
     external_id: str | None = None
+    # The app's own time for the call, {part: ms} with parts from pipeline.inputs.LATENCY_PARTS
+    # (checked there). Kept beside the trace; the judges never read it.
+    app_latency_ms: dict[str, float] = field(default_factory=dict)
 
     def same_inputs(self, other: TraceInput) -> bool:
         """Whether `other` logs the same thing: query, context, response, knowledge base and
@@ -62,13 +65,14 @@ class TraceInput:
     def to_json(self) -> dict[str, Any]:
         """As plain JSON values (the spool's line format)."""
         return {"query": self.query, "context": [c.model_dump() for c in self.context], "response": self.response,
-                "knowledge_base": self.knowledge_base, "metadata": self.metadata, "external_id": self.external_id}
+                "knowledge_base": self.knowledge_base, "metadata": self.metadata, "external_id": self.external_id,
+                "app_latency_ms": self.app_latency_ms}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TraceInput:
         return cls(query=data["query"], context=[ContextChunk(**c) for c in data["context"]],
                    response=data["response"], knowledge_base=data["knowledge_base"], metadata=data["metadata"],
-                   external_id=data.get("external_id"))
+                   external_id=data.get("external_id"), app_latency_ms=data.get("app_latency_ms") or {})
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class TraceInfo:
     backend: str | None = None       # of the stored result
     judge_model: str | None = None
     prompt_versions: dict[str, str] = field(default_factory=dict)
+    app_latency_ms: dict[str, float] = field(default_factory=dict)  # as logged (TraceInput.app_latency_ms)
 
 
 class StoredResult(NamedTuple):

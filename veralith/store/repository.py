@@ -35,7 +35,18 @@ from veralith.store import leases
 from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
 from veralith.store.ownership import LeaseLost, check_owner, drop_lease, history, keep_history, renewer
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
-from veralith.store.rows import chunk_rows, dumps, from_rows, now_iso, result_columns, to_rows
+from veralith.store.rows import (
+    APP_LATENCY_COLUMNS,
+    app_latency,
+    app_latency_values,
+    chunk_from_row,
+    chunk_rows,
+    dumps,
+    from_rows,
+    now_iso,
+    result_columns,
+    to_rows,
+)
 from veralith.store.sql import Db
 
 __all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
@@ -44,7 +55,7 @@ __all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "LeaseLost", "T
            "save_result", "trace_info"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
-    "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text"),
+    "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text", "rank", "score"),
     "sub_questions": ("trace_id", "position", "sub_question_id", "text"),
     "claims": ("trace_id", "position", "claim_id", "text", "char_start", "char_end"),
     "gaps": ("trace_id", "position", "gap_id", "text", "char_start", "char_end"),
@@ -59,6 +70,7 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "completeness_mappings": ("trace_id", "sq_position", "position", "sub_question_id", "claim_id"),
     "completeness_extras": ("trace_id", "position", "claim_id"),
 }
+_APP_LATENCY = ", ".join(APP_LATENCY_COLUMNS.values())   # the app's own timing columns, in order
 _ORDER = {"completeness": "trace_id", "completeness_mappings": "sq_position, position",
           "grounding": "judgment_position, kind, position"}
 
@@ -133,14 +145,15 @@ def create_traces(db: Db, entries: list[tuple[int, str | None, str | None, Trace
                 run_id = runs[run]
             rows.append((trace_id, uid, created_at or now, now, *lease, trace.knowledge_base,
                          dumps(trace.metadata, what="metadata"), trace.query, trace.response, trace.external_id,
-                         run_id))
+                         run_id, *app_latency_values(trace.app_latency_ms)))
             chunks += chunk_rows(trace_id, trace.context)
             written.append(trace_id)
         if rows:
             db.executemany(
                 "INSERT INTO traces (id, uid, created_at, updated_at, status, lease_host, lease_pid, lease_token,"
-                " lease_at, knowledge_base, metadata, query, response, external_id, run_id)"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING", rows)
+                f" lease_at, knowledge_base, metadata, query, response, external_id, run_id, {_APP_LATENCY})"
+                " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+                rows)
             _insert(db, "context_chunks", chunks)
     return written, clashed
 
@@ -153,10 +166,10 @@ def _create(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None, create
     try:
         cursor = db.execute(
             "INSERT INTO traces (id, uid, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
-            " knowledge_base, metadata, query, response, external_id)"
-            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+            f" knowledge_base, metadata, query, response, external_id, {_APP_LATENCY})"
+            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
             [trace_id, uid, created_at or now, now, *lease, trace.knowledge_base, meta, trace.query, trace.response,
-             trace.external_id])
+             trace.external_id, *app_latency_values(trace.app_latency_ms)])
     except db.dialect.integrity_error as exc:
         if trace.external_id is not None and "external_id" in str(exc):
             raise DuplicateExternalId(f"knowledge base {trace.knowledge_base!r} already has a trace with external "
@@ -337,21 +350,21 @@ def load_result(trace_id: int, db: Db) -> EvaluationResult:
 def load_input(db: Db, trace_id: int) -> TraceInput:
     """What was logged for the trace, external id included."""
     with db.read():
-        rows = list(db.query("SELECT query, response, knowledge_base, metadata, external_id FROM traces"
-                             " WHERE id = ?", [trace_id]))
+        rows = list(db.query(f"SELECT query, response, knowledge_base, metadata, external_id, {_APP_LATENCY}"
+                             " FROM traces WHERE id = ?", [trace_id]))
         if not rows:
             raise TraceNotFound(f"no trace with id {trace_id}")
         trace = rows[0]
-        chunks = [ContextChunk(id=c["chunk_id"], text=c["text"], source=c["source"],
-                               metadata=json.loads(c["metadata"]))
+        chunks = [ContextChunk(**chunk_from_row(c))
                   for c in db.query("SELECT * FROM context_chunks WHERE trace_id = ? ORDER BY position", [trace_id])]
     return TraceInput(query=trace["query"], context=chunks, response=trace["response"],
                       knowledge_base=trace["knowledge_base"], metadata=json.loads(trace["metadata"]),
-                      external_id=trace["external_id"])
+                      external_id=trace["external_id"],
+                      app_latency_ms=app_latency(trace[c] for c in APP_LATENCY_COLUMNS.values()))
 
 
 _INFO = ("SELECT id, knowledge_base, external_id, status, created_at, updated_at, evaluated_at, execution,"
-         " backend, judge_model, prompt_versions FROM traces")
+         " backend, judge_model, prompt_versions, app_latency_ms, app_retrieval_ms, app_generation_ms FROM traces")
 
 
 def _info(row: tuple[Any, ...]) -> TraceInfo:
@@ -359,7 +372,8 @@ def _info(row: tuple[Any, ...]) -> TraceInfo:
     return TraceInfo(trace_id=row[0], knowledge_base=row[1], external_id=row[2], status=row[3], created_at=row[4],
                      updated_at=row[5], evaluated_at=row[6] if has_result else None, has_result=has_result,
                      backend=row[8], judge_model=row[9],
-                     prompt_versions=json.loads(row[10]) if has_result and row[10] else {})
+                     prompt_versions=json.loads(row[10]) if has_result and row[10] else {},
+                     app_latency_ms=app_latency(row[11:14]))
 
 
 def trace_info(db: Db, trace_id: int) -> TraceInfo:

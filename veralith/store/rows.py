@@ -13,7 +13,8 @@ from typing import Any
 
 from veralith.models import ContextChunk, EvaluationResult, FailureCell
 
-__all__ = ["RESULT_COLUMNS", "chunk_rows", "dumps", "from_rows", "now_iso", "result_columns", "to_rows"]
+__all__ = ["APP_LATENCY_COLUMNS", "RESULT_COLUMNS", "app_latency", "app_latency_values", "chunk_from_row",
+           "chunk_rows", "dumps", "from_rows", "now_iso", "result_columns", "to_rows"]
 
 
 def now_iso() -> str:
@@ -89,8 +90,28 @@ def result_columns(result: EvaluationResult) -> dict[str, Any]:
 
 
 def chunk_rows(trace_id: int, chunks: list[ContextChunk]) -> list[tuple]:
-    return [(trace_id, i, c.id, c.source, dumps(c.metadata, what=f"context[{i}].metadata"), c.text)
+    return [(trace_id, i, c.id, c.source, dumps(c.metadata, what=f"context[{i}].metadata"), c.text, c.rank, c.score)
             for i, c in enumerate(chunks)]
+
+
+def chunk_from_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A context_chunks row as ContextChunk fields."""
+    return {"id": row["chunk_id"], "text": row["text"], "source": row["source"],
+            "metadata": json.loads(row["metadata"]), "rank": row["rank"], "score": row["score"]}
+
+
+# The app's own latency: {part: ms} (pipeline.inputs.LATENCY_PARTS) <-> the traces columns holding it.
+APP_LATENCY_COLUMNS = {"total": "app_latency_ms", "retrieval": "app_retrieval_ms", "generation": "app_generation_ms"}
+
+
+def app_latency_values(latency: dict[str, float]) -> list[float | None]:
+    """The APP_LATENCY_COLUMNS values of a logged latency, in that order."""
+    return [latency.get(part) for part in APP_LATENCY_COLUMNS]
+
+
+def app_latency(values: Any) -> dict[str, float]:
+    """{part: ms} from the APP_LATENCY_COLUMNS values (in order); parts not recorded are left out."""
+    return {part: float(v) for part, v in zip(APP_LATENCY_COLUMNS, values, strict=True) if v is not None}
 
 
 def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
@@ -171,8 +192,7 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
         "knowledge_base": trace["knowledge_base"],
         "metadata": json.loads(trace["metadata"]),
         "query": trace["query"],
-        "context": [{"id": c["chunk_id"], "text": c["text"], "source": c["source"],
-                     "metadata": json.loads(c["metadata"])} for c in children["context_chunks"]],
+        "context": [chunk_from_row(c) for c in children["context_chunks"]],
         "response": trace["response"],
         "sub_questions": [{"id": q["sub_question_id"], "text": q["text"]} for q in children["sub_questions"]],
         "claims": [{"id": c["claim_id"], "text": c["text"], "char_start": c["char_start"],

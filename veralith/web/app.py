@@ -175,12 +175,12 @@ class _Pages:
         with self.db() as db:
             kbs = browse.kb_figures(db)
             daily = browse.daily_figures(db, days=DAYS)
-            thresholds = stats(db)["thresholds"] if kbs else {}
+            figures = stats(db) if kbs else {"thresholds": {}, "app_latency": {}}
             runs = self._runs(db)
         charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {})) for kb in kbs}
         cost_days = [(day, daily["cost"][day]) for day in reversed(daily["days"]) if day in daily["cost"]]
-        return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=thresholds,
-                           cost_days=cost_days, days=daily["days"], runs=runs)
+        return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=figures["thresholds"],
+                           latency=figures["app_latency"], cost_days=cost_days, days=daily["days"], runs=runs)
 
     def _runs(self, db: Database) -> dict[str, Any] | None:
         """The newest runs with their totals, cells and a chart over them (oldest first), or None

@@ -32,6 +32,7 @@ import importlib
 import warnings
 from typing import Any
 
+from veralith.adapters._common import checked_options
 from veralith.adapters.langchain import _state
 from veralith.adapters.langchain._state import VeralithAdapterWarning
 
@@ -59,11 +60,7 @@ def install(*, knowledge_base: str = "default", metadata: dict[str, Any] | None 
     options. Raises ImportError (with the pip command) when LangChain is missing, TypeError or
     ValueError for bad options.
     """
-    from veralith.pipeline.inputs import check_knowledge_base, check_metadata
-
-    options = _state.Options(knowledge_base=check_knowledge_base(knowledge_base),
-                             metadata=_checked_metadata(check_metadata(metadata)),
-                             run=_checked_run(run))
+    options = checked_options(knowledge_base, metadata, run)
     try:
         importlib.import_module("langchain_core.callbacks")
     except ImportError as exc:
@@ -90,21 +87,6 @@ def stats() -> dict[str, Any]:
     @veralith.trace logged the call; `error`: the call raised; `no_question` / `no_answer`: not
     readable; `log_failed`; `adapter_error`); `ignored` top-level calls during which no retriever ran."""
     return _state.stats()
-
-
-def _checked_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
-    from veralith.adapters.langchain._read import json_safe
-
-    safe = json_safe(metadata)
-    if safe != metadata:
-        raise ValueError("install(metadata=...) must hold JSON values (str, numbers, bools, None, lists, dicts)")
-    return safe
-
-
-def _checked_run(run: str | None) -> str | None:
-    if run is not None and (not isinstance(run, str) or not run.strip()):
-        raise ValueError(f"run must be a non-empty str or None, got {run!r}")
-    return run
 
 
 def _chain_classes() -> list[type]:

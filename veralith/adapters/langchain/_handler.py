@@ -9,20 +9,23 @@ LangChain's BaseCallbackHandler, so it is built on first use (`handler_class()`)
 from __future__ import annotations
 
 import functools
-import importlib
 import threading
+import time
 import uuid
 from typing import Any
 
+from veralith.adapters._common import Outcome, trace_metadata as common_metadata
 from veralith.adapters.langchain import _read, _runs, _state
-from veralith.sdk import scope
+from veralith.sdk import handoff, scope
 
 
 class _Tracker:
     """Callback logic without LangChain types, mixed into `VeralithCallbackHandler`.
 
     A run whose parent this handler never saw is top-level for it. Only top-level chain runs start
-    a tree; a retriever, tool or model used on its own is not a RAG answer.
+    a tree; a retriever, tool or model used on its own is not a RAG answer. Inside a
+    @veralith.trace call a retriever used on its own starts one too: what it retrieved is handed to
+    that call (veralith.sdk.handoff).
     """
 
     def __init__(self, *, knowledge_base: str | None = None, metadata: dict[str, Any] | None = None,
@@ -44,16 +47,18 @@ class _Tracker:
             return None
         with self._state_lock:
             root_id = self._root_of.get(parent_run_id) if parent_run_id is not None else None
-            if root_id is None and kind != "chain":
+            inside = root_id is None and scope.active() is not None
+            if root_id is None and kind != "chain" and not (kind == "retriever" and inside):
                 return None
             run = _runs.Run(id=run_id, parent=parent_run_id if root_id is not None else None, kind=kind,
                             name=kwargs.get("name"), tags=list(kwargs.get("tags") or []),
                             metadata=dict(kwargs.get("metadata") or {}), inputs=inputs)
             if root_id is None:
                 root_id = run_id
-                # One user call, one trace: inside a @veralith.trace call, that call's trace wins.
-                self._trees[run_id] = _runs.Tree(root=run, runs={},
-                                                 skip="inside_veralith_scope" if scope.active() else None)
+                # One user call, one trace: inside a @veralith.trace call, that call's trace wins,
+                # and what this tree retrieves and answers is handed to it.
+                self._trees[run_id] = _runs.Tree(root=run, runs={}, skip="inside_veralith_scope" if inside else None,
+                                                 collector=handoff.current() if inside else None)
             tree = self._trees[root_id]
             run.seq = len(tree.runs)
             tree.runs[run_id] = run
@@ -72,7 +77,7 @@ class _Tracker:
             run = self._run(run_id)
             if run is None:
                 return
-            run.state = state
+            run.state, run.ended = state, time.perf_counter()
             for name, value in fields.items():
                 setattr(run, name, value)
             tree = self._trees.pop(run_id, None) if self._root_of.get(run_id) == run_id else None
@@ -155,17 +160,18 @@ class _Tracker:
 # --- what gets logged --------------------------------------------------------------------------------
 
 def trace_metadata(tree: _runs.Tree, trace: _runs.Trace, base: dict[str, Any]) -> dict[str, Any]:
-    """The one metadata shape of every trace the adapter logs (documented in docs/langchain.md).
+    """The one metadata shape of every trace the adapter logs (veralith.adapters._common; documented
+    in docs/langchain.md).
 
     The caller's install()/handler metadata first, then the adapter's keys: `source`, `chain` (the
     run that answered), `run_id`, `run_name`, `tags` and `langchain_metadata` (the caller's
     config["metadata"]) of the top-level run, `partial`; and when they apply `sources`, `branch`,
     `input` and `chat_history`.
     """
-    root = tree.root
-    return {**base, "source": "langchain", "chain": trace.unit.name, "run_id": str(root.id),
-            "run_name": root.name, "tags": list(root.tags), "langchain_metadata": _read.json_safe(root.metadata),
-            **trace.extra}
+    extra = {k: v for k, v in trace.extra.items() if k != "partial"}
+    return common_metadata(base, source="langchain", chain=trace.unit.name, run_id=str(tree.root.id),
+                           run_name=tree.root.name, tags=tree.root.tags, framework_metadata=tree.root.metadata,
+                           partial=bool(trace.extra.get("partial")), **extra)
 
 
 def _emit(tree: _runs.Tree, options: _state.Options) -> None:
@@ -174,6 +180,9 @@ def _emit(tree: _runs.Tree, options: _state.Options) -> None:
     except Exception as exc:  # never break the chain over the adapter's own bug
         _state.count("skipped", "adapter_error")
         _state.warn_once(f"plan:{type(exc).__name__}", f"Veralith could not read a LangChain run: {exc}")
+        return
+    if tree.collector is not None and tree.root.state != "error":
+        _state.counters.run("a LangChain run", lambda: _hand_over(tree, traces))
         return
     if reason == "no_retrieval":
         _state.count("ignored")
@@ -189,19 +198,30 @@ def _emit(tree: _runs.Tree, options: _state.Options) -> None:
                              f"Veralith could not find the {what} of a LangChain run ({trace.unit.name}, output "
                              f"type {trace.answer_type}); not logged")
             continue
-        kwargs: dict[str, Any] = {"knowledge_base": options.knowledge_base,
-                                  "metadata": trace_metadata(tree, trace, options.metadata)}
-        if options.run is not None:
-            kwargs["run"] = options.run
-        try:
-            # Looked up at call time so the module, not a copy of the function, is what gets called.
-            importlib.import_module("veralith.sdk.log").log(trace.query, _read.context(trace.documents),
-                                                            trace.answer, **kwargs)
-        except Exception as exc:
-            _state.count("skipped", "log_failed")
-            _state.warn_once(f"log:{type(exc).__name__}", f"Veralith could not log a LangChain run: {exc}")
-            continue
-        _state.count("logged")
+        outcome = Outcome(query=trace.query, context=_read.context(trace.documents, trace.ranks), answer=trace.answer,
+                          metadata=trace_metadata(tree, trace, options.metadata), latency_ms=trace.latency_ms)
+        _state.counters.emit(outcome, options, None, source="langchain")
+
+
+def _hand_over(tree: _runs.Tree, traces: list[_runs.Trace]) -> None:
+    """Inside a @veralith.trace call: hand its collector what this call retrieved and answered (a
+    retriever used on its own hands its documents)."""
+    if not traces:
+        retrievers = [r for r in tree.runs.values() if r.kind == "retriever" and r.state == "ok"]
+        if not retrievers:
+            _state.count("ignored")
+            return
+        documents = [doc for r in retrievers for doc in r.documents]
+        ranks = [i + 1 for r in retrievers for i in range(len(r.documents))]
+        latency = _runs.timings(tree, tree.root, retrievers)
+        traces = [_runs.Trace(unit=tree.root, query=next((r.query for r in retrievers if r.query), None), answer=None,
+                              documents=documents, extra={}, answer_type="documents", ranks=ranks, latency_ms=latency)]
+    for trace in traces:
+        tree.collector.add(handoff.Handed(source="langchain", context=_read.context(trace.documents, trace.ranks),
+                                          answer=trace.answer, query=trace.query,
+                                          retrieval_ms=trace.latency_ms.get("retrieval"),
+                                          generation_ms=trace.latency_ms.get("generation")))
+        _state.count("skipped", "inside_veralith_scope")
 
 
 @functools.cache

@@ -6,8 +6,11 @@ when the value does not have the expected shape); nothing raises on an unexpecte
 
 from __future__ import annotations
 
-import json
+import math
 from typing import Any
+
+from veralith.adapters._common import json_safe
+from veralith.sdk.handoff import unique_ids
 
 QUERY_KEYS = ("question", "query", "input")
 ANSWER_KEYS = ("answer", "result", "output", "text", "response", "content")
@@ -117,16 +120,18 @@ def history(value: Any) -> list[dict[str, str]] | None:
     return turns
 
 
-def json_safe(value: Any) -> Any:
-    """`value` as JSON can hold it: values JSON cannot represent become their str()."""
-    return json.loads(json.dumps(value, default=str))
+# Metadata keys under which retrievers and rerankers put a document's score (Cohere's and the
+# cross-encoder rerankers write relevance_score; several vector-store retrievers write score).
+SCORE_KEYS = ("relevance_score", "score")
 
 
-def context(documents: list[Any]) -> list[dict[str, Any]]:
-    """LangChain Documents as context dicts; duplicates (several retrievers, one chunk) are dropped."""
+def context(documents: list[Any], ranks: list[int] | None = None) -> list[dict[str, Any]]:
+    """LangChain Documents as context dicts; duplicates (several retrievers, one chunk) are dropped.
+    `ranks` gives each document's position in its retriever's results (kept as the chunk's rank);
+    a finite number under one of SCORE_KEYS in its metadata becomes its score."""
     chunks: list[dict[str, Any]] = []
     seen: set[tuple[Any, str]] = set()
-    for doc in documents:
+    for i, doc in enumerate(documents):
         text = getattr(doc, "page_content", doc)
         doc_id = getattr(doc, "id", None)
         if not isinstance(text, str) or (doc_id, text) in seen:
@@ -138,10 +143,14 @@ def context(documents: list[Any]) -> list[dict[str, Any]]:
             chunk["source"] = str(metadata["source"])
         if doc_id:
             chunk["id"] = str(doc_id)
+        if ranks is not None and i < len(ranks):
+            chunk["rank"] = ranks[i]
+        score = next((metadata[k] for k in SCORE_KEYS if _finite(metadata.get(k))), None)
+        if score is not None:
+            chunk["score"] = float(score)
         chunks.append(chunk)
-    # Retriever ids are kept only when every chunk has a distinct one; otherwise Veralith numbers them.
-    ids = [c.get("id") for c in chunks]
-    if None in ids or len(set(ids)) != len(ids):
-        for chunk in chunks:
-            chunk.pop("id", None)
-    return chunks
+    return unique_ids(chunks)  # retriever ids only when every chunk has a distinct one
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -16,6 +16,7 @@ Nothing here imports LangChain.
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +43,8 @@ class Run:
     query: str | None = None            # retrievers: the query they were given
     documents: list[Any] = field(default_factory=list)  # retrievers: what they returned
     tokens: list[str] = field(default_factory=list)     # models: streamed tokens
+    started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None                          # when it ended, however it ended
 
     def input_value(self) -> Any:
         return self.end_inputs if self.end_inputs is not UNSET else self.inputs
@@ -52,6 +55,7 @@ class Tree:
     root: Run
     runs: dict[uuid.UUID, Run]
     skip: str | None = None             # why nothing of this tree may be logged, decided at its start
+    collector: Any = None               # inside a @veralith.trace call: its handoff.Collector
 
 
 @dataclass
@@ -64,6 +68,8 @@ class Trace:
     documents: list[Any]
     extra: dict[str, Any]
     answer_type: str                    # the type of the output the answer was read from, for warnings
+    ranks: list[int] = field(default_factory=list)      # each document's position in its retriever's results
+    latency_ms: dict[str, float] = field(default_factory=dict)  # the unit's duration; retrieval; generation
 
 
 def plan(tree: Tree) -> tuple[list[Trace], str | None]:
@@ -172,4 +178,32 @@ def _trace(tree: Tree, unit: Run, retrievers: list[Run], partial: bool) -> Trace
             extra["branch"] = branch
     output_type = "nothing" if unit.outputs is UNSET else type(unit.outputs).__name__
     return Trace(unit=unit, query=query, answer=_answer(tree, unit, partial), documents=documents, extra=extra,
-                 answer_type=output_type)
+                 answer_type=output_type, ranks=[i + 1 for r in retrievers for i in range(len(r.documents))],
+                 latency_ms=timings(tree, unit, retrievers))
+
+
+def _below(tree: Tree, run: Run) -> list[Run]:
+    """Every run below `run`, in no particular order (cheaper than _descendants, which sorts)."""
+    if run is tree.root:
+        return [r for r in tree.runs.values() if r is not run]
+    found, stack = [], list(run.children)
+    while stack:
+        child = tree.runs[stack.pop()]
+        found.append(child)
+        stack.extend(child.children)
+    return found
+
+
+def timings(tree: Tree, unit: Run, retrievers: list[Run]) -> dict[str, float]:
+    """The unit's own duration (`total`), the time its retrievers took (`retrieval`) and the time in
+    model calls below it (`generation`), in ms; a run still open counts until now."""
+    now = time.perf_counter()
+
+    def ms(run: Run) -> float:
+        return ((run.ended if run.ended is not None else now) - run.started) * 1000.0
+
+    models = [r for r in _below(tree, unit) if r.kind == "llm"]
+    out = {"total": ms(unit), "retrieval": sum(ms(r) for r in retrievers)}
+    if models:
+        out["generation"] = sum(ms(r) for r in models)
+    return out
