@@ -96,7 +96,13 @@ def store(store_url):
 def _close_stores():
     """Close what tests opened (PostgreSQL pools hold connections) and forget it."""
     from veralith import store as store_package
+    from veralith.store import ownership
 
+    # A test that claims a trace and never finishes it leaves the lease with the process's renewer,
+    # which would reopen the closed store's pool every few seconds for the rest of the session.
+    for key in ownership.renewer.held():
+        while key in ownership.renewer.held():
+            ownership.renewer.drop(key)
     for opened in list(store_package._stores.values()):
         opened.close()
     store_package._stores.clear()
