@@ -95,8 +95,13 @@ def store(store_url):
 
 def _close_stores():
     """Close what tests opened (PostgreSQL pools hold connections) and forget it."""
+    import sys
+
     from veralith import store as store_package
     from veralith.store import ownership
+
+    if "veralith.sdk.log" in sys.modules:  # log()'s threads use the stores: stop them first
+        sys.modules["veralith.sdk.log"].shutdown(wait=True, timeout=30)
 
     # A test that claims a trace and never finishes it leaves the lease with the process's renewer,
     # which would reopen the closed store's pool every few seconds for the rest of the session.
