@@ -410,13 +410,19 @@ _DIRECT = ("SELECT knowledge_base AS kb, COALESCE(failure_cell, '') AS cell, COA
            " SUM(COALESCE(calls, 0)) AS calls FROM traces GROUP BY 1, 2, 3, 4")
 
 
+# The same per UTC day of creation, for stored results (the web view's daily figures).
+_DAILY_DIRECT = ("SELECT substr(created_at, 1, 10), knowledge_base, COALESCE(failure_cell, ''), quality_gate,"
+                 " COUNT(*), SUM(COALESCE(usd, 0)), SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM traces"
+                 " WHERE quality_gate IS NOT NULL GROUP BY 1, 2, 3, 4")
+
+
 def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
-    """Whatever the writes, the running totals equal a full count (on PostgreSQL also across a
-    compaction of the deltas into the base rows, and with deltas left over)."""
+    """Whatever the writes, the running totals (stats' and the daily ones) equal a full count (on
+    PostgreSQL also across a compaction of the deltas into the base rows, and with deltas left over)."""
     import random
     rng = random.Random(3)
     for step in range(60):
-        op = rng.choice(["create", "save", "resave", "claim", "error", "delete"])
+        op = rng.choice(["create", "save", "resave", "claim", "error", "delete", "redate"])
         ids = [r[0] for r in sql(store, "SELECT id FROM traces")]
         if op == "create" or not ids:
             store.create_trace(trace(knowledge_base=rng.choice(["a", "b"])))
@@ -431,6 +437,9 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
             sql(store, "UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [rng.choice(ids)])
         elif op == "error":
             store.mark_error(rng.choice(ids), "boom")
+        elif op == "redate":
+            sql(store, "UPDATE traces SET created_at = ? WHERE id = ?",
+                [f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T12:00:00.000000+00:00", rng.choice(ids)])
         else:
             sql(store, "DELETE FROM traces WHERE id = ?", [rng.choice(ids)])
         if step == 30 and hasattr(store, "compact"):
@@ -448,6 +457,12 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
     by_status = {s: sum(r["n"] for k, r in direct.items() if k[3] == s) for s in ("pending", "running", "done",
                                                                                "error")}
     assert store.stats()["by_status"] == by_status
+    daily = {r[:4]: r[4:] for r in sql(store, "SELECT day, knowledge_base, failure_cell, quality_gate, n, usd,"
+                                              " usd_unknown FROM trace_daily")}
+    recount = {r[:4]: r[4:] for r in sql(store, _DAILY_DIRECT)}
+    assert set(daily) == set(recount) and len({key[0] for key in recount}) >= 2   # some were redated
+    for key, (n, usd, unknown) in recount.items():
+        assert (daily[key][0], daily[key][2]) == (n, unknown) and daily[key][1] == pytest.approx(usd, abs=1e-9), key
 
 
 def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(tmp_path):
