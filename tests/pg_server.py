@@ -79,9 +79,9 @@ class PgServer:
             conn.execute(statement.encode())
 
     def _make_template(self) -> str:
-        from veralith.store.postgres import migrate
-
         import psycopg
+
+        from veralith.store.postgres import migrate
 
         self.sql("CREATE DATABASE veralith_template")
         with psycopg.connect(f"{self.base}/veralith_template", autocommit=True) as conn:
