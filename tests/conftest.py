@@ -69,6 +69,7 @@ def pg_url(pg_server, tmp_path, monkeypatch):
     settings.reload()
     yield url
     _close_stores()
+    pg_server.drop_database(url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
