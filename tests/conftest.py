@@ -71,6 +71,7 @@ def pg_url(pg_server, tmp_path, monkeypatch):
     settings.reload()
     yield url
     _close_stores()
+    pg_server.drop_database(url)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -97,8 +98,19 @@ def store(store_url):
 
 def _close_stores():
     """Close what tests opened (PostgreSQL pools hold connections) and forget it."""
-    from veralith import store as store_package
+    import sys
 
+    from veralith import store as store_package
+    from veralith.store import ownership
+
+    if "veralith.sdk.log" in sys.modules:  # log()'s threads use the stores: stop them first
+        sys.modules["veralith.sdk.log"].shutdown(wait=True, timeout=30)
+
+    # A test that claims a trace and never finishes it leaves the lease with the process's renewer,
+    # which would reopen the closed store's pool every few seconds for the rest of the session.
+    for key in ownership.renewer.held():
+        while key in ownership.renewer.held():
+            ownership.renewer.drop(key)
     for opened in list(store_package._stores.values()):
         opened.close()
     store_package._stores.clear()

@@ -103,6 +103,13 @@ class PgServer:
         would lose the last commits, which a production server (synchronous_commit on) keeps."""
         self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"])
 
+    def drop_database(self, url: str) -> None:
+        """Drop a database `new_database` made (its connections, if any are left, are ended): a
+        session's hundreds of test databases would otherwise fill the temporary folder."""
+        name = url.rsplit("/", 1)[1]
+        assert url == f"{self.base}/{name}" and name.startswith("t"), url
+        self.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
     def stop(self) -> None:
         try:
             self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"])

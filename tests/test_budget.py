@@ -17,7 +17,7 @@ from veralith.config import ConfigError, settings
 from veralith.llm import tokens
 from veralith.observability.cost import CostWarning
 from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
-from veralith.store.db import open_db
+from veralith.store import open_store
 
 QUERY = "When was the Eiffel Tower finished, and how tall is it?"
 CONTEXT = ["The Eiffel Tower was completed in 1889.", "It is 330 metres tall."]
@@ -73,7 +73,7 @@ def test_a_tiny_budget_refuses_before_any_call_or_write(openai_server, monkeypat
     assert "1e-06" in message and f"{err.estimated_usd:.6g}" in message
     assert "VERALITH_PER_TRACE_BUDGET_USD" in message
     assert isinstance(err, veralith.errors.VeralithError)
-    assert open_db(settings.db_path).execute("SELECT count(*) FROM traces").fetchone()[0] == 0
+    assert open_store().list_traces() == []
 
 
 def test_a_sufficient_budget_lets_the_trace_through(openai_server):

@@ -1,60 +1,58 @@
-"""Per-knowledge-base calibration of the sufficiency threshold."""
+"""Per-knowledge-base calibration of the sufficiency threshold, on each store."""
 
 from __future__ import annotations
 
 import statistics
 
 import pytest
+from store_support import scalar, sql
 from test_store import make_result
 
 from veralith.config import settings
 from veralith.models import FailureCell, ThresholdSource
 from veralith.pipeline.calibrate import current_threshold
 from veralith.store.calibration import linear_percentile, rank_of
-from veralith.store.db import open_db
-from veralith.store.repository import claim_trace, save_result
 
 # 25 fractions, stored shuffled; sorted, ranks 2 and 3 hold 0.5 and 0.75.
 FRACTIONS = [0.0, 0.25, 0.5, 0.75] + [0.8 + i / 100 for i in range(21)]
 
 
-def store(fractions, *, kb="docs", cell=FailureCell.complete_grounded):
-    db = open_db()
+def fill(store, fractions, *, kb="docs", cell=FailureCell.complete_grounded):
     for f in reversed(fractions):
-        save_result(db, make_result(cell, sufficiency_fraction=f, knowledge_base=kb))
-    return db
+        store.save_result(make_result(cell, sufficiency_fraction=f, knowledge_base=kb))
+    return store
 
 
-def test_25_complete_grounded_traces_give_the_exact_10th_percentile():
-    db = store(FRACTIONS)
+def test_25_complete_grounded_traces_give_the_exact_10th_percentile(store):
+    db = fill(store, FRACTIONS)
     # h = (25 - 1) * 10 / 100 = 2.4: 0.5 + 0.4 * (0.75 - 0.5) = 0.6, as numpy.percentile(x, 10)
     assert current_threshold("docs", db) == (0.6, ThresholdSource.calibrated)
     assert statistics.quantiles(FRACTIONS, n=10, method="inclusive")[0] == pytest.approx(0.6, abs=1e-15)
 
 
-def test_19_traces_are_not_enough():
-    db = store(FRACTIONS[:19])
+def test_19_traces_are_not_enough(store):
+    db = fill(store, FRACTIONS[:19])
     assert current_threshold("docs", db) == (1.0, ThresholdSource.fallback)
-    store(FRACTIONS[19:20])
+    fill(store, FRACTIONS[19:20])
     assert current_threshold("docs", db)[1] is ThresholdSource.calibrated  # the 20th calibrates
 
 
-def test_only_done_complete_grounded_traces_of_the_same_kb_count():
-    db = store(FRACTIONS)
-    store([0.01] * 30, kb="other")
-    store([0.01] * 30, cell=FailureCell.complete_ungrounded)
-    store([0.01] * 30, cell=None)
+def test_only_done_complete_grounded_traces_of_the_same_kb_count(store):
+    db = fill(store, FRACTIONS)
+    fill(store, [0.01] * 30, kb="other")
+    fill(store, [0.01] * 30, cell=FailureCell.complete_ungrounded)
+    fill(store, [0.01] * 30, cell=None)
     assert current_threshold("docs", db) == (0.6, ThresholdSource.calibrated)
     assert current_threshold("other", db) == (0.01, ThresholdSource.calibrated)
     # A trace being re-evaluated (running) drops out until its new result is stored.
-    lowest = db.execute("SELECT id FROM traces WHERE knowledge_base = 'docs' AND sufficiency_fraction = 0").fetchone()[0]
-    db.execute("UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [lowest])
-    assert claim_trace(db, lowest)
+    lowest = scalar(store, "SELECT id FROM traces WHERE knowledge_base = 'docs' AND sufficiency_fraction = 0")
+    sql(store, "UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [lowest])
+    assert store.claim(lowest)
     assert current_threshold("docs", db)[0] == pytest.approx(0.75 + 0.3 * (0.8 - 0.75))
 
 
-def test_settings_drive_percentile_minimum_and_fallback():
-    db = store(FRACTIONS[:10])
+def test_settings_drive_percentile_minimum_and_fallback(store):
+    db = fill(store, FRACTIONS[:10])
     with settings.override(calibration_min_traces=10, calibration_percentile=50):
         # h = 9 * 50 / 100 = 4.5: halfway between ranks 4 (0.8) and 5 (0.81)
         assert current_threshold("docs", db) == (0.805, ThresholdSource.calibrated)

@@ -11,7 +11,7 @@ import shutil
 
 import veralith
 from veralith.models import SCHEMA_VERSION, EvaluationResult
-from veralith.store import load_result, migrate
+from veralith.store import migrate, repository
 from veralith.store.db import connect
 
 CONTEXT = ["The Skylark kettle costs 189 euros.", "It holds 1.7 litres."]
@@ -104,7 +104,7 @@ def test_migration_0005_renumbers_stored_claims_and_every_reference(tmp_path):
         db.execute("INSERT INTO completeness_extras VALUES (1, 0, 'c9')")
     db.conn.close()
 
-    result = load_result(1, connect(path))       # connect applies 0005 and everything after it
+    result = repository.load_result(1, connect(path))   # connect applies 0005 and everything after it
     assert [c.id for c in result.claims] == ["k1", "k2"]
     assert [j.claim_id for j in result.faithfulness] == ["k1", "k2"]
     assert result.faithfulness[0].grounding_chunk_ids == ["c7"]     # the chunk keeps its id

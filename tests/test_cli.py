@@ -1,4 +1,5 @@
-"""`veralith` commands in-process (typer's CliRunner), offline with the local backend."""
+"""`veralith` commands in-process (typer's CliRunner), offline with the local backend. Tests marked
+`both` run once on the SQLite file and once with VERALITH_DB_URL naming a PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from veralith.cli import app
 from veralith.config import settings
 from veralith.models import EvaluationResult
 
-pytest.importorskip("veralith.store.repository")
+both = pytest.mark.usefixtures("store_url")
 
 GOOD = [
     {"id": "pe", "query": "What is a P/E ratio?",
@@ -42,10 +43,9 @@ def _db_path() -> Path:
 
 
 def _stored() -> list[dict]:
-    from veralith.store.db import open_db
-    from veralith.store.repository import list_traces
+    from veralith.store import open_store
 
-    return list_traces(open_db(), limit=1000)
+    return open_store().list_traces(limit=1000)
 
 
 @pytest.fixture
@@ -53,6 +53,7 @@ def runner() -> CliRunner:
     return CliRunner(env={"COLUMNS": "200"})
 
 
+@both
 def test_mixed_file_reports_each_bad_line_and_stores_the_good(runner, tmp_path):
     lines = [GOOD[0], GOOD[1], "{not json", {"query": "q", "context": []}, "", GOOD[2],
              {"query": "q", "context": 42, "response": "r"}, GOOD[3], GOOD[4]]
@@ -69,6 +70,7 @@ def test_mixed_file_reports_each_bad_line_and_stores_the_good(runner, tmp_path):
     assert "evaluated" in result.stdout and "bad lines 3" in result.stdout
 
 
+@both
 def test_clean_file_exits_zero_and_writes_results_in_input_order(runner, tmp_path):
     many = [{**g, "id": f"{g['id']}{n}"} for n in range(4) for g in GOOD]  # ids are unique per knowledge base
     path = _write(tmp_path / "good.jsonl", many)
@@ -102,8 +104,9 @@ def test_no_persist_leaves_no_database(runner, tmp_path):
     assert [json.loads(line)["trace_id"] for line in out.read_text().splitlines()] == [None] * len(GOOD)
 
 
+@both
 def test_inspect_prints_user_markup_literally_and_json_round_trips(runner, tmp_path):
-    from veralith.store.repository import load_result
+    from veralith.store import load_result
 
     hostile = {"query": "What does [bold]this[/bold] do?", "context": ["It does [red]nothing[/red] at all."],
                "response": "It does [red]nothing[/red]. See [link=file:///etc/passwd]this[/link] \x1b[2J."}
@@ -117,6 +120,7 @@ def test_inspect_prints_user_markup_literally_and_json_round_trips(runner, tmp_p
     assert EvaluationResult.model_validate_json(as_json.stdout) == load_result(trace_id)
 
 
+@both
 def test_inspect_unknown_id_exits_one(runner, tmp_path):
     assert runner.invoke(app, ["inspect", "5"]).exit_code == 1            # no database at all
     runner.invoke(app, ["eval", str(_write(tmp_path / "g.jsonl", GOOD[:1]))])
@@ -124,6 +128,7 @@ def test_inspect_unknown_id_exits_one(runner, tmp_path):
     assert result.exit_code == 1 and "999" in result.stderr
 
 
+@both
 def test_list_stats_export(runner, tmp_path):
     runner.invoke(app, ["eval", str(_write(tmp_path / "g.jsonl", GOOD))])
     listed = runner.invoke(app, ["list", "--limit", "3"])
@@ -149,14 +154,14 @@ def test_read_only_commands_never_create_a_database(runner):
     assert not _db_path().exists()
 
 
+@both
 def test_resume_finishes_pending_traces(runner):
     from veralith.pipeline.inputs import normalize_context
-    from veralith.store.db import open_db
-    from veralith.store.repository import create_trace
+    from veralith.store import TraceInput, open_store
 
-    db = open_db()
+    store = open_store()
     for g in GOOD:
-        create_trace(db, query=g["query"], context=normalize_context(g["context"]), response=g["response"])
+        store.create_trace(TraceInput(query=g["query"], context=normalize_context(g["context"]), response=g["response"]))
     assert {r["status"] for r in _stored()} == {"pending"}
     result = runner.invoke(app, ["resume", "-c", "2"])
     assert result.exit_code == 0, result.output

@@ -11,14 +11,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from store_support import sql
 from typer.testing import CliRunner
 
 from veralith.cli import app
 from veralith.cli.export import EXPORT_CSV_FIELDS, without_trace_fields
 from veralith.models import EvaluationResult
 from veralith.store import TraceInput, open_store
-from veralith.store.db import connect, open_db
-from veralith.store.repository import history
+from veralith.store.db import connect
 
 ROWS = [
     {"id": "pe", "query": "What is a P/E ratio?",
@@ -42,7 +42,15 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _traces() -> list[tuple]:
-    return open_db().execute("SELECT id, knowledge_base, external_id, status, response FROM traces ORDER BY id").fetchall()
+    return sql(open_store(), "SELECT id, knowledge_base, external_id, status, response FROM traces ORDER BY id")
+
+
+def history(trace_id: int) -> list[dict]:
+    return open_store().history(trace_id)
+
+
+# The SQLite file, then PostgreSQL as VERALITH_DB_URL.
+both = pytest.mark.usefixtures("store_url")
 
 
 def _eval(runner, path: Path, *args: str):
@@ -53,6 +61,7 @@ def _eval(runner, path: Path, *args: str):
 
 # -- 6. the record's id is the trace's external id ------------------------------------------------
 
+@both
 def test_ids_are_stored_as_external_ids_and_kept_in_metadata(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     assert [(kb, ext) for _, kb, ext, _, _ in _traces()] == [("default", "pe"), ("default", "7"), ("history", "ww2")]
@@ -60,6 +69,7 @@ def test_ids_are_stored_as_external_ids_and_kept_in_metadata(runner, tmp_path):
     assert open_store().load_result(trace_id).metadata == {"id": "pe"}     # old readers still find it
 
 
+@both
 def test_inspect_takes_an_external_id_a_numeric_id_first_and_kb_to_choose(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     by_ext = {ext: tid for tid, _, ext, _, _ in _traces()}
@@ -80,6 +90,7 @@ def test_inspect_takes_an_external_id_a_numeric_id_first_and_kb_to_choose(runner
     assert huge.exit_code == 1 and "no trace" in huge.stderr and "Traceback" not in huge.output
 
 
+@both
 def test_a_number_that_is_one_traces_id_and_anothers_external_id_is_never_guessed(runner, tmp_path):
     # Files often number their records 1, 2, ...: "2" is then trace 2 and the record whose id is 2.
     rows = [{**ROWS[1], "id": n, "query": f"What is the capital of France? ({n})"} for n in (3, 2, 1)]
@@ -110,6 +121,7 @@ def test_unusable_ids_are_refused_by_line(runner, tmp_path, ident, word):
 
 # -- 7. re-running a file is idempotent by external id --------------------------------------------
 
+@both
 def test_rerunning_the_same_file_skips_every_record_and_says_so(runner, tmp_path):
     path = _write(tmp_path / "in.jsonl", ROWS)
     _eval(runner, path)
@@ -117,7 +129,7 @@ def test_rerunning_the_same_file_skips_every_record_and_says_so(runner, tmp_path
     again = _eval(runner, path)
     assert "skipped" in again.stdout and "3 already evaluated" in again.stdout
     assert _traces() == before                          # nothing new, nothing re-judged
-    assert all(history(open_db(), t[0]) == [] for t in before)
+    assert all(history(t[0]) == [] for t in before)
 
 
 def test_a_rerun_writes_every_result_to_output_unchanged_ones_included(runner, tmp_path):
@@ -144,6 +156,7 @@ def test_records_without_an_id_are_said_to_be_stored_anew(runner, tmp_path):
     assert "no id" not in _eval(runner, _write(tmp_path / "bare.jsonl", bare), "--no-persist").stdout
 
 
+@both
 def test_a_changed_record_is_re_evaluated_in_place_with_history(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     before = {ext: tid for tid, _, ext, _, _ in _traces()}
@@ -155,11 +168,11 @@ def test_a_changed_record_is_re_evaluated_in_place_with_history(runner, tmp_path
     assert [t[0] for t in after] == sorted(before.values())          # same traces, no duplicate
     now = open_store().load_result(before["7"])
     assert now.response == "The capital of France is Lyon." and now.trace_id == before["7"]
-    past = history(open_db(), before["7"])
+    past = history(before["7"])
     assert len(past) == 1 and past[0]["status"] == "done"
     assert past[0]["failure_cell"] == first.failure_cell.value and past[0]["backend"] == "local"
     assert past[0]["prompt_versions"] == first.prompt_versions
-    assert history(open_db(), before["pe"]) == []
+    assert history(before["pe"]) == []
 
 
 def test_changed_metadata_is_re_evaluated_in_place_and_stored(runner, tmp_path):
@@ -171,22 +184,23 @@ def test_changed_metadata_is_re_evaluated_in_place_and_stored(runner, tmp_path):
     assert "2 already evaluated" in result.stdout
     now = open_store().load_result(before["7"])
     assert now.metadata == {"as_of": "2020-01-31", "user": "u2", "id": 7} and now.as_of == "2020-01-31"
-    assert len(history(open_db(), before["7"])) == 1
+    assert len(history(before["7"])) == 1
 
 
+@both
 def test_a_changed_judge_configuration_re_evaluates(runner, tmp_path):
     path = _write(tmp_path / "in.jsonl", ROWS)
     _eval(runner, path)
     trace_id = _traces()[0][0]
     # As if the stored result had come from an earlier version of one prompt.
-    db = open_db()
-    with db.conn:
-        db.execute("UPDATE traces SET prompt_versions = json_set(prompt_versions, '$.claims', 'claims-old')"
-                   " WHERE id = ?", [trace_id])
+    store = open_store()
+    versions = store.load_result(trace_id).prompt_versions
+    sql(store, "UPDATE traces SET prompt_versions = ? WHERE id = ?",
+        [json.dumps({**versions, "claims": "claims-old"}), trace_id])
     result = _eval(runner, path)
     assert "2 already evaluated" in result.stdout
     assert open_store().load_result(trace_id).prompt_versions["claims"] != "claims-old"
-    assert [h["prompt_versions"]["claims"] for h in history(open_db(), trace_id)] == ["claims-old"]
+    assert [h["prompt_versions"]["claims"] for h in history(trace_id)] == ["claims-old"]
 
 
 def test_rejudge_re_evaluates_everything_in_place(runner, tmp_path):
@@ -196,9 +210,10 @@ def test_rejudge_re_evaluates_everything_in_place(runner, tmp_path):
     result = _eval(runner, path, "--rejudge")
     assert "already evaluated" not in result.stdout and re.search(r"^evaluated\s+3 ", result.stdout, re.M)
     assert [t[0] for t in _traces()] == [t[0] for t in before]
-    assert all(len(history(open_db(), t[0])) == 1 for t in before)
+    assert all(len(history(t[0])) == 1 for t in before)
 
 
+@both
 def test_a_record_left_pending_by_a_crash_is_evaluated_on_the_rerun(runner, tmp_path):
     store = open_store()
     # A trace stored by an earlier run that died before evaluating it (pending, nobody's lease).
@@ -211,6 +226,7 @@ def test_a_record_left_pending_by_a_crash_is_evaluated_on_the_rerun(runner, tmp_
 
 # -- resume and export take ids too -----------------------------------------------------------------
 
+@both
 def test_resume_takes_external_ids(runner, tmp_path):
     store = open_store()
     pending = store.create_trace(TraceInput(query="What is H2O?", context=[], response="Water.", external_id="h2o"))
@@ -223,6 +239,7 @@ def test_resume_takes_external_ids(runner, tmp_path):
     assert runner.invoke(app, ["resume", "nosuch"]).exit_code == 1
 
 
+@both
 def test_export_has_times_judge_configuration_usage_and_takes_ids(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     lines = [json.loads(x) for x in runner.invoke(app, ["export"]).stdout.splitlines()]
@@ -273,3 +290,23 @@ def test_migration_takes_external_ids_from_metadata_newest_wins(tmp_path):
     assert rows == [(1, None), (2, "x"), (3, "x"), (4, "5"), (5, None), (6, None)]
     with pytest.raises(Exception, match="UNIQUE"):
         db.execute("UPDATE traces SET external_id = 'x' WHERE id = 1")
+
+
+# -- the id log() returned names the trace, whatever its size -------------------------------------
+
+@pytest.mark.usefixtures("store_url")
+def test_commands_take_the_id_log_returned(runner):
+    # On PostgreSQL a host's first traces, logged before it holds a block of ids, get random ids from
+    # 2**62 up (19 digits): they must be found like any other.
+    from veralith.sdk.log import log, shutdown
+
+    first = log("What is H2O?", ["H2O is water."], "H2O is water.")
+    shutdown(wait=True)
+    for ref in (str(first), f"#{first}"):
+        shown = runner.invoke(app, ["inspect", ref, "--json"])
+        assert shown.exit_code == 0, shown.output
+        assert json.loads(shown.stdout)["trace_id"] == first
+    exported = runner.invoke(app, ["export", str(first)])
+    assert [json.loads(x)["trace_id"] for x in exported.stdout.splitlines()] == [first]
+    assert f"trace {first}: nothing to resume" in runner.invoke(app, ["resume", str(first)]).stdout
+    assert runner.invoke(app, ["inspect", str(2**63)]).exit_code == 1    # past any store's ids: not found

@@ -128,11 +128,8 @@ def test_metadata_is_shown_compactly_known_keys_first():
     assert "metadata" not in _plain(render.result_view(_result()))
 
 
-def test_inspect_command_shows_the_marked_response_metadata_and_creation_time(tmp_path):
-    from veralith.store.db import open_db
-    from veralith.store.repository import save_result
-
-    trace_id = save_result(open_db(), _result(trace_id=None, metadata={"run_id": "r1", "user_id": "u1"}))
+def test_inspect_command_shows_the_marked_response_metadata_and_creation_time(store):
+    trace_id = store.save_result(_result(trace_id=None, metadata={"run_id": "r1", "user_id": "u1"}))
     shown = CliRunner(env={"COLUMNS": "100"}).invoke(app, ["inspect", str(trace_id)])
     assert shown.exit_code == 0, shown.output
     out = shown.stdout

@@ -44,25 +44,29 @@ def _result(kb: str, cell: FailureCell, query: str) -> EvaluationResult:
 @pytest.fixture
 def traces() -> dict[str, int]:
     """Four stored traces created 5 minutes, 3 hours, 2 days and 40 days ago; name -> trace id."""
-    from veralith.store.db import open_db
-    from veralith.store.repository import save_result
+    from store_support import sql
+
+    from veralith.store import open_store
 
     global SEEDED_AT
     # Ages are relative to the moment the fixture runs, not to import time: in a long suite the
     # module is imported minutes before this test, and "5m ago" would read "8m ago".
     SEEDED_AT = dt.datetime.now(dt.timezone.utc)
-    db = open_db()
+    store = open_store()   # the configured one: a test marked `both` runs on each store
     seeds = {"fresh": (dt.timedelta(minutes=5), "engineering", FailureCell.incomplete_ungrounded, LONG_QUERY),
              "today": (dt.timedelta(hours=3), "support", FailureCell.complete_grounded, "How do I reset it?"),
              "week": (dt.timedelta(days=2), "support", FailureCell.extra_ungrounded, "What is the SLA?"),
              "old": (dt.timedelta(days=40), "finance", FailureCell.complete_ungrounded, "What is a P/E ratio?")}
     ids = {}
     for name, (age, kb, cell, query) in seeds.items():
-        ids[name] = save_result(db, _result(kb, cell, query))
-        db.execute("UPDATE traces SET created_at = ? WHERE id = ?",
-                   [(SEEDED_AT - age).isoformat(timespec="microseconds"), ids[name]])
-    db.conn.commit()
+        ids[name] = store.save_result(_result(kb, cell, query))
+        sql(store, "UPDATE traces SET created_at = ? WHERE id = ?",
+            [(SEEDED_AT - age).isoformat(timespec="microseconds"), ids[name]])
     return ids
+
+
+# The SQLite file, then a PostgreSQL database as VERALITH_DB_URL (set up before `traces` fills it).
+both = pytest.mark.usefixtures("store_url")
 
 
 def _list(*args: str, columns: int = 120):
@@ -73,6 +77,7 @@ def _row(out: str, trace_id: int) -> str:
     return next(line for line in out.splitlines() if line.split()[:1] == [str(trace_id)])
 
 
+@both
 def test_list_shows_when_each_trace_was_created(traces):
     shown = _list()
     assert shown.exit_code == 0, shown.output
@@ -82,6 +87,8 @@ def test_list_shows_when_each_trace_was_created(traces):
     assert (SEEDED_AT - dt.timedelta(days=40)).strftime("%Y-%m-%d") in _row(shown.stdout, traces["old"])
 
 
+
+@both
 @pytest.mark.parametrize("since, expected", [
     ("1h", {"fresh"}), ("24h", {"fresh", "today"}), ("1w", {"fresh", "today", "week"}), ("1d12h", {"fresh", "today"}),
     ((NOW - dt.timedelta(days=10)).strftime("%Y-%m-%d"), {"fresh", "today", "week"}),
@@ -176,6 +183,7 @@ def test_list_refuses_unknown_filter_values_listing_the_valid_ones(traces, args,
     assert shown.exit_code == 2 and message in shown.stderr and shown.stdout == ""
 
 
+@both
 def test_list_filters_that_exist_still_filter(traces):
     assert {_row(_list("--kb", "support").stdout, traces[n]) != "" for n in ("today", "week")} == {True}
     assert str(traces["fresh"]) not in _list("--kb", "support").stdout.split()
@@ -183,6 +191,7 @@ def test_list_filters_that_exist_still_filter(traces):
     assert [line.split()[0] for line in cell.splitlines()[1:]] == [str(traces["week"])]
 
 
+@both
 def test_stats_for_an_unknown_knowledge_base_says_it_has_no_traces(traces):
     shown = CliRunner(env={"COLUMNS": "300"}).invoke(app, ["stats", "--kb", "nosuch"])
     assert shown.exit_code == 2
@@ -220,6 +229,8 @@ def test_your_own_ids_get_a_column_when_traces_have_them():
     assert "ext" not in header(80)[0]   # given up before the creation time when space is short
 
 
+
+@both
 @pytest.mark.parametrize("command", [["inspect", "1"], ["export", "1"]])
 def test_every_kb_option_is_checked_the_same_way(traces, command):
     shown = CliRunner(env={"COLUMNS": "300"}).invoke(app, [*command, "--kb", "nosuch"])

@@ -266,6 +266,8 @@ def two_runs():
     assert _cli("eval", str(EXAMPLES / "traces_v2.jsonl"), "--run-name", "candidate").exit_code == 0
 
 
+# Set up before `two_runs`: the SQLite file, then PostgreSQL as VERALITH_DB_URL.
+@pytest.mark.usefixtures("store_url")
 def test_the_worked_example_finds_the_planted_regressions_and_fixes(two_runs):
     result = _cli("compare", "baseline", "candidate", "--json")
     assert result.exit_code == 1                       # regressions > --max-regressions 0
@@ -315,6 +317,7 @@ def test_compare_without_a_database_creates_none():
     assert not Path(settings.db_path).exists()
 
 
+@pytest.mark.usefixtures("store_url")
 def test_an_sdk_run_compares_with_reasons_read_from_the_store():
     import veralith
 

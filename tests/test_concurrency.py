@@ -1,4 +1,5 @@
-"""Several processes logging into one database at once: every trace stored once and evaluated once."""
+"""Several processes logging into one store at once: every trace stored once and evaluated once
+(the SQLite file, and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import sys
 import textwrap
 import time
 
-from veralith.store import load_result
-from veralith.store.db import open_db
+from store_support import is_sqlite, scalar, sql
 
-PROCESSES, PER_PROCESS = 8, 300
+PROCESSES = 8
+# Per process. On PostgreSQL every statement is a round trip (a stored result costs ~4x SQLite's
+# time here), so it logs fewer traces to keep the suite's time down: still eight processes
+# shipping, claiming and saving at once. The full-size run is benchmarks' (issue 23).
+PER_PROCESS = {"sqlite": 300, "postgres": 100}
 CHILD = textwrap.dedent("""
     import os, sys
     import veralith.sdk.log as sdk
@@ -25,13 +29,14 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_eight_processes_log_into_one_database():
-    db = open_db()  # migrated once here; the children race only on writes
+def test_eight_processes_log_into_one_database(store):
+    per_process = PER_PROCESS["sqlite" if is_sqlite(store) else "postgres"]
+    store.knowledge_bases()  # created and migrated once here; the children race only on writes
     started = time.perf_counter()
     # Each child drains its whole queue at exit (the default 10 s deadline is for host programs;
     # eight interpreters on a small machine may need longer, and this test is about losing nothing).
     env = {**os.environ, "VERALITH_SHUTDOWN_TIMEOUT_S": "600"}
-    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(p), str(PER_PROCESS)], env=env,
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(p), str(per_process)], env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for p in range(PROCESSES)]
     outputs = [child.communicate(timeout=900) for child in children]
@@ -40,16 +45,17 @@ def test_eight_processes_log_into_one_database():
         assert child.returncode == 0, err
         assert "Traceback" not in err and "failed" not in err, err
     ids = [int(i) for out, _ in outputs for i in out.split()]
-    assert len(ids) == len(set(ids)) == PROCESSES * PER_PROCESS
-    assert sorted(ids) == sorted(r[0] for r in db.execute("SELECT id FROM traces"))  # spooled ones moved in
-    statuses = dict(db.execute("SELECT status, COUNT(*) FROM traces GROUP BY status").fetchall())
-    assert statuses == {"done": PROCESSES * PER_PROCESS}, statuses
-    assert db.execute("SELECT COUNT(*) FROM traces WHERE error_message IS NOT NULL").fetchone()[0] == 0
-    assert db.execute("SELECT MAX(attempts) FROM traces").fetchone()[0] == 1  # nobody evaluated twice
-    assert db.execute("SELECT COUNT(*) FROM context_chunks").fetchone()[0] == 2 * PROCESSES * PER_PROCESS
-    sample = load_result(ids[-1], db)
-    assert sample.query.startswith("What does part") and sample.metadata["i"] == PER_PROCESS - 1
-    assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert len(ids) == len(set(ids)) == PROCESSES * per_process
+    assert sorted(ids) == sorted(r[0] for r in sql(store, "SELECT id FROM traces"))  # every spool shipped
+    statuses = dict(sql(store, "SELECT status, COUNT(*) FROM traces GROUP BY status"))
+    assert statuses == {"done": PROCESSES * per_process}, statuses
+    assert scalar(store, "SELECT COUNT(*) FROM traces WHERE error_message IS NOT NULL") == 0
+    assert scalar(store, "SELECT MAX(attempts) FROM traces") == 1  # nobody evaluated twice
+    assert scalar(store, "SELECT COUNT(*) FROM context_chunks") == 2 * PROCESSES * per_process
+    sample = store.load_result(ids[-1])
+    assert sample.query.startswith("What does part") and sample.metadata["i"] == per_process - 1
+    if is_sqlite(store):
+        assert scalar(store, "PRAGMA integrity_check") == "ok"
     # The work is about 50 CPU-seconds (8 interpreters starting, 2,400 evaluations), so wall time
     # depends on free cores; the generous bound catches a pathological slowdown (writers stuck in
     # lock waits), not a busy machine.

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-from veralith.config import settings
-
 
 def test_traces_logged_just_before_exit_are_evaluated_by_the_at_exit_drain(tmp_path):
     child = textwrap.dedent("""
@@ -33,8 +31,7 @@ def test_traces_logged_just_before_exit_are_evaluated_by_the_at_exit_drain(tmp_p
     out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "veralith:" not in out.stderr   # nothing left pending
-    from veralith.store.db import open_db
+    from veralith.store import open_store
 
-    with settings.override(db_path=str(tmp_path / "v.db")):
-        statuses = [row[0] for row in open_db().execute("SELECT status FROM traces")]
+    statuses = [row["status"] for row in open_store(tmp_path / "v.db").list_traces()]
     assert statuses == ["done"] * 4

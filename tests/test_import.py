@@ -18,8 +18,6 @@ from typer.testing import CliRunner
 from veralith.cli import app
 from veralith.importers import Problem, UnknownFormat, read_file, read_values
 from veralith.store import open_store
-from veralith.store.db import open_db
-from veralith.store.repository import list_traces
 
 FIXTURES = Path(__file__).parent / "import_fixtures"
 
@@ -154,7 +152,7 @@ def test_import_judges_the_traces_stores_them_by_trace_id_and_a_second_run_skips
     first = runner.invoke(app, ["import", str(FIXTURES / "otlp_openinference.json"), "--kb", "kettles"])
     assert first.exit_code == 0, first.output
     assert "otlp, 4 spans in 2 traces" in first.stderr and "not a RAG answer, skipped" in first.stderr
-    (row,) = list_traces(open_db())
+    (row,) = open_store().list_traces()
     store = open_store()
     stored = store.load_input(row["id"])
     assert (row["status"], stored.knowledge_base, stored.external_id) == ("done", "kettles",
@@ -163,7 +161,7 @@ def test_import_judges_the_traces_stores_them_by_trace_id_and_a_second_run_skips
     assert store.trace_info(row["id"]).app_latency_ms == {"total": 900.0, "retrieval": 120.0, "generation": 740.0}
     again = runner.invoke(app, ["import", str(FIXTURES / "otlp_openinference.json"), "--kb", "kettles"])
     assert again.exit_code == 0 and "1 already evaluated" in " ".join(again.stdout.split())
-    assert len(list_traces(open_db())) == 1
+    assert len(open_store().list_traces()) == 1
 
 
 def test_import_without_persisting_writes_the_results_out(tmp_path):
@@ -172,7 +170,7 @@ def test_import_without_persisting_writes_the_results_out(tmp_path):
     assert result.exit_code == 0, result.output
     (line,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["query"] == "What colours does the Halvard 2 kettle come in?" and line["context"][0]["rank"] == 1
-    assert not (tmp_path / "veralith.db").exists() or list_traces(open_db()) == []
+    assert not (tmp_path / "veralith.db").exists() or open_store().list_traces() == []
 
 
 def test_import_refuses_what_it_cannot_read_in_one_line(tmp_path):
@@ -195,5 +193,5 @@ def test_an_eval_record_may_carry_the_apps_latency(tmp_path):
                                   "latency_ms": -1}) + "\n")
     result = CliRunner().invoke(app, ["eval", str(path)])
     assert result.exit_code == 2 and f"{path}:2: latency_ms must be a finite number" in result.stderr
-    (row,) = list_traces(open_db())
+    (row,) = open_store().list_traces()
     assert open_store().trace_info(row["id"]).app_latency_ms == {"total": 420.0, "retrieval": 60.0}

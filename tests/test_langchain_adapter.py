@@ -652,12 +652,12 @@ def test_install_without_langchain_names_the_extra(monkeypatch):
 def stored():
     """Return a reader of every stored result, oldest first, after draining the background worker."""
     sdk_log = pytest.importorskip("veralith.sdk.log")
-    from veralith.store import db as store_db, repository as repo
+    from veralith.store import open_store
 
     def read():
         sdk_log.shutdown(wait=True)
-        db = store_db.open_db(store_db.resolve_path())
-        return [repo.load_result(row["id"], db) for row in reversed(repo.list_traces(db, limit=1000))]
+        store = open_store()
+        return [store.load_result(row["id"]) for row in reversed(store.list_traces(limit=1000))]
 
     yield read
     sdk_log.shutdown(wait=True)

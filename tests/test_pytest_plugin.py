@@ -48,6 +48,7 @@ def test_importing_the_plugin_loads_nothing_beyond_import_veralith():
     assert out.strip() == "[]"
 
 
+@pytest.mark.usefixtures("store_url")   # the SQLite file, then PostgreSQL as VERALITH_DB_URL
 def test_fixture_passes_a_complete_grounded_answer(pytester):
     pytester.makepyfile(f"""
         def test_ok(veralith):
@@ -100,14 +101,20 @@ def test_bad_arguments_are_errors_not_mismatches(tmp_path):
         assert_diagnosis("q?", ["c"], "r", gate="ok")
 
 
-def test_assert_diagnosis_writes_nothing(tmp_path):
+def test_assert_diagnosis_writes_nothing(store_url):
+    from store_support import sql
+
     from veralith.config import settings
+    from veralith.store import open_store
     from veralith.testing import assert_diagnosis
 
     assert_diagnosis("How long do I have to return an item for a refund?",
                      ["Items can be returned within 30 days of delivery for a full refund."],
                      "You can return an item within 30 days of delivery for a full refund.", gate=None)
-    assert not Path(settings.db_path).exists()
+    if store_url.startswith("sqlite:"):
+        assert not Path(settings.db_path).exists()
+    else:
+        assert sql(open_store(store_url), "SELECT (SELECT COUNT(*) FROM traces) + (SELECT COUNT(*) FROM runs)") == [(0,)]
 
 
 def test_an_unknown_backend_option_is_refused(pytester):

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from store_support import sql, statuses
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -24,17 +25,8 @@ from veralith.config import ConfigError, load_settings, settings
 from veralith.errors import JudgeCallError
 from veralith.sdk import log as log_mod
 from veralith.sdk.log import log, resume, shutdown
-from veralith.store import SQLiteStore, leases, load_result
-from veralith.store.db import open_db
-from veralith.store.repository import (
-    LeaseLost,
-    claim_trace,
-    create_trace,
-    history,
-    iter_results,
-    resumable_trace_ids,
-    save_result,
-)
+from veralith.store import TraceInput, leases, load_result, open_store
+from veralith.store.ownership import LeaseLost
 
 QUERY, RESPONSE = "What is P/E?", "P/E is price over earnings."
 CONTEXT = ["The P/E ratio is price divided by earnings."]
@@ -59,7 +51,16 @@ def _jsonl(path: Path, lines: list) -> Path:
 
 
 def _statuses() -> dict[int, str]:
-    return dict(open_db().execute("SELECT id, status FROM traces").fetchall())
+    return statuses(open_store())
+
+
+def _pending(*, queued: bool = False) -> int:
+    """A trace stored pending (reserved for this process's own queue with `queued`)."""
+    return open_store().create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE), queued=queued)
+
+
+# The SQLite file, then PostgreSQL as VERALITH_DB_URL.
+both = pytest.mark.usefixtures("store_url")
 
 
 def _cli(args: list[str], env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -134,6 +135,7 @@ def test_3_settings_repr_and_cli_errors_hide_the_url_password():
     assert out.returncode == 2 and "s3cretpw" not in out.stderr + out.stdout
 
 
+@both
 def test_3_stored_failure_messages_hide_the_key_and_url_password(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("POST http://user:s3cretpw@127.0.0.1:9/v1 failed; Authorization: Bearer sk-abcdef12")
@@ -141,7 +143,7 @@ def test_3_stored_failure_messages_hide_the_key_and_url_password(monkeypatch):
     with settings.override(api_key="sk-abcdef12"):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
     shutdown(wait=True)
-    stored = open_db().execute("SELECT error_message FROM traces WHERE id = ?", [trace_id]).fetchone()[0]
+    [(stored,)] = sql(open_store(), "SELECT error_message FROM traces WHERE id = ?", [trace_id])
     assert "RuntimeError" in stored and "s3cretpw" not in stored and "sk-abcdef12" not in stored
 
 
@@ -203,7 +205,7 @@ def test_8_background_work_uses_the_callers_settings(tmp_path):
     with settings.override(db_path=str(other)):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
     shutdown(wait=True)
-    assert load_result(trace_id, open_db(other)).trace_id == trace_id
+    assert open_store(other).load_result(trace_id).trace_id == trace_id
 
 
 # -- 5. the at-exit drain has a deadline ---------------------------------------------------------------
@@ -247,60 +249,58 @@ def test_5_overflowed_traces_are_drained_at_shutdown(monkeypatch):
 
 # -- 7. the lease owner is more than host + pid ------------------------------------------------------
 
+@both
 def test_7_a_lease_with_our_pid_but_another_token_is_stale():
-    db = open_db()
-    mine = create_trace(db, query=QUERY, context=[], response=RESPONSE, queued=True)
-    earlier = create_trace(db, query=QUERY, context=[], response=RESPONSE, queued=True)
+    store = open_store()
+    mine = _pending(queued=True)
+    earlier = _pending(queued=True)
     # A previous process with our pid (a container restarted as pid 1 on the same host name).
-    db.execute("UPDATE traces SET lease_token = 'previous-incarnation' WHERE id = ?", [earlier])
-    db.conn.commit()
-    assert resumable_trace_ids(db) == [earlier]
-    db.execute("UPDATE traces SET status = 'running' WHERE id = ?", [earlier])
-    db.conn.commit()
-    assert resumable_trace_ids(db) == [earlier] and claim_trace(db, earlier)
-    assert mine not in resumable_trace_ids(db)             # our own reservation is still ours
+    sql(store, "UPDATE traces SET lease_token = 'previous-incarnation' WHERE id = ?", [earlier])
+    assert store.resumable() == [earlier]
+    sql(store, "UPDATE traces SET status = 'running' WHERE id = ?", [earlier])
+    assert store.resumable() == [earlier] and store.claim(earlier)
+    assert mine not in store.resumable()                  # our own reservation is still ours
     assert leases.token() == leases.token()                # one token per process
 
 
 # -- 6. the lease is renewed while evaluating; a lost lease never overwrites --------------------------
 
+@both
 def test_6_running_leases_are_renewed():
     from veralith.store import ownership
 
-    db = open_db()
-    trace_id = create_trace(db, query=QUERY, context=[], response=RESPONSE)
-    assert claim_trace(db, trace_id)
-    db.execute("UPDATE traces SET lease_at = 1 WHERE id = ?", [trace_id])   # looks ancient
-    db.conn.commit()
+    store = open_store()
+    trace_id = _pending()
+    assert store.claim(trace_id) and store.held() == [trace_id]
+    sql(store, "UPDATE traces SET lease_at = 1 WHERE id = ?", [trace_id])   # looks ancient
     ownership.renewer.renew_now()
-    lease_at = db.execute("SELECT lease_at FROM traces WHERE id = ?", [trace_id]).fetchone()[0]
-    assert lease_at > 1 and trace_id not in resumable_trace_ids(db)
-    ownership.drop_lease(db, trace_id)
+    [(lease_at,)] = sql(store, "SELECT lease_at FROM traces WHERE id = ?", [trace_id])
+    assert lease_at > 1 and trace_id not in store.resumable()
+    store.drop_lease(trace_id)
+    assert store.held() == []
 
 
+@both
 def test_6_a_result_is_saved_only_while_the_lease_is_ours(monkeypatch):
     from veralith.pipeline import evaluate as evaluate_mod
 
-    db = open_db()
-    trace_id = create_trace(db, query=QUERY, context=[], response=RESPONSE)
+    store = open_store()
+    trace_id = _pending()
     real = evaluate_mod.run_pipeline
 
     def taken_over(*args, **kwargs):
         result = real(*args, **kwargs)
         # Meanwhile another process decided our lease was stale and took the trace.
-        other = sqlite3.connect(settings.db_path)
-        other.execute("UPDATE traces SET lease_host = 'elsewhere', lease_pid = 4242, lease_token = 't'"
-                      " WHERE id = ?", [trace_id])
-        other.commit()
-        other.close()
+        sql(store, "UPDATE traces SET lease_host = 'elsewhere', lease_pid = 4242, lease_token = 't'"
+                   " WHERE id = ?", [trace_id])
         return result
-    monkeypatch.setattr(evaluate_mod, "run_pipeline", taken_over)
-    assert log_mod._evaluate_claimed(SQLiteStore.over(db), trace_id, raise_errors=False) is None
-    row = db.execute("SELECT status, lease_host, execution FROM traces WHERE id = ?", [trace_id]).fetchone()
-    assert row == ("running", "elsewhere", None)     # the new owner's work is untouched
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate_mod, "run_pipeline", taken_over)
+        assert log_mod._evaluate_claimed(store, trace_id, raise_errors=False) is None
+    row = sql(store, "SELECT status, lease_host, execution FROM traces WHERE id = ?", [trace_id])
+    assert row == [("running", "elsewhere", None)]   # the new owner's work is untouched
     with pytest.raises(LeaseLost):                   # nor does evaluate(trace_id=) overwrite it
-        save_result(db, _result(trace_id))
+        store.save_result(_result(trace_id))
 
 
 def _result(trace_id: int):
@@ -336,6 +336,7 @@ def outage(monkeypatch):
     return lambda: monkeypatch.setattr(llm, "get_client", real)
 
 
+@both
 def test_9_resume_failed_rejudges_and_keeps_the_earlier_errors(outage):
     first = log(QUERY, CONTEXT, RESPONSE, sync=True)
     assert first.errors                                   # recorded, the trace is done
@@ -344,7 +345,7 @@ def test_9_resume_failed_rejudges_and_keeps_the_earlier_errors(outage):
     assert resume(failed=True) == 1
     again = load_result(first.trace_id)
     assert not again.errors and again.sufficiency
-    past = history(open_db(), first.trace_id)
+    past = open_store().history(first.trace_id)
     assert len(past) == 1 and past[0]["judge_errors"][0]["message"] == "judge server unreachable"
     assert resume(failed=True) == 0
 
@@ -355,7 +356,7 @@ def test_9_cli_resume_failed(runner, outage):
     outage()
     result = runner.invoke(app, ["resume", "--failed"])
     assert result.exit_code == 0, result.output
-    assert not load_result(trace_id).errors and len(history(open_db(), trace_id)) == 1
+    assert not load_result(trace_id).errors and len(open_store().history(trace_id)) == 1
 
 
 # -- 10. one bad record never aborts `veralith eval` ---------------------------------------------------
@@ -455,7 +456,8 @@ def test_13_bidi_marks_are_escaped_and_terminal_exports_are_inert():
     for fmt in ("csv", "jsonl"):
         import io
         sink = io.StringIO()
-        records.write_export(iter_results(open_db()), sink, fmt, escape=render.terminal_safe)
+        records.write_export((r.result for r in open_store().iter_results()), sink, fmt,
+                             escape=render.terminal_safe)
         text = sink.getvalue()
         assert not any(ch in text for ch in "\u202e\x1b\x9b"), fmt
         if fmt == "jsonl":
@@ -465,7 +467,7 @@ def test_13_bidi_marks_are_escaped_and_terminal_exports_are_inert():
 def test_13_a_damaged_page_is_reported_and_export_goes_on(runner, tmp_path):
     marker = "Z" * 50_000                                  # spills into overflow pages
     ids = [log(QUERY, CONTEXT, r, sync=True).trace_id for r in (RESPONSE, RESPONSE + " " + marker, RESPONSE)]
-    from veralith.store.db import close_all
+    from veralith.store.db import close_all, open_db
     db = open_db()
     try:  # the overflow pages holding the middle trace's long response
         pages = [r[0] for r in db.execute("SELECT pageno FROM dbstat WHERE name = 'traces' AND pagetype = 'overflow'")]
@@ -489,44 +491,61 @@ def test_13_a_damaged_page_is_reported_and_export_goes_on(runner, tmp_path):
     assert bad.exception is None or isinstance(bad.exception, SystemExit)
 
 
-# -- 4. log() returns within its bound while another process holds the write lock ---------------------
+# -- 4. log() never waits on the store: another process holding SQLite's write lock costs it nothing -
 
 def test_4_log_spools_while_the_database_is_locked_and_loses_nothing():
-    first = log(QUERY, CONTEXT, RESPONSE)                 # reserves this process's ids
-    # The SDK's worker may be saving `first` right now: wait for it (sqlite3's default 5 s is short
-    # on a loaded machine), then hold the write lock as another writer would.
+    open_store().knowledge_bases()                        # the file exists and is migrated
+    # Another process holds the write lock from before this process's first log() (its spooler,
+    # shipper and evaluator start under the lock) until after its last.
     holder = sqlite3.connect(settings.db_path, isolation_level=None, timeout=60)
     holder.execute("BEGIN IMMEDIATE")
     box: dict = {}
-    caller = threading.Thread(target=lambda: box.setdefault("id", log(QUERY, CONTEXT, RESPONSE + " spooled")))
+
+    def calls() -> None:
+        box["ids"] = [log(QUERY, CONTEXT, RESPONSE + f" spooled {i}") for i in range(3)]
+
+    caller = threading.Thread(target=calls)
     caller.start()
     caller.join(30)                                       # the busy timeout is 60 s: returning at all is the point
     assert not caller.is_alive() and holder.in_transaction
-    spooled = box["id"]
-    files = list(Path(settings.db_path + ".spool").glob("*.jsonl"))
-    assert files and str(spooled) in files[0].read_text()
+    ids = box["ids"]
+    folder = Path(settings.db_path + ".spool")
+    spooled = "".join(p.read_text() for p in folder.iterdir() if p.name != "next-id")
+    assert all(f'"id":{i},' in spooled for i in ids)      # durable on disk while the store cannot take them
+    assert _unlocked_statuses() == {}
     holder.execute("COMMIT")
     holder.close()
     shutdown(wait=True)
-    assert load_result(spooled).response == RESPONSE + " spooled" and load_result(first).trace_id == first
-    assert not list(Path(settings.db_path + ".spool").glob("*.jsonl"))
+    assert [load_result(i).response for i in ids] == [RESPONSE + f" spooled {i}" for i in range(3)]
+    assert [p.name for p in folder.iterdir()] == ["next-id"]   # every spool file shipped and removed
 
 
-def test_4_a_dead_processs_spool_is_recovered_by_resume():
+def _unlocked_statuses() -> dict[int, str]:
+    """What the store holds, read without the write lock (WAL readers never wait)."""
+    with sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True) as conn:
+        return dict(conn.execute("SELECT id, status FROM traces").fetchall())
+
+
+@both
+def test_4_a_dead_processs_spool_is_recovered_by_resume(monkeypatch):
     from veralith.models import ContextChunk
-    from veralith.store.repository import reserve_ids
-    from veralith.store.rows import now_iso
-    from veralith.store.spool import Spool, spool_dir
+    from veralith.store.spool import Spool
+    from veralith.store.spooler import spooler_for
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    spool = Spool(settings.db_path)
-    trace_id = reserve_ids(open_db(), 4)[0]
-    spool.append(trace_id, now_iso(), dict(query=QUERY, context=[ContextChunk(id="c0", text=CONTEXT[0])],
-                                           response=RESPONSE, knowledge_base="default", metadata={"k": 1}))
-    spool.file.rename(spool_dir(settings.db_path) / spool.file.name.replace(f"__{os.getpid()}__", f"__{gone.pid}__"))
-    with open(next(spool_dir(settings.db_path).glob("*.jsonl")), "ab") as handle:
-        handle.write(b'{"id": 99, "cut short by a cra')  # a crash mid-write leaves a partial line
+    spooler = spooler_for(open_store().spool_url)
+    trace_id = spooler.ids.take()
+    # What a process with that pid on this host left behind: one trace, then a line a crash cut short.
+    host, _, _, at = leases.mine()
+    with monkeypatch.context() as patch:
+        patch.setattr(leases, "mine", lambda: (host, gone.pid, "t0ken", at))
+        dead = Spool(spooler.folder).file                # the name that process's spool file had
+    entry = {"id": trace_id, "uid": "u" * 32, "created_at": "2026-01-01T00:00:00.000000+00:00", "run": None,
+             "here": True, **TraceInput(query=QUERY, context=[ContextChunk(id="c0", text=CONTEXT[0])],
+                                        response=RESPONSE, metadata={"k": 1}).to_json()}
+    dead.parent.mkdir(parents=True, exist_ok=True)
+    dead.write_text(json.dumps(entry) + "\n" + '{"id": 99, "cut short by a cra')
     assert resume() == 1
     assert load_result(trace_id).metadata == {"k": 1}
-    assert not list(spool_dir(settings.db_path).iterdir())
+    assert [p.name for p in spooler.folder.iterdir()] == ["next-id"]

@@ -1,4 +1,5 @@
-"""Runs: every `veralith eval` is one, logged traces join one by name, `veralith runs` lists them."""
+"""Runs: every `veralith eval` is one, logged traces join one by name, `veralith runs` lists them.
+Tests marked `both` run on the SQLite file and on PostgreSQL (VERALITH_DB_URL)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from store_support import scalar, sql
 from typer.testing import CliRunner
 
 import veralith
@@ -34,10 +36,13 @@ def _cli(*args: str):
     return CliRunner().invoke(app, list(args))
 
 
-def _db():
-    from veralith.store.db import open_db
+def _store():
+    from veralith.store import open_store
 
-    return open_db()
+    return open_store()
+
+
+both = pytest.mark.usefixtures("store_url")
 
 
 def _runs() -> list[dict]:
@@ -47,7 +52,9 @@ def _runs() -> list[dict]:
 
 
 def test_the_migration_adds_runs_and_an_indexed_run_id():
-    db = _db()
+    from veralith.store.db import open_db
+
+    db = open_db()
     assert "runs" in db.table_names() and "run_traces" in db.table_names()
     columns = {row[1] for row in db.execute("PRAGMA table_info(traces)")}
     assert "run_id" in columns
@@ -56,6 +63,7 @@ def test_the_migration_adds_runs_and_an_indexed_run_id():
     assert "run_id" in indexed
 
 
+@both
 def test_an_eval_is_a_run_with_its_judge_configuration_and_totals(tmp_path):
     result = _cli("eval", str(_write(tmp_path / "a.jsonl", RECORDS)), "--run-name", "baseline")
     assert result.exit_code == 0, result.output
@@ -68,12 +76,13 @@ def test_an_eval_is_a_run_with_its_judge_configuration_and_totals(tmp_path):
     assert run["n_traces"] == 4 and run["n_pass"] + run["n_fail"] + run["n_indeterminate"] == 4
     assert run["n_fail"] >= 1                       # h2o: "boils at 50 degrees" is not grounded
     assert run["pass_rate"] == pytest.approx(run["n_pass"] / 4)
-    ids = {r[0] for r in _db().execute("SELECT id FROM traces WHERE run_id = 1")}
+    ids = {r[0] for r in sql(_store(), "SELECT id FROM traces WHERE run_id = 1")}
     assert len(ids) == 4
 
 
+@both
 def test_each_eval_is_its_own_run_and_a_name_means_the_newest(tmp_path):
-    from veralith.store.runs import RunNotFound, resolve_run
+    from veralith.store.runs import RunNotFound
 
     path = _write(tmp_path / "a.jsonl", RECORDS)
     for _ in range(2):
@@ -81,13 +90,14 @@ def test_each_eval_is_its_own_run_and_a_name_means_the_newest(tmp_path):
     assert _cli("eval", str(path)).exit_code == 0          # unnamed: still a run
     runs = _runs()
     assert [r["id"] for r in runs] == [3, 2, 1] and [r["name"] for r in runs] == [None, "main", "main"]
-    db = _db()
-    assert resolve_run(db, "main").id == 2
-    assert resolve_run(db, "1").id == 1 and resolve_run(db, "#3").id == 3
+    store = _store()
+    assert store.resolve_run("main").id == 2
+    assert store.resolve_run("1").id == 1 and store.resolve_run("#3").id == 3
     with pytest.raises(RunNotFound, match="no run with id or name 'nope'"):
-        resolve_run(db, "nope")
+        store.resolve_run("nope")
 
 
+@both
 def test_a_rerun_with_changed_answers_keeps_each_runs_own_outcome(tmp_path):
     """External ids are unique per knowledge base, so the re-run re-judges the same traces in place;
     the first run's outcome must survive in its own copy."""
@@ -96,39 +106,39 @@ def test_a_rerun_with_changed_answers_keeps_each_runs_own_outcome(tmp_path):
     changed[1]["response"] = "The capital of France is Lyon."          # a regression
     changed[3]["response"] = "H2O is the chemical formula of water."  # an improvement
     assert _cli("eval", str(_write(tmp_path / "v2.jsonl", changed)), "--run-name", "v2").exit_code == 0
-    db = _db()
-    assert db.execute("SELECT COUNT(*) FROM traces").fetchone()[0] == 4   # re-judged in place
-    rows = {(run, ext): gate for run, ext, gate in db.execute(
-        "SELECT run_id, external_id, quality_gate FROM run_traces")}
+    store = _store()
+    assert scalar(store, "SELECT COUNT(*) FROM traces") == 4   # re-judged in place
+    rows = {(run, ext): gate for run, ext, gate in sql(
+        store, "SELECT run_id, external_id, quality_gate FROM run_traces")}
     assert rows[(1, "fr")] == "pass" and rows[(2, "fr")] == "fail"
     assert rows[(1, "h2o")] == "fail" and rows[(2, "h2o")] == "pass"
     # the unchanged records were not evaluated again, yet belong to the second run too
     assert rows[(2, "pe")] == rows[(1, "pe")] and len([k for k in rows if k[0] == 2]) == 4
 
 
+@both
 def test_logged_traces_join_a_run_by_name_created_on_first_use():
-    from veralith.store.runs import list_runs
-
     q, c, r = "What is the capital of France?", ["Paris is the capital of France."], "The capital of France is Paris."
     veralith.log(q, c, r, sync=True, run="canary")
     veralith.log(q, c, r, sync=True, run=" canary ")            # the same run (names are stripped)
     with settings.override(run="from-settings"):
         veralith.log(q, c, r, sync=True)
     veralith.log(q, c, r, sync=True)                           # no run at all
-    runs = {run.name: run for run in list_runs(_db())}
+    runs = {run.name: run for run in _store().list_runs()}
     assert set(runs) == {"canary", "from-settings"}
     assert runs["canary"].source == "sdk" and runs["canary"].ended_at is None
     assert runs["canary"].n_traces == 2 and runs["canary"].n_pass == 2      # counted live
     assert runs["from-settings"].n_traces == 1
-    assert _db().execute("SELECT COUNT(*) FROM traces WHERE run_id IS NULL").fetchone()[0] == 1
+    assert scalar(_store(), "SELECT COUNT(*) FROM traces WHERE run_id IS NULL") == 1
 
 
+@both
 def test_veralith_run_is_read_from_the_environment(monkeypatch):
     monkeypatch.setenv("VERALITH_RUN", "nightly")
     settings.reload()
     assert settings.run == "nightly"
     veralith.log("What is X?", ["X is a letter."], "X is a letter.", sync=True)
-    assert _db().execute("SELECT name, source FROM runs").fetchall() == [("nightly", "sdk")]
+    assert sql(_store(), "SELECT name, source FROM runs") == [("nightly", "sdk")]
 
 
 @pytest.mark.parametrize("bad, error", [("", ValueError), ("   ", ValueError), ("a\nb", ValueError),
@@ -136,7 +146,7 @@ def test_veralith_run_is_read_from_the_environment(monkeypatch):
 def test_a_bad_run_name_is_refused_before_anything_is_written(bad, error):
     with pytest.raises(error, match="run"):
         veralith.log("What is X?", ["X is a letter."], "X is a letter.", sync=True, run=bad)
-    assert _db().execute("SELECT COUNT(*) FROM traces").fetchone()[0] == 0
+    assert scalar(_store(), "SELECT COUNT(*) FROM traces") == 0
 
 
 def test_eval_refuses_a_bad_run_name_and_a_run_without_the_database(tmp_path):
@@ -148,35 +158,35 @@ def test_eval_refuses_a_bad_run_name_and_a_run_without_the_database(tmp_path):
     assert not Path(settings.db_path).exists()
 
 
-def test_a_spooled_trace_keeps_its_run(tmp_path):
+@both
+def test_a_spooled_trace_keeps_its_run():
     from veralith.models import ContextChunk
-    from veralith.store.db import resolve_path
-    from veralith.store.spool import Spool
+    from veralith.store import TraceInput
 
-    db = _db()
-    spool = Spool(resolve_path())
-    spool.append(500, "2026-01-01T00:00:00+00:00", {
-        "query": "q?", "context": [ContextChunk(id="c0", text="t")], "response": "r", "knowledge_base": "default",
-        "metadata": {}, "run": "spooled-run"})
-    assert spool.move_into(db) == [500]
-    assert db.execute("SELECT runs.name FROM traces JOIN runs ON runs.id = traces.run_id WHERE traces.id = 500"
-                      ).fetchall() == [("spooled-run",)]
+    store = _store()
+    trace_id = store.spool_trace(TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
+                                 run="spooled-run", evaluate_here=False)
+    assert store.ship() == []                    # shipped; not for this process to evaluate
+    assert sql(store, "SELECT runs.name, runs.source FROM traces JOIN runs ON runs.id = traces.run_id"
+                      " WHERE traces.id = ?", [trace_id]) == [("spooled-run", "sdk")]
+    assert store.trace_info(trace_id).status == "pending"
 
 
+@both
 def test_an_eval_run_left_open_by_a_crash_counts_its_traces_live():
-    from veralith.store.repository import create_trace
-    from veralith.store.runs import list_runs, record_result, start_run
-
-    db = _db()
-    run_id = start_run(db, name="crashed", backend="local", model="m", prompt_versions={})
     from veralith.models import ContextChunk
+    from veralith.store import TraceInput
 
-    trace_id = create_trace(db, query="q?", context=[ContextChunk(id="c0", text="t")], response="r", run_id=run_id)
-    record_result(db, run_id, trace_id, None)
-    [run] = list_runs(db)
+    store = _store()
+    run_id = store.start_run(name="crashed", backend="local", model="m", prompt_versions={})
+    trace_id = store.create_trace(TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
+                                  run_id=run_id)
+    store.record_result(run_id, trace_id, None)
+    [run] = store.list_runs()
     assert run.ended_at is None and run.n_traces == 1 and run.n_unevaluated == 1 and run.pass_rate is None
 
 
+@both
 def test_runs_lists_newest_first_and_shows_names_literally(tmp_path):
     path = _write(tmp_path / "a.jsonl", RECORDS[:2])
     assert _cli("eval", str(path), "--run-name", "[red]first[/red]").exit_code == 0
@@ -203,17 +213,16 @@ def test_a_broken_veralith_run_is_one_line_naming_the_variable(monkeypatch):
         settings.reload()
 
 
+@both
 def test_a_failed_re_judging_leaves_the_trace_in_the_new_run_without_an_outcome(tmp_path):
-    from veralith.store.runs import finish_run, get_run, start_run, tag_trace
-
     assert _cli("eval", str(_write(tmp_path / "a.jsonl", RECORDS[:1])), "--run-name", "v1").exit_code == 0
-    db = _db()
-    run_2 = start_run(db, name="v2", backend="local", model="m", prompt_versions={})
-    tag_trace(db, run_2, 1)
-    with db.conn:  # the evaluation failed: status error, the earlier result still in the row
-        db.execute("UPDATE traces SET status = 'error', error_message = 'judge down' WHERE id = 1")
-    finish_run(db, run_2)
-    rows = dict(db.execute("SELECT run_id, quality_gate FROM run_traces WHERE trace_id = 1").fetchall())
+    store = _store()
+    run_2 = store.start_run(name="v2", backend="local", model="m", prompt_versions={})
+    store.tag_trace(run_2, 1)
+    # the evaluation failed: status error, the earlier result still in the row
+    sql(store, "UPDATE traces SET status = 'error', error_message = 'judge down' WHERE id = 1")
+    store.finish_run(run_2)
+    rows = dict(sql(store, "SELECT run_id, quality_gate FROM run_traces WHERE trace_id = 1"))
     assert rows == {1: "pass", run_2: None}
-    run = get_run(db, run_2)
+    run = store.get_run(run_2)
     assert (run.n_traces, run.n_unevaluated, run.pass_rate) == (1, 1, None)

@@ -1,4 +1,8 @@
-"""The store: migrations, exact round trips, leases, listing and stats."""
+"""The store: migrations, exact round trips, leases, listing and stats.
+
+Tests of what every store promises take the `store` fixture and run against SQLite and PostgreSQL;
+those of SQLite's own machinery (its migrations, PRAGMAs, query plans, old files) use the file.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import sys
 import time
 
 import pytest
+from store_support import is_sqlite, scalar, sql
 
 from veralith.errors import StoreError
 from veralith.models import (
@@ -38,19 +43,9 @@ from veralith.models import (
     Usage,
     Verdict,
 )
-from veralith.store import TraceNotEvaluated, TraceNotFound, load_result, migrate
+from veralith.store import TraceInput, TraceNotEvaluated, TraceNotFound, migrate, repository
 from veralith.store.db import connect, open_db
-from veralith.store.repository import (
-    claim_trace,
-    create_trace,
-    iter_results,
-    list_traces,
-    load_trace_input,
-    mark_error,
-    resumable_trace_ids,
-    save_result,
-    stats,
-)
+from veralith.store.sqlite import SQLiteStore
 
 CHUNKS = [ContextChunk(id="c0", text="The P/E ratio is price divided by earnings.", source="wiki",
                        metadata={"page": 3, "score": 0.8125, "tags": ["finance"]}),
@@ -109,21 +104,26 @@ def make_result(cell: FailureCell | None = FailureCell.complete_grounded, *, suf
         backend="openai", judge_model="gpt-4o", prompt_versions={"decompose": "d-3", "faithfulness": "f-2"})
 
 
-def roundtrip(result: EvaluationResult) -> tuple[EvaluationResult, EvaluationResult]:
-    trace_id = save_result(open_db(), result)
-    return load_result(trace_id), result.model_copy(update={"trace_id": trace_id})
+def trace(query: str = "q", **kw) -> TraceInput:
+    return TraceInput(query=query, context=kw.pop("context", []), response=kw.pop("response", "r"), **kw)
+
+
+def roundtrip(store, result: EvaluationResult) -> tuple[EvaluationResult, EvaluationResult]:
+    trace_id = store.save_result(result)
+    return store.load_result(trace_id), result.model_copy(update={"trace_id": trace_id})
 
 
 @pytest.mark.parametrize("cell", list(FailureCell))
-def test_every_cell_round_trips_exactly(cell):
-    loaded, expected = roundtrip(make_result(cell))
+def test_every_cell_round_trips_exactly(store, cell):
+    loaded, expected = roundtrip(store, make_result(cell))
     assert loaded == expected
-    assert open_db().execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    if is_sqlite(store):
+        assert sql(store, "PRAGMA integrity_check") == [("ok",)]
     assert loaded.model_dump_json() == expected.model_dump_json()
 
 
 @pytest.mark.parametrize("variant", ["refusal", "judge_errors", "no_diagnosis", "unknown_price"])
-def test_refusals_errors_and_gaps_round_trip(variant):
+def test_refusals_errors_and_gaps_round_trip(store, variant):
     errors = [JudgeError(phase=Phase.completeness, kind="timeout", message="no reply in 60s", attempts=4),
               JudgeError(phase=Phase.faithfulness, kind="malformed_reply", message="bad JSON")]
     result = {
@@ -132,39 +132,40 @@ def test_refusals_errors_and_gaps_round_trip(variant):
         "no_diagnosis": make_result(None, errors=errors).model_copy(update={"diagnosis": None}),
         "unknown_price": make_result(usd=None),
     }[variant]
-    loaded, expected = roundtrip(result)
+    loaded, expected = roundtrip(store, result)
     assert loaded == expected
 
 
-def test_round_trip_through_evaluate():
+def test_round_trip_through_evaluate(store):
     from veralith.pipeline.evaluate import evaluate
     result = evaluate("What is P/E and what was Apple's P/E in 2023?", ["The P/E ratio is price over earnings."],
                       "P/E is price over earnings. Apple's P/E in 2023 was 42.7.", metadata={"run": 1})
     assert result.trace_id is not None
-    assert load_result(result.trace_id) == result
+    assert store.load_result(result.trace_id) == result
 
 
-def test_save_with_trace_id_replaces_in_place():
-    db = open_db()
-    trace_id = create_trace(db, query="q", context=CHUNKS, response="r", knowledge_base="kb", metadata={"a": 1})
-    assert load_trace_input(db, trace_id) == ("q", CHUNKS, "r", "kb", {"a": 1})
+def test_save_with_trace_id_replaces_in_place(store):
+    trace_id = store.create_trace(TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
+                                             metadata={"a": 1}))
+    assert store.load_input(trace_id) == TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
+                                                    metadata={"a": 1})
     with pytest.raises(TraceNotEvaluated):
-        load_result(trace_id)
+        store.load_result(trace_id)
     first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
-    assert save_result(db, first) == trace_id
+    assert store.save_result(first) == trace_id
     second = make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True)
-    assert save_result(db, second) == trace_id
-    assert load_result(trace_id) == second
-    assert db.execute("SELECT COUNT(*) FROM traces").fetchone()[0] == 1
-    assert db.execute("SELECT COUNT(*) FROM grounding").fetchone()[0] == 0  # the refusal has no claims
+    assert store.save_result(second) == trace_id
+    assert store.load_result(trace_id) == second
+    assert scalar(store, "SELECT COUNT(*) FROM traces") == 1
+    assert scalar(store, "SELECT COUNT(*) FROM grounding") == 0  # the refusal has no claims
 
 
-def test_missing_trace_is_a_key_error_and_a_store_error():
+def test_missing_trace_is_a_key_error_and_a_store_error(store):
     with pytest.raises(TraceNotFound) as info:
-        load_result(999)
+        store.load_result(999)
     assert isinstance(info.value, KeyError) and isinstance(info.value, StoreError)
     with pytest.raises(TraceNotFound):
-        save_result(open_db(), make_result(trace_id=999))
+        store.save_result(make_result(trace_id=999))
 
 
 def test_schema_uses_wal_foreign_keys_and_busy_timeout():
@@ -178,32 +179,34 @@ def test_schema_uses_wal_foreign_keys_and_busy_timeout():
 
 
 def test_calibration_and_listing_queries_use_indexes():
-    from veralith.store.calibration import percentile_threshold
-    db = open_db()
+    """SQLite's query plans (PostgreSQL's planner takes no hints and picks plans by table size)."""
+    store = SQLiteStore()
     for cell in FailureCell:
-        save_result(db, make_result(cell))
+        store.save_result(make_result(cell))
+    db = open_db()
     statements: list[str] = []
     db.conn.set_trace_callback(statements.append)
-    percentile_threshold(db, "default", percentile=10, min_traces=1)
-    list_traces(db)
-    list_traces(db, cell="extra_grounded")
-    list_traces(db, kb="kb")
-    list_traces(db, status="done")
+    store.calibration_count("default")
+    store.calibration_values("default", 0, 2)
+    store.list_traces()
+    store.list_traces(cell="extra_grounded")
+    store.list_traces(kb="kb")
+    store.list_traces(status="done")
     db.conn.set_trace_callback(None)
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
     assert len(reads) == 6
-    for sql in reads:
-        plan = " ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + sql).fetchall())
-        assert "TEMP B-TREE" not in plan, (sql, plan)  # no sort: index (or rowid) order, stops at LIMIT
-        assert " WHERE " not in sql or "USING" in plan, (sql, plan)
+    for text in reads:
+        plan = " ".join(r[3] for r in db.execute("EXPLAIN QUERY PLAN " + text).fetchall())
+        assert "TEMP B-TREE" not in plan, (text, plan)  # no sort: index (or rowid) order, stops at LIMIT
+        assert " WHERE " not in text or "USING" in plan, (text, plan)
 
 
 def write_migrations(folder, *extra: tuple[str, str]):
     folder.mkdir()
     for file in migrate.discover():
         (folder / f"{file.name}.sql").write_text(file.sql)
-    for name, sql in extra:
-        (folder / name).write_text(sql)
+    for name, text in extra:
+        (folder / name).write_text(text)
     return folder
 
 
@@ -271,57 +274,87 @@ def test_concurrent_first_connections_migrate_once(tmp_path):
     assert db.execute("SELECT COUNT(*) FROM _sqlite_migrations").fetchone()[0] == len(migrate.discover())
 
 
-def test_claims_are_exclusive_and_stale_leases_are_taken_over():
-    db = open_db()
-    a = create_trace(db, query="q", context=[], response="r")
-    assert resumable_trace_ids(db) == [a]
-    assert claim_trace(db, a) is True
-    assert claim_trace(db, a) is False  # running under our own live lease
-    assert resumable_trace_ids(db) == []
+def test_concurrent_first_connections_migrate_a_postgres_database_once(pg_server):
+    """The advisory lock: processes starting against one fresh database at once apply each migration once."""
+    import psycopg
+
+    from veralith.store.postgres import migrate as pg_migrate
+
+    url = pg_server.new_database(migrated=False)
+    code = ("import sys, psycopg; from veralith.store.postgres import migrate; "
+            "migrate.apply_migrations(psycopg.connect(sys.argv[1], autocommit=True), 'test')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, url]) for _ in range(4)]
+    assert [p.wait(timeout=180) for p in procs] == [0] * 4
+    with psycopg.connect(url, autocommit=True) as conn:
+        names = [r[0] for r in conn.execute("SELECT name FROM veralith_migrations ORDER BY name")]
+        assert names == [f.name for f in pg_migrate._files()]
+        pg_migrate.check(conn, "test", current=True)
+
+
+def test_claims_are_exclusive_and_stale_leases_are_taken_over(store):
+    a = store.create_trace(trace())
+    assert store.resumable() == [a]
+    assert store.claim(a) is True
+    assert store.claim(a) is False  # running under our own live lease
+    assert store.resumable() == []
     # A lease held by a process that is gone from this host is stale at once.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    db.execute("UPDATE traces SET lease_pid = ? WHERE id = ?", [dead.pid, a])
-    assert resumable_trace_ids(db) == [a]
-    assert claim_trace(db, a) is True
+    sql(store, "UPDATE traces SET lease_pid = ? WHERE id = ?", [dead.pid, a])
+    assert store.resumable() == [a]
+    assert store.claim(a) is True
     # A lease on another host is stale only once it is older than the timeout.
-    db.execute("UPDATE traces SET lease_host = 'elsewhere', lease_at = ? WHERE id = ?", [time.time() - 5, a])
-    assert claim_trace(db, a) is False
-    assert claim_trace(db, a, lease_timeout_s=1) is True
+    sql(store, "UPDATE traces SET lease_host = 'elsewhere', lease_at = ? WHERE id = ?", [time.time() - 5, a])
+    assert store.claim(a) is False
+    with store.connection() as db:
+        assert repository.claim_trace(db, a, lease_timeout_s=1) is True
     with pytest.raises(TraceNotFound):
-        claim_trace(db, 12345)
+        store.claim(12345)
 
 
-def test_pending_trace_reserved_by_a_live_process_is_not_resumable():
-    db = open_db()
-    mine = create_trace(db, query="q", context=[], response="r", queued=True)
-    theirs = create_trace(db, query="q", context=[], response="r", queued=True)
+def test_pending_trace_reserved_by_a_live_process_is_not_resumable(store):
+    mine = store.create_trace(trace(), queued=True)
+    theirs = store.create_trace(trace(), queued=True)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        db.execute("UPDATE traces SET lease_pid = ? WHERE id = ?", [live.pid, theirs])
-        assert resumable_trace_ids(db) == []          # ours is in our queue; theirs in their queue
-        assert claim_trace(db, theirs) is False
-        assert claim_trace(db, mine) is True          # our own worker may claim its own reservation
+        sql(store, "UPDATE traces SET lease_pid = ? WHERE id = ?", [live.pid, theirs])
+        assert store.resumable() == []          # ours is in our queue; theirs in their queue
+        assert store.claim(theirs) is False
+        assert store.claim(mine) is True        # our own worker may claim its own reservation
     finally:
         live.kill()
         live.wait()
-    assert resumable_trace_ids(db) == [theirs]
+    assert store.resumable() == [theirs]
 
 
-def test_mark_error_keeps_the_message_and_list_and_stats_report_it():
-    db = open_db()
-    failed = create_trace(db, query="why " * 40, context=CHUNKS, response="r", knowledge_base="kb")
-    claim_trace(db, failed)
-    mark_error(db, failed, "ServerError: 500")
-    save_result(db, make_result(FailureCell.extra_grounded, knowledge_base="kb", usd=None))
-    save_result(db, make_result(FailureCell.complete_grounded, sufficiency_fraction=0.25))
-    rows = list_traces(db)
+def test_claim_batch_takes_only_traces_nobody_holds_oldest_first(store):
+    free = [store.create_trace(trace()) for _ in range(3)]
+    reserved = store.create_trace(trace(), queued=True)     # in this process's own queue
+    sql(store, "UPDATE traces SET lease_host = 'elsewhere', lease_pid = 1, lease_token = 't', lease_at = ?"
+               " WHERE id = ?", [time.time(), reserved])    # a live reservation of another host
+    assert store.claim_batch(2) == free[:2]
+    assert store.held() == free[:2]
+    assert store.claim_batch(10) == free[2:]
+    assert store.claim_batch(10) == []
+    assert store.release(free[0]) is True                   # a worker stopping gives it back
+    assert store.trace_info(free[0]).status == "pending" and store.claim_batch(10) == [free[0]]
+    for trace_id in store.held():
+        store.drop_lease(trace_id)
+
+
+def test_mark_error_keeps_the_message_and_list_and_stats_report_it(store):
+    failed = store.create_trace(trace("why " * 40, context=CHUNKS, knowledge_base="kb"))
+    store.claim(failed)
+    store.mark_error(failed, "ServerError: 500")
+    store.save_result(make_result(FailureCell.extra_grounded, knowledge_base="kb", usd=None))
+    store.save_result(make_result(FailureCell.complete_grounded, sufficiency_fraction=0.25))
+    rows = store.list_traces()
     assert [r["status"] for r in rows] == ["done", "done", "error"]
     assert rows[2]["error_message"] == "ServerError: 500" and len(rows[2]["query_preview"]) == 80
-    assert [r["failure_cell"] for r in list_traces(db, kb="kb")] == ["extra_grounded", None]
-    assert len(list_traces(db, cell="complete_grounded", limit=1)) == 1
-    assert list_traces(db, status="pending") == []
-    s = stats(db)
+    assert [r["failure_cell"] for r in store.list_traces(kb="kb")] == ["extra_grounded", None]
+    assert len(store.list_traces(cell="complete_grounded", limit=1)) == 1
+    assert store.list_traces(status="pending") == []
+    s = store.stats()
     assert s["traces"] == 3 and s["results"] == 2
     assert s["by_status"] == {"pending": 0, "running": 0, "done": 2, "error": 1}
     assert s["by_cell"] == {"complete_grounded": 1, "extra_grounded": 1}
@@ -330,26 +363,29 @@ def test_mark_error_keeps_the_message_and_list_and_stats_report_it():
     assert s["usd"] == pytest.approx(0.0123456789) and s["usd_unknown"] == 1
     assert s["calls"] == 8 and s["input_tokens"] == 2000
     assert s["thresholds"]["kb"] == {"threshold": 1.0, "source": "fallback", "calibration_traces": 0}
-    assert stats(db, kb="kb")["traces"] == 2
-    empty = stats(db, kb="nothing")
+    assert store.stats(kb="kb")["traces"] == 2
+    assert store.knowledge_bases() == ["default", "kb"]
+    empty = store.stats(kb="nothing")
     assert empty["mean_sufficiency_fraction"] is None and empty["traces"] == 0
 
 
-def test_iter_results_exports_stored_results_only():
-    db = open_db()
-    create_trace(db, query="q", context=[], response="r")
-    ids = [save_result(db, make_result(cell)) for cell in FailureCell]
-    exported = list(iter_results(db))
-    assert [r.trace_id for r in exported] == ids
-    assert list(iter_results(db, since="9999")) == []
+def test_iter_results_exports_stored_results_only(store):
+    store.create_trace(trace())
+    ids = [store.save_result(make_result(cell)) for cell in FailureCell]
+    exported = list(store.iter_results())
+    assert [r.result.trace_id for r in exported] == ids
+    assert [r.info.trace_id for r in exported] == ids and all(r.info.has_result for r in exported)
+    assert [r.result.trace_id for r in store.iter_results(trace_ids=ids[1:3])] == ids[1:3]
+    assert list(store.iter_results(since="9999")) == []
     import datetime as dt
-    assert len(list(iter_results(db, since=dt.datetime(2000, 1, 1)))) == len(ids)
-    assert list(iter_results(db, since=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1))) == []
+    assert len(list(store.iter_results(since=dt.datetime(2000, 1, 1)))) == len(ids)
+    assert list(store.iter_results(since=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1))) == []
 
 
-def test_metadata_must_be_json():
+def test_metadata_must_be_json(store):
     with pytest.raises(TypeError, match="metadata"):
-        create_trace(open_db(), query="q", context=[], response="r", metadata={"when": object()})
+        store.create_trace(trace(metadata={"when": object()}))
+    assert store.list_traces() == []
 
 
 def test_schema_doc_is_current():
@@ -360,44 +396,74 @@ def test_schema_doc_is_current():
 def test_migrations_ship_inside_the_package():
     from veralith.store.migrate import MIGRATIONS_DIR
     assert MIGRATIONS_DIR.parent.name == "veralith"
-    assert sorted(p.name for p in MIGRATIONS_DIR.glob("*.sql")) == sorted(
-        p.name for p in (MIGRATIONS_DIR.parents[1] / "migrations").glob("*.sql"))
+    for folder in (MIGRATIONS_DIR, MIGRATIONS_DIR / "postgres"):
+        shipped = sorted(p.name for p in folder.glob("*.sql"))
+        assert shipped and shipped == sorted(
+            p.name for p in (MIGRATIONS_DIR.parents[1] / "migrations" / folder.relative_to(MIGRATIONS_DIR))
+            .glob("*.sql"))
 
 
-def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes():
+# Every trace counted directly, grouped as the rollup is (SQL both databases share).
+_DIRECT = ("SELECT knowledge_base AS kb, COALESCE(failure_cell, '') AS cell, COALESCE(quality_gate, '') AS gate,"
+           " status, COUNT(*) AS n, SUM(COALESCE(sufficiency_fraction, 0)) AS s_sum,"
+           " COUNT(sufficiency_fraction) AS s_n, SUM(COALESCE(usd, 0)) AS usd,"
+           " SUM(CASE WHEN quality_gate IS NOT NULL AND usd IS NULL THEN 1 ELSE 0 END) AS usd_unknown,"
+           " SUM(COALESCE(calls, 0)) AS calls FROM traces GROUP BY 1, 2, 3, 4")
+
+
+# The same per UTC day of creation, for stored results (the web view's daily figures).
+_DAILY_DIRECT = ("SELECT substr(created_at, 1, 10), knowledge_base, COALESCE(failure_cell, ''), quality_gate,"
+                 " COUNT(*), SUM(COALESCE(usd, 0)), SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) FROM traces"
+                 " WHERE quality_gate IS NOT NULL GROUP BY 1, 2, 3, 4")
+
+
+def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
+    """Whatever the writes, the running totals (stats' and the daily ones) equal a full count (on
+    PostgreSQL also across a compaction of the deltas into the base rows, and with deltas left over)."""
     import random
     rng = random.Random(3)
-    db = open_db()
-    for _ in range(60):
-        op = rng.choice(["create", "save", "resave", "claim", "error", "delete"])
-        ids = [r[0] for r in db.execute("SELECT id FROM traces").fetchall()]
+    for step in range(60):
+        op = rng.choice(["create", "save", "resave", "claim", "error", "delete", "redate"])
+        ids = [r[0] for r in sql(store, "SELECT id FROM traces")]
         if op == "create" or not ids:
-            create_trace(db, query="q", context=[], response="r", knowledge_base=rng.choice(["a", "b"]))
+            store.create_trace(trace(knowledge_base=rng.choice(["a", "b"])))
         elif op == "save":
-            save_result(db, make_result(rng.choice([*FailureCell, None]), sufficiency_fraction=rng.random(),
-                                        knowledge_base=rng.choice(["a", "b"]), usd=rng.choice([None, rng.random()])))
+            store.save_result(make_result(rng.choice([*FailureCell, None]), sufficiency_fraction=rng.random(),
+                                          knowledge_base=rng.choice(["a", "b"]),
+                                          usd=rng.choice([None, rng.random()])))
         elif op == "resave":
-            save_result(db, make_result(rng.choice(list(FailureCell)), trace_id=rng.choice(ids),
-                                        sufficiency_fraction=rng.choice([None, rng.random()])))
+            store.save_result(make_result(rng.choice(list(FailureCell)), trace_id=rng.choice(ids),
+                                          sufficiency_fraction=rng.choice([None, rng.random()])))
         elif op == "claim":
-            db.execute("UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [rng.choice(ids)])
+            sql(store, "UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [rng.choice(ids)])
         elif op == "error":
-            mark_error(db, rng.choice(ids), "boom")
+            store.mark_error(rng.choice(ids), "boom")
+        elif op == "redate":
+            sql(store, "UPDATE traces SET created_at = ? WHERE id = ?",
+                [f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T12:00:00.000000+00:00", rng.choice(ids)])
         else:
-            db.execute("DELETE FROM traces WHERE id = ?", [rng.choice(ids)])
-    direct = {}
-    for row in db.query(
-            "SELECT knowledge_base AS kb, COALESCE(failure_cell, '') AS cell, COALESCE(quality_gate, '') AS gate,"
-            " status, COUNT(*) AS n, TOTAL(sufficiency_fraction) AS s_sum, COUNT(sufficiency_fraction) AS s_n,"
-            " TOTAL(usd) AS usd, SUM(quality_gate IS NOT NULL AND usd IS NULL) AS usd_unknown,"
-            " TOTAL(calls) AS calls FROM traces GROUP BY 1, 2, 3, 4"):
-        direct[(row.pop("kb"), row.pop("cell"), row.pop("gate"), row.pop("status"))] = row
-    rolled = {(r["knowledge_base"], r["failure_cell"], r["quality_gate"], r["status"]): r
-              for r in db.query("SELECT * FROM trace_rollup")}
+            sql(store, "DELETE FROM traces WHERE id = ?", [rng.choice(ids)])
+        if step == 30 and hasattr(store, "compact"):
+            assert store.compact() > 0
+    with store.connection() as db:
+        direct = {}
+        for row in db.query(_DIRECT):
+            direct[(row.pop("kb"), row.pop("cell"), row.pop("gate"), row.pop("status"))] = row
+        rolled = {(r["knowledge_base"], r["failure_cell"], r["quality_gate"], r["status"]): r
+                  for r in db.query("SELECT * FROM trace_rollup")}
     assert set(rolled) == set(direct)
     for key, row in direct.items():
         for column, value in row.items():
             assert rolled[key][column] == pytest.approx(value, abs=1e-9), (key, column)
+    by_status = {s: sum(r["n"] for k, r in direct.items() if k[3] == s) for s in ("pending", "running", "done",
+                                                                               "error")}
+    assert store.stats()["by_status"] == by_status
+    daily = {r[:4]: r[4:] for r in sql(store, "SELECT day, knowledge_base, failure_cell, quality_gate, n, usd,"
+                                              " usd_unknown FROM trace_daily")}
+    recount = {r[:4]: r[4:] for r in sql(store, _DAILY_DIRECT)}
+    assert set(daily) == set(recount) and len({key[0] for key in recount}) >= 2   # some were redated
+    for key, (n, usd, unknown) in recount.items():
+        assert (daily[key][0], daily[key][2]) == (n, unknown) and daily[key][1] == pytest.approx(usd, abs=1e-9), key
 
 
 def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(tmp_path):
@@ -430,7 +496,7 @@ def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(
         db.execute("INSERT INTO completeness VALUES (1, 'mapped', '[]', 'completeness-v1')")
         db.execute("INSERT INTO completeness_mappings VALUES (1, 0, 0, 'q1', 'c1')")
     db.conn.close()
-    result = load_result(1, connect(path))
+    result = SQLiteStore(path).load_result(1)
     assert result.schema_version == SCHEMA_VERSION and result.failure_cell is FailureCell.complete_grounded
     assert [c.id for c in result.claims] == ["k1"] and result.faithfulness[0].claim_id == "k1"
     assert result.faithfulness[0].grounding_chunk_ids == ["c1"]      # a chunk id, untouched

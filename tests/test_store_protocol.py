@@ -1,6 +1,6 @@
-"""The store protocol (issue 11, item 7): the SQLite store satisfies it, and a second store written
-only against it (an in-memory one, below) works for every call the SDK, the batch runner and the
-orchestrator make, with no change to them."""
+"""The store protocol (issue 11, item 7; issue 23): the SQLite and PostgreSQL stores satisfy it, and a
+third store written only against it (an in-memory one, below) works for every call the SDK, the
+batch runner and the orchestrator make, with no change to them."""
 
 from __future__ import annotations
 
@@ -24,15 +24,16 @@ from veralith.pipeline.calibrate import current_threshold
 from veralith.sdk.stored import evaluate_stored, resumable
 from veralith.store import (
     AmbiguousTraceId,
+    BrowseStore,
     DuplicateExternalId,
-    SQLiteStore,
+    RunStore,
+    Store,
     StoredResult,
     TraceInfo,
     TraceInput,
     TraceNotEvaluated,
     TraceNotFound,
     TraceStore,
-    open_store,
 )
 from veralith.store.calibration import CALIBRATION_CELL, calibrate
 
@@ -43,9 +44,13 @@ CONTEXT = ["The P/E ratio is price divided by earnings."]
 class MemoryStore:
     """A TraceStore in a dict: one process, no files. Written against the protocol's docstrings only."""
 
+    url = "memory:"
+    read_only = False
+
     def __init__(self) -> None:
         self.traces: dict[int, dict[str, Any]] = {}
-        self.history: list[tuple[int, str | None]] = []
+        self.past: list[tuple[int, str | None]] = []
+        self.spooled: list[tuple[int, TraceInput, bool]] = []
         self.cache: dict[str, str] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -58,14 +63,34 @@ class MemoryStore:
             raise TraceNotFound(f"no trace with id {trace_id}")
         return self.traces[trace_id]
 
-    def create_trace(self, trace: TraceInput, *, queued: bool = False, wait_ms: float | None = None,
-                     run: str | None = None, run_id: int | None = None) -> int:
+    def spool_trace(self, trace: TraceInput, *, run: str | None = None, evaluate_here: bool = True) -> int:
+        with self._lock:
+            trace_id = next(self._ids)
+            self.spooled.append((trace_id, trace, evaluate_here))
+            return trace_id
+
+    def ship(self) -> list[int]:
+        with self._lock:
+            spooled, self.spooled = self.spooled, []
+        for trace_id, trace, _ in spooled:
+            self._add(trace_id, trace)
+        return [trace_id for trace_id, _, here in spooled if here]
+
+    def recover(self) -> int:
+        return 0  # one process: no other process's spool to take over
+
+    def _add(self, trace_id: int, trace: TraceInput) -> None:
+        now = self._now()
+        self.traces[trace_id] = {"input": trace, "status": "pending", "created_at": now, "updated_at": now,
+                                 "result": None, "error": None, "evaluated_at": None}
+
+    def create_trace(self, trace: TraceInput, *, queued: bool = False, run: str | None = None,
+                     run_id: int | None = None) -> int:
         with self._lock:
             if trace.external_id is not None and self.find_external(trace.knowledge_base, trace.external_id):
                 raise DuplicateExternalId(trace.external_id)
-            trace_id, now = next(self._ids), self._now()
-            self.traces[trace_id] = {"input": trace, "status": "pending", "created_at": now, "updated_at": now,
-                                     "result": None, "error": None, "evaluated_at": None}
+            trace_id = next(self._ids)
+            self._add(trace_id, trace)
             return trace_id
 
     def claim(self, trace_id: int, *, failed: bool = False, again: bool = False) -> bool:
@@ -78,18 +103,27 @@ class MemoryStore:
             row["status"], row["updated_at"] = "running", self._now()
             return True
 
+    def claim_batch(self, limit: int) -> list[int]:
+        taken = []
+        for trace_id in self.resumable():
+            if len(taken) < limit and self.claim(trace_id):
+                taken.append(trace_id)
+        return taken
+
     def renew(self, trace_ids: Collection[int]) -> None:
         pass  # one process: a lease cannot go stale under us
 
-    def drop_lease(self, trace_id: int) -> None:
-        pass
+    def held(self) -> list[int]:
+        return sorted(i for i, r in self.traces.items() if r["status"] == "running")
 
     def release(self, trace_id: int) -> bool:
-        with self._lock:
-            row = self._get(trace_id)
-            if row["status"] == "running":
-                row["status"], row["updated_at"] = "pending", self._now()
+        row = self._get(trace_id)
+        if row["status"] == "running":
+            row["status"] = "pending"
         return True
+
+    def drop_lease(self, trace_id: int) -> None:
+        pass
 
     def save_result(self, result: EvaluationResult) -> int:
         with self._lock:
@@ -99,7 +133,7 @@ class MemoryStore:
                 self.traces[trace_id] = {"created_at": self._now(), "error": None}
             row = self.traces[trace_id]
             if row.get("result") is not None or row.get("error"):
-                self.history.append((trace_id, row["result"].failure_cell.value if row.get("result") else None))
+                self.past.append((trace_id, row["result"].failure_cell.value if row.get("result") else None))
             old = row.get("input")
             row.update(input=TraceInput(query=result.query, context=result.context, response=result.response,
                                         knowledge_base=result.knowledge_base, metadata=result.metadata,
@@ -155,11 +189,8 @@ class MemoryStore:
                     if r["status"] == "error" or (r["result"] is not None and r["result"].errors)]
         return [i for i, r in self.traces.items() if r["status"] == "pending"]
 
-    def recover(self) -> list[int]:
-        return []
-
-    def flush(self) -> None:
-        pass
+    def history(self, trace_id: int) -> list[dict[str, Any]]:
+        return [{"failure_cell": cell} for i, cell in self.past if i == trace_id]
 
     def list_traces(self, *, limit: int = 50, cell: str | None = None, kb: str | None = None,
                     status: str | None = None, since: str | None = None,
@@ -203,30 +234,38 @@ class MemoryStore:
         pass
 
 
-PROTOCOL_METHODS = sorted(name for name, value in vars(TraceStore).items()
-                          if callable(value) and not name.startswith("_"))
+def _methods(*protocols: type) -> list[str]:
+    return sorted({name for protocol in protocols for name, value in vars(protocol).items()
+                   if callable(value) and not name.startswith("_")})
 
 
-@pytest.mark.parametrize("store", [SQLiteStore(), MemoryStore()], ids=["sqlite", "memory"])
-def test_both_stores_satisfy_the_protocol_method_by_method(store):
-    assert isinstance(store, TraceStore)
-    for name in PROTOCOL_METHODS:
-        expected = inspect.signature(getattr(TraceStore, name))
+def _same_signatures(store: Any, protocols: tuple[type, ...]) -> None:
+    for name in _methods(*protocols):
+        expected = inspect.signature(getattr(next(p for p in protocols if name in vars(p)), name))
         actual = inspect.signature(getattr(type(store), name))
         # Same parameters, same kinds, same defaults: a caller typed against the protocol can make any call.
         assert [(p.name, p.kind, p.default) for p in actual.parameters.values()] == \
             [(p.name, p.kind, p.default) for p in expected.parameters.values()], name
 
 
-def test_open_store_is_a_trace_store_and_not_bound_to_a_thread(tmp_path):
-    store = open_store(tmp_path / "x.db")
+def test_each_store_satisfies_the_whole_protocol_method_by_method(store):
+    assert isinstance(store, Store)
+    _same_signatures(store, (TraceStore, RunStore, BrowseStore))
+
+
+def test_the_memory_store_satisfies_the_trace_store_protocol():
+    store = MemoryStore()
     assert isinstance(store, TraceStore)
+    _same_signatures(store, (TraceStore,))
+
+
+def test_a_store_is_not_bound_to_a_thread(store):
     trace_id = store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE))
     seen: list[str] = []
     worker = threading.Thread(target=lambda: seen.append(store.trace_info(trace_id).status))
     worker.start()
     worker.join()
-    assert seen == ["pending"] and Path(tmp_path / "x.db").exists()
+    assert seen == ["pending"]
 
 
 def _evaluate_all(store: TraceStore, rows: list[dict[str, Any]], tmp_path: Path, **kw: Any) -> batch.Tally:
@@ -251,8 +290,8 @@ def test_a_second_store_needs_no_caller_change(tmp_path):
     again = _evaluate_all(store, rows, tmp_path)                     # idempotent re-run, same rule
     assert (again.evaluated, again.unchanged) == (0, 3)
     changed = _evaluate_all(store, [{**rows[0], "response": "P/E is a ratio."}], tmp_path)
-    assert changed.evaluated == 1 and store.load_result(1).response == "P/E is a ratio." and store.history == [
-        (1, store.history[0][1])]
+    assert changed.evaluated == 1 and store.load_result(1).response == "P/E is a ratio." and store.past == [
+        (1, store.past[0][1])]
     # resume, as the SDK and `veralith resume` run it
     pending = store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE))
     assert resumable(store) == [pending]
@@ -268,18 +307,18 @@ def test_a_failed_evaluation_is_recorded_through_the_protocol(monkeypatch):
     assert store.trace_info(trace_id).status == "error" and resumable(store, failed=True) == [trace_id]
 
 
-def test_calibration_has_one_rule_whatever_the_store(tmp_path):
-    """The orchestrator's threshold and stats' threshold come from one rule over either store."""
+def test_calibration_has_one_rule_whatever_the_store(store, tmp_path):
+    """The orchestrator's threshold and stats' threshold come from one rule over any store."""
     rows = [{"id": f"r{i}", "query": QUERY, "context": CONTEXT, "response": RESPONSE} for i in range(4)]
-    memory, sqlite = MemoryStore(), open_store()
+    memory, sql_store = MemoryStore(), store
     with settings.override(calibration_min_traces=3):
-        for store in (memory, sqlite):
-            assert current_threshold("default", store) == (1.0, ThresholdSource.fallback)
-            _evaluate_all(store, rows, tmp_path)
-            assert store.calibration_count("default") == 4
-            threshold, source = current_threshold("default", store)
+        for each in (memory, sql_store):
+            assert current_threshold("default", each) == (1.0, ThresholdSource.fallback)
+            _evaluate_all(each, rows, tmp_path)
+            assert each.calibration_count("default") == 4
+            threshold, source = current_threshold("default", each)
             assert source is ThresholdSource.calibrated
-            assert store.stats()["thresholds"]["default"] in (threshold, {"threshold": threshold,
+            assert each.stats()["thresholds"]["default"] in (threshold, {"threshold": threshold,
                                                                          "source": "calibrated",
                                                                          "calibration_traces": 4})
-        assert current_threshold("default", memory) == current_threshold("default", sqlite)
+        assert current_threshold("default", memory) == current_threshold("default", sql_store)

@@ -9,8 +9,7 @@ import pytest
 
 from veralith.sdk.log import shutdown
 from veralith.sdk.trace import TraceContext, TraceExtractionError, TraceReturn, TraceWarning, trace
-from veralith.store.db import open_db
-from veralith.store.repository import list_traces, load_trace_input
+from veralith.store import open_store
 
 CHUNKS = ["The P/E ratio is price divided by earnings."]
 
@@ -22,11 +21,22 @@ def _fresh_worker():
     shutdown(wait=True)
 
 
+def list_traces() -> list[dict]:
+    return open_store().list_traces()
+
+
 def stored() -> list[dict]:
     shutdown(wait=True)
-    return list_traces(open_db())
+    return list_traces()
 
 
+def load_trace_input(trace_id: int) -> tuple:
+    """What was logged: (query, context, response, knowledge base, metadata)."""
+    found = open_store().load_input(trace_id)
+    return found.query, found.context, found.response, found.knowledge_base, found.metadata
+
+
+@pytest.mark.usefixtures("store_url")
 def test_bare_decorator_logs_and_returns_only_the_response():
     @trace
     def rag(question: str, k: int = 3):
@@ -35,18 +45,19 @@ def test_bare_decorator_logs_and_returns_only_the_response():
     assert rag("What is P/E?", k=1) == "Answer to What is P/E?"
     assert rag.__name__ == "rag"
     (row,) = stored()
-    query, context, response, kb, _ = load_trace_input(open_db(), row["id"])
+    query, context, response, kb, _ = load_trace_input(row["id"])
     assert (query, context[0].text, response, kb) == ("What is P/E?", CHUNKS[0], "Answer to What is P/E?", "default")
     assert row["status"] == "done"
 
 
+@pytest.mark.usefixtures("store_url")
 def test_parameterised_with_query_arg_sync_and_knowledge_base():
     @trace(query_arg="user_question", sync=True, knowledge_base="faq")
     def rag(user_id: int, user_question: str):
         return TraceReturn(response="P/E is price over earnings.", context=[{"text": CHUNKS[0], "id": "d1"}])
 
     assert rag(42, user_question="What is P/E?") == "P/E is price over earnings."
-    (row,) = list_traces(open_db())  # sync: already stored and evaluated, no drain needed
+    (row,) = list_traces()  # sync: already stored and evaluated, no drain needed
     assert (row["status"], row["knowledge_base"], row["query_preview"]) == ("done", "faq", "What is P/E?")
 
 
@@ -66,7 +77,7 @@ def test_async_with_options():
         return TraceReturn(response="r", context=[])
 
     assert asyncio.run(rag(q="Q?")) == "r"
-    assert list_traces(open_db())[0]["status"] == "done"
+    assert list_traces()[0]["status"] == "done"
 
 
 def test_bare_string_warns_and_passes_through_untouched():
@@ -194,7 +205,7 @@ def test_a_sync_generator_is_logged_once_when_exhausted_with_the_joined_text():
     chunks = list(stream("What is P/E?"))
     assert chunks == ["P/E is ", "price over ", "earnings."]  # the context marker is not passed on
     (row,) = stored()
-    query, _, response, _, metadata = load_trace_input(open_db(), row["id"])
+    query, _, response, _, metadata = load_trace_input(row["id"])
     assert (query, response, metadata) == ("What is P/E?", "P/E is price over earnings.", {})
 
 
@@ -210,7 +221,7 @@ def test_an_async_generator_is_logged_once_when_exhausted():
 
     assert asyncio.run(consume()) == ["P/E is ", "price over earnings."]
     (row,) = stored()
-    _, _, response, kb, _ = load_trace_input(open_db(), row["id"])
+    _, _, response, kb, _ = load_trace_input(row["id"])
     assert (response, kb) == ("P/E is price over earnings.", "faq")
 
 
@@ -239,7 +250,7 @@ def test_a_stream_stopped_early_is_logged_as_partial_sync_and_async():
     asyncio.run(consume())
     rows = {r["query_preview"]: r["id"] for r in stored()}
     for question, text in [("sync?", "one two "), ("async?", "one ")]:
-        _, _, response, _, metadata = load_trace_input(open_db(), rows[question])
+        _, _, response, _, metadata = load_trace_input(rows[question])
         assert (response, metadata) == (text, {"partial": True})
 
 
@@ -288,8 +299,8 @@ def test_a_str_subclass_response_is_logged_as_plain_text():
         return Accessor("subclass answer"), CHUNKS
 
     assert rag("q?") == "subclass answer"
-    (row,) = list_traces(open_db())
-    assert load_trace_input(open_db(), row["id"])[2] == "subclass answer"
+    (row,) = list_traces()
+    assert load_trace_input(row["id"])[2] == "subclass answer"
 
 
 def test_run_is_passed_to_log_only_when_given(monkeypatch):

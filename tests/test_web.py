@@ -1,6 +1,9 @@
 """`veralith serve` over HTTP (no browser): read-only store access, keyset pages, filters, the token,
 the Host check, security headers, escaping in the page source, and the command's refusals.
 
+Tests taking `served` run against a SQLite file and a PostgreSQL database filled alike (the same
+`veralith eval` runs); those taking `db` check what is the SQLite file's own (its bytes untouched,
+its triggers, its read-only connection, the `--db` option).
 The browser-level checks (what a person sees, scripts that must not run) are in test_web_browser.py.
 """
 
@@ -22,13 +25,15 @@ pytest.importorskip("starlette", reason="the web extra is not installed (pip ins
 pytest.importorskip("jinja2", reason="the web extra is not installed (pip install 'veralith[web]')")
 
 from starlette.testclient import TestClient  # noqa: E402
+from store_support import sql  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
-from web_support import HOSTILE_KB, PAYLOAD_TEXTS, filled_db, trace_id  # noqa: E402
+from web_support import HOSTILE_KB, PAYLOAD_TEXTS, filled_db, filled_store, rows, trace_id  # noqa: E402
 
 from veralith.cli.app import app as cli  # noqa: E402
 from veralith.cli.serve import is_loopback  # noqa: E402
 from veralith.errors import StoreError  # noqa: E402
-from veralith.store import browse  # noqa: E402
+from veralith.store import TraceInput, browse, open_store  # noqa: E402
+from veralith.store.sqlite import connect_readonly  # noqa: E402
 from veralith.web import create_app  # noqa: E402
 from veralith.web.app import CSP  # noqa: E402
 
@@ -41,28 +46,54 @@ def db(tmp_path_factory) -> Path:
     return filled_db(tmp_path_factory.mktemp("web"))
 
 
-def client(db: Path, base: str = LOCAL, **kw) -> TestClient:
+@pytest.fixture(scope="module")
+def pg_db(pg_server, tmp_path_factory) -> str:
+    """A PostgreSQL database filled as `db` is; its URL."""
+    return str(filled_store(tmp_path_factory.mktemp("web-pg"), pg_server.new_database()))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def served(request) -> Path | str:
+    """The filled SQLite file, then the filled PostgreSQL database (skipped without its binaries)."""
+    return request.getfixturevalue("db" if request.param == "sqlite" else "pg_db")
+
+
+def client(db: Path | str, base: str = LOCAL, **kw) -> TestClient:
     return TestClient(create_app(db, **kw), base_url=base, follow_redirects=False)
+
+
+def reader(where: Path | str):
+    """The store at `where`, opened read-only as `veralith serve` opens it."""
+    return open_store(where, read_only=True)
 
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def all_ids(db: Path) -> list[int]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        return [r[0] for r in conn.execute("SELECT id FROM traces ORDER BY id DESC")]
+def all_ids(where: Path | str) -> list[int]:
+    return [r[0] for r in rows(where, "SELECT id FROM traces ORDER BY id DESC")]
 
 
 # --- the store, read-only -------------------------------------------------------------------------
 
 def test_readonly_connection_refuses_writes_and_missing_files(db, tmp_path):
-    conn = browse.open_readonly(db)
+    conn = connect_readonly(db)
     with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only"):
         conn.execute("UPDATE traces SET knowledge_base = 'x'")
     with pytest.raises(StoreError, match="no database"):
-        browse.open_readonly(tmp_path / "absent.db")
+        connect_readonly(tmp_path / "absent.db")
     assert not (tmp_path / "absent.db").exists()  # never created
+
+
+def test_the_store_serve_opens_refuses_every_write(served):
+    store = reader(served)
+    before = all_ids(served)
+    with pytest.raises(StoreError, match="read-only"):
+        store.create_trace(TraceInput(query="q", context=[], response="r"))
+    with pytest.raises(Exception, match="(?i)read-?only|query_only"):  # the database's own refusal, below the store
+        sql(store, "UPDATE traces SET knowledge_base = 'x'")
+    assert all_ids(served) == before
 
 
 def test_a_database_behind_the_code_is_refused_not_migrated(tmp_path):
@@ -71,8 +102,21 @@ def test_a_database_behind_the_code_is_refused_not_migrated(tmp_path):
         conn.execute("CREATE TABLE t (x)")
     before = digest(old)
     with pytest.raises(StoreError, match="schema none"):
-        browse.open_readonly(old)
+        connect_readonly(old)
+    with pytest.raises(StoreError, match="schema none"):
+        create_app(old)
     assert digest(old) == before
+
+
+def test_a_postgres_database_behind_the_code_is_refused_not_migrated(pg_server):
+    url = pg_server.new_database(migrated=False)
+    with pytest.raises(StoreError, match="schema none"):
+        create_app(url)
+    import psycopg
+
+    with psycopg.connect(url) as conn:  # nothing was created: no migration ran
+        assert conn.execute("SELECT to_regclass('veralith_migrations'), to_regclass('traces')").fetchone() == (
+            None, None)
 
 
 _DAILY = ("SELECT day, knowledge_base, failure_cell, quality_gate, n, round(usd, 9), usd_unknown FROM trace_daily"
@@ -100,33 +144,33 @@ def test_daily_totals_follow_every_write(db, tmp_path):
     assert conn.execute(_DAILY).fetchall() == conn.execute(_RECOUNT).fetchall()
     assert ("2020-01-02",) in conn.execute("SELECT day FROM trace_daily").fetchall()
     conn.close()
-    figures = browse.daily_figures(browse.open_readonly(copy), days=30)
+    figures = reader(copy).daily_figures(days=30)
     assert figures["days"][-1] == max(r[0] for r in sqlite3.connect(copy).execute("SELECT day FROM trace_daily"))
     assert len(figures["days"]) == 30 and "2020-01-02" not in figures["days"]
 
 
-def test_keyset_pages_walk_every_trace_once_both_ways(db):
-    conn = browse.open_readonly(db)
-    ids = all_ids(db)
-    seen, page = [], browse.page_traces(conn, browse.TraceFilter(), limit=5)
+def test_keyset_pages_walk_every_trace_once_both_ways(served):
+    store = reader(served)
+    ids = all_ids(served)
+    seen, page = [], store.page_traces(browse.TraceFilter(), limit=5)
     assert page.newer is None
     pages = [page]
     while True:
         seen += [r["id"] for r in page.rows]
         if page.older is None:
             break
-        page = browse.page_traces(conn, browse.TraceFilter(), limit=5, before=page.older)
+        page = store.page_traces(browse.TraceFilter(), limit=5, before=page.older)
         pages.append(page)
     assert seen == ids
     # Back up from the last page with `after`: each page comes back as it was.
     for earlier, later in zip(pages[-2::-1], pages[:0:-1], strict=True):
-        back = browse.page_traces(conn, browse.TraceFilter(), limit=5, after=later.newer)
+        back = store.page_traces(browse.TraceFilter(), limit=5, after=later.newer)
         assert [r["id"] for r in back.rows] == [r["id"] for r in earlier.rows]
         assert back.older == earlier.older
 
 
-def test_filters_select_what_they_name(db):
-    conn = browse.open_readonly(db)
+def test_filters_select_what_they_name(served):
+    store = reader(served)
     for flt, check in [
         (browse.TraceFilter(cell="complete_grounded"), lambda r: r["failure_cell"] == "complete_grounded"),
         (browse.TraceFilter(gate="pass"), lambda r: r["quality_gate"] == "pass"),
@@ -134,59 +178,59 @@ def test_filters_select_what_they_name(db):
         (browse.TraceFilter(text="WARRANTY"), lambda r: "warranty" in r["query_preview"].lower()),
         (browse.TraceFilter(text="50%_"), lambda r: False),  # LIKE wildcards are literal
     ]:
-        rows = browse.page_traces(conn, flt, limit=100).rows
-        assert all(check(r) for r in rows), flt
-    assert browse.page_traces(conn, browse.TraceFilter(text="warranty"), limit=100).rows
-    today = browse.page_traces(conn, browse.TraceFilter(), limit=1).rows[0]["created_at"][:10]
+        found = store.page_traces(flt, limit=100).rows
+        assert all(check(r) for r in found), flt
+    assert store.page_traces(browse.TraceFilter(text="warranty"), limit=100).rows
+    today = store.page_traces(browse.TraceFilter(), limit=1).rows[0]["created_at"][:10]
     import datetime as dt
 
     day = dt.date.fromisoformat(today)
-    assert len(browse.page_traces(conn, browse.TraceFilter(since=day, until=day), limit=100).rows) == len(all_ids(db))
-    assert browse.page_traces(conn, browse.TraceFilter(until=day - dt.timedelta(days=1)), limit=100).rows == []
+    assert len(store.page_traces(browse.TraceFilter(since=day, until=day), limit=100).rows) == len(all_ids(served))
+    assert store.page_traces(browse.TraceFilter(until=day - dt.timedelta(days=1)), limit=100).rows == []
 
 
-def test_text_search_is_bounded_per_page_and_misses_nothing(db, monkeypatch):
-    conn = browse.open_readonly(db)
+def test_text_search_is_bounded_per_page_and_misses_nothing(served, monkeypatch):
+    store = reader(served)
     flt = browse.TraceFilter(text="warranty")
-    expected = [r["id"] for r in browse.page_traces(conn, flt, limit=100).rows]
+    expected = [r["id"] for r in store.page_traces(flt, limit=100).rows]
     assert len(expected) >= 2
     monkeypatch.setattr(browse, "SCAN_WINDOW", 3)       # each page looks at 3 ids at most
-    seen, cuts, page = [], 0, browse.page_traces(conn, flt, limit=100)
+    seen, cuts, page = [], 0, store.page_traces(flt, limit=100)
     while True:
         assert len(page.rows) <= 3
         seen += [r["id"] for r in page.rows]
         cuts += page.searched_to is not None
         if page.older is None:
             break
-        page = browse.page_traces(conn, flt, limit=100, before=page.older)
+        page = store.page_traces(flt, limit=100, before=page.older)
     assert seen == expected and cuts >= 3
     # Neighbours: a match beyond the window is not claimed absent; the search can go on.
     newest, oldest = expected[0], expected[-1]
-    near = browse.neighbours(conn, newest, flt)
+    near = store.neighbours(newest, flt)
     assert near.newer is None and not near.newer_unsearched
     if newest - oldest > 3 and expected[1] < newest - 3:
         assert near.older is None and near.older_unsearched
-    html = client(db).get(f"/traces/{newest}", params={"q": "warranty"}).text
+    html = client(served).get(f"/traces/{newest}", params={"q": "warranty"}).text
     assert "search older" in html or f'href="/traces/{expected[1]}?q=warranty"' in html
 
 
-def test_neighbours_stay_inside_the_filter(db):
-    conn = browse.open_readonly(db)
-    support = [r["id"] for r in browse.page_traces(conn, browse.TraceFilter(kb="support"), limit=100).rows]
+def test_neighbours_stay_inside_the_filter(served):
+    store = reader(served)
+    support = [r["id"] for r in store.page_traces(browse.TraceFilter(kb="support"), limit=100).rows]
     assert len(support) >= 3
     middle = support[1]
-    near = browse.neighbours(conn, middle, browse.TraceFilter(kb="support"))
+    near = store.neighbours(middle, browse.TraceFilter(kb="support"))
     assert (near.newer, near.older) == (support[0], support[2])
-    assert browse.neighbours(conn, support[0], browse.TraceFilter(kb="support")).newer is None
-    assert browse.neighbours(conn, support[-1], browse.TraceFilter(kb="support")).older is None
+    assert store.neighbours(support[0], browse.TraceFilter(kb="support")).newer is None
+    assert store.neighbours(support[-1], browse.TraceFilter(kb="support")).older is None
 
 
 # --- pages over HTTP --------------------------------------------------------------------------------
 
-def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(db):
-    before = digest(db)
-    c = client(db)
-    tid = trace_id(db, "What is the warranty period")
+def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(served):
+    before = digest(served) if isinstance(served, Path) else all_ids(served)
+    c = client(served)
+    tid = trace_id(served, "What is the warranty period")
     for url in ["/", "/traces", f"/traces/{tid}", "/traces?cell=complete_grounded&kb=support&q=x",
                 "/static/app.css", "/missing", "/traces/99999", "/traces?gate=maybe"]:
         r = c.get(url)
@@ -195,26 +239,26 @@ def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(db):
         assert r.headers["x-content-type-options"] == "nosniff"
         assert r.headers["x-frame-options"] == "DENY"
     assert c.get("/traces/99999").status_code == 404
-    assert c.get(f"/traces/{2**63}").status_code == 404    # past SQLite's integers: no trace, not a 500
+    assert c.get(f"/traces/{2**63}").status_code == 404    # past a store's integers: no trace, not a 500
     assert c.get("/traces?gate=maybe").status_code == 400
     assert c.get("/traces?since=yesterday").status_code == 400
     assert c.get("/traces?before=1&after=2").status_code == 400
     for method in ("post", "put", "delete", "patch"):
         assert getattr(c, method)("/traces").status_code == 405
-    assert digest(db) == before
+    assert (digest(served) if isinstance(served, Path) else all_ids(served)) == before
 
 
-def test_pages_have_no_inline_script_or_style(db):
-    c = client(db)
-    for url in ["/", "/traces", f"/traces/{trace_id(db, 'What is the warranty period')}"]:
+def test_pages_have_no_inline_script_or_style(served):
+    c = client(served)
+    for url in ["/", "/traces", f"/traces/{trace_id(served, 'What is the warranty period')}", "/compare"]:
         html = c.get(url).text
         assert "<script" not in html and "<style" not in html and " style=" not in html, url
         assert re.search(r"\son[a-z]+=", html) is None, url
 
 
-def test_hostile_text_is_escaped_in_the_source(db):
-    c = client(db)
-    html = c.get(f"/traces/{trace_id(db, 'What is the warranty of the Z9')}").text
+def test_hostile_text_is_escaped_in_the_source(served):
+    c = client(served)
+    html = c.get(f"/traces/{trace_id(served, 'What is the warranty of the Z9')}").text
     assert "<script" not in html and "<img" not in html and 'href="javascript:' not in html
     assert "&lt;script&gt;window.__xss = &#39;script&#39;&lt;/script&gt;" in html
     listing = c.get("/traces").text
@@ -226,8 +270,8 @@ def test_hostile_text_is_escaped_in_the_source(db):
     assert all(p not in r.text for p in PAYLOAD_TEXTS)
 
 
-def test_pagination_links_carry_the_filter(db):
-    c = client(db, page_size=3)
+def test_pagination_links_carry_the_filter(served):
+    c = client(served, page_size=3)
     html = c.get("/traces", params={"kb": "support"}).text
     older = re.search(r'href="(/traces\?[^"]*before=\d+)"', html)
     assert older and "kb=support" in older.group(1)
@@ -235,49 +279,37 @@ def test_pagination_links_carry_the_filter(db):
     assert 'rel="prev"' in second and "kb=support" in second
 
 
-def test_trace_page_links_neighbours_of_the_same_filter(db):
-    c = client(db)
-    conn = browse.open_readonly(db)
-    support = [r["id"] for r in browse.page_traces(conn, browse.TraceFilter(kb="support"), limit=100).rows]
+def test_trace_page_links_neighbours_of_the_same_filter(served):
+    c = client(served)
+    support = [r["id"] for r in reader(served).page_traces(browse.TraceFilter(kb="support"), limit=100).rows]
     html = c.get(f"/traces/{support[1]}", params={"kb": "support"}).text
     assert f'href="/traces/{support[0]}?kb=support"' in html
     assert f'href="/traces/{support[2]}?kb=support"' in html
 
 
-def test_unevaluated_trace_shows_its_state(db, tmp_path):
+def test_unevaluated_trace_shows_its_state(store_url, store):
     # A pending trace (logged, not yet judged) has no result: the page says so instead of failing.
-    import shutil
-
-    copy = tmp_path / "copy.db"
-    shutil.copy(db, copy)
     from veralith.models import ContextChunk
-    from veralith.store.db import connect
-    from veralith.store.repository import create_trace
 
-    w = connect(copy)
-    tid = create_trace(w, query="Pending question <b>?</b>", context=[ContextChunk(id="c0", text="x")],
-                       response="not yet")
-    w.close()
-    html = client(copy).get(f"/traces/{tid}").text
+    tid = store.create_trace(TraceInput(query="Pending question <b>?</b>", context=[ContextChunk(id="c0", text="x")],
+                                        response="not yet"))
+    html = client(store_url).get(f"/traces/{tid}").text
     assert "no result" in html and "Pending question &lt;b&gt;?&lt;/b&gt;" in html
 
 
 # --- runs and compare (when the schema records runs) ---------------------------------------------
 
-def run_ids(db: Path) -> list[int]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchone() is None:
-            pytest.skip("this schema records no runs")
-        return [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY id")]
+def run_ids(where: Path | str) -> list[int]:
+    return [r[0] for r in rows(where, "SELECT id FROM runs ORDER BY id")]
 
 
-def test_run_filter_and_per_run_overview(db):
-    examples, hostile = run_ids(db)       # web_support runs `veralith eval` twice
-    c = client(db)
-    conn = browse.open_readonly(db)
-    rows = browse.page_traces(conn, browse.TraceFilter(run=hostile), limit=100).rows
-    assert sorted(r["knowledge_base"] for r in rows) == sorted(["hostile", HOSTILE_KB])
-    assert len(browse.page_traces(conn, browse.TraceFilter(run=examples), limit=100).rows) == 12
+def test_run_filter_and_per_run_overview(served):
+    examples, hostile = run_ids(served)       # web_support runs `veralith eval` twice
+    c = client(served)
+    store = reader(served)
+    found = store.page_traces(browse.TraceFilter(run=hostile), limit=100).rows
+    assert sorted(r["knowledge_base"] for r in found) == sorted(["hostile", HOSTILE_KB])
+    assert len(store.page_traces(browse.TraceFilter(run=examples), limit=100).rows) == 12
     html = c.get("/traces", params={"run": hostile}).text
     assert html.count('href="/traces/') == 2 and f'<option value="{hostile}" selected>' in html
     overview = c.get("/").text
@@ -286,9 +318,9 @@ def test_run_filter_and_per_run_overview(db):
     assert c.get("/traces", params={"run": "one"}).status_code == 400
 
 
-def test_compare_page_shows_the_comparison(db):
-    examples, hostile = run_ids(db)
-    c = client(db)
+def test_compare_page_shows_the_comparison(served):
+    examples, hostile = run_ids(served)
+    c = client(served)
     html = c.get("/compare").text                 # default: the two newest runs
     assert "Cell transitions" in html and "Only in A: 12" in html and "Only in B: 2" in html
     assert "<script" not in html and "&lt;script&gt;" in html
@@ -297,7 +329,8 @@ def test_compare_page_shows_the_comparison(db):
 
 # --- token and host -------------------------------------------------------------------------------
 
-def test_without_a_token_only_loopback_host_names_are_answered(db):
+def test_without_a_token_only_loopback_host_names_are_answered(served):
+    db = served
     assert client(db, "http://localhost:9").get("/").status_code == 200
     assert client(db, "http://[::1]:9").get("/").status_code == 200
     assert client(db, "http://localhost:9").get("/", headers={"host": "LocalHost:9"}).status_code == 200  # any case
@@ -306,7 +339,8 @@ def test_without_a_token_only_loopback_host_names_are_answered(db):
     assert r.status_code == 403 and "Veralith" not in r.text
 
 
-def test_a_token_is_checked_on_every_request(db):
+def test_a_token_is_checked_on_every_request(served):
+    db = served
     c = client(db, "http://192.0.2.1:8765", token=TOKEN)
     for url in ["/", "/traces", "/static/app.css", "/missing"]:
         r = c.get(url)
@@ -375,15 +409,21 @@ def test_loopback_detection():
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "localhost.example.com", ""]))
 
 
-def test_serve_command_end_to_end(db):
-    """The real command: binds loopback, prints its address, answers with the headers, stops on SIGTERM."""
+def test_serve_command_end_to_end(served):
+    """The real command: binds loopback, prints its address, answers with the headers, stops on SIGTERM.
+    A file is named by --db; PostgreSQL by VERALITH_DB_URL, as a deployment configures it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERALITH_")}
-    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "serve", "--db", str(db), "--port", "0"],
+    args = ["--db", str(served)] if isinstance(served, Path) else []
+    if not isinstance(served, Path):
+        env["VERALITH_DB_URL"] = served
+    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "serve", *args, "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         line = proc.stdout.readline()
         match = re.search(r"at (http://127\.0\.0\.1:\d+/)", line)
         assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
+        if not isinstance(served, Path):
+            assert "serving postgresql://***@127.0.0.1:" in line   # the URL's user and password never shown
         deadline = time.monotonic() + 10
         while True:
             try:

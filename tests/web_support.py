@@ -1,9 +1,10 @@
-"""Shared by the web tests: a database filled the way a user fills it, and a live server on it.
+"""Shared by the web tests: a store filled the way a user fills it, and a live server on it.
 
 `filled_db` runs the real command line (`veralith eval examples/traces.jsonl`, offline, local
 backend) into a fresh file, then a second file of hostile records: markup, event handlers,
 `javascript:` links and fake closing tags in every place trace text can reach a page (query,
-response, chunk text and source, knowledge base, metadata keys and values).
+response, chunk text and source, knowledge base, metadata keys and values). `filled_store` does
+the same into any store (a PostgreSQL URL).
 """
 
 from __future__ import annotations
@@ -43,31 +44,46 @@ HOSTILE = [
 PAYLOAD_TEXTS = [SCRIPT, IMG, LINK, CLOSER]
 
 
-def run_eval(db: Path, path: Path) -> None:
+def run_eval(db: Path | str, path: Path, spool: Path | None = None) -> None:
+    """`veralith eval path` into `db`: a SQLite file, or a store URL (with log()'s spool in `spool`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
-    env.update(VERALITH_DB_PATH=str(db), VERALITH_BACKEND="local")
+    env.update(VERALITH_BACKEND="local")
+    if isinstance(db, Path):
+        env.update(VERALITH_DB_PATH=str(db))
+    else:
+        assert spool is not None, "a store URL needs a spool folder of the test's own"
+        env.update(VERALITH_DB_URL=db, VERALITH_SPOOL_DIR=str(spool))
     done = subprocess.run([sys.executable, "-m", "veralith.cli", "eval", str(path)], env=env, cwd=path.parent,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
 
 def filled_db(folder: Path) -> Path:
-    db = folder / "web.db"
-    run_eval(db, EXAMPLES)
+    return filled_store(folder, folder / "web.db")
+
+
+def filled_store(folder: Path, where: Path | str) -> Path | str:
+    """`where` (a SQLite file or a store URL) filled with the examples, then the hostile records."""
+    run_eval(where, EXAMPLES, folder / "spool")
     hostile = folder / "hostile.jsonl"
     hostile.write_text("".join(json.dumps(r) + "\n" for r in HOSTILE), encoding="utf-8")
-    run_eval(db, hostile)
-    return db
+    run_eval(where, hostile, folder / "spool")
+    return where
 
 
-def trace_id(db: Path, query_prefix: str) -> int:
-    import sqlite3
+def rows(where: Path | str, statement: str, params: list | tuple = ()) -> list[tuple]:
+    """Rows of one SELECT on the store at `where` (a SQLite file or a store URL), read-only."""
+    from store_support import sql
 
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        row = conn.execute("SELECT id FROM traces WHERE query LIKE ? ORDER BY id DESC LIMIT 1",
-                           [query_prefix + "%"]).fetchone()
-    assert row is not None, query_prefix
-    return int(row[0])
+    from veralith.store import open_store
+
+    return sql(open_store(where, read_only=True), statement, params)
+
+
+def trace_id(db: Path | str, query_prefix: str) -> int:
+    found = rows(db, "SELECT id FROM traces WHERE query LIKE ? ORDER BY id DESC LIMIT 1", [query_prefix + "%"])
+    assert found, query_prefix
+    return int(found[0][0])
 
 
 @contextmanager

@@ -46,8 +46,8 @@ def _fail(message: str) -> typer.Exit:
 
 
 def serve_command(
-    db: Annotated[Path | None, typer.Option("--db", help="Database file (default: VERALITH_DB_PATH or veralith.db).",
-                                            show_default=False)] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="Database file (default: the configured store, "
+                                            "VERALITH_DB_URL or VERALITH_DB_PATH).", show_default=False)] = None,
     host: Annotated[str, typer.Option(help="Address to listen on. Anything but a loopback address needs a token.")]
     = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")] = 8765,
@@ -57,7 +57,7 @@ def serve_command(
     open_browser: Annotated[bool, typer.Option("--open", help="Open the overview in the default browser.")] = False,
 ) -> None:
     """Browse the stored history in a web browser: overview, traces, one trace's evidence (read-only)."""
-    from veralith.config import settings  # also loads .env, which may hold the token
+    from veralith.config import settings  # noqa: F401 - loads .env, which may hold the token
 
     token = token or os.environ.get(TOKEN_ENV) or None
     if not is_loopback(host) and not token:
@@ -74,12 +74,14 @@ def serve_command(
         raise _fail(f"`veralith serve` needs the web extra ({exc.name} is missing): "
                     "pip install 'veralith[web]'") from None
     from veralith.errors import StoreError
+    from veralith.store import open_store, store_url
 
-    path = db if db is not None else Path(settings.db_path)
+    where = store_url(db)  # --db, else the configured store: a SQLite file or PostgreSQL (VERALITH_DB_URL)
     try:
-        app = create_app(path, token=token)
+        app = create_app(where, token=token)
     except StoreError as exc:
         raise _fail(str(exc)) from None
+    served = open_store(where, read_only=True).url  # a password masked
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
                             server_header=False, proxy_headers=False)
@@ -91,7 +93,7 @@ def serve_command(
         bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{bound}/"
-        out.print(render.literal(f"Veralith is serving {path} read-only at {url} (Ctrl-C stops it)"), soft_wrap=True)
+        out.print(render.literal(f"Veralith is serving {served} read-only at {url} (Ctrl-C stops it)"), soft_wrap=True)
         if token:
             # The browser trades ?token= for a cookie and drops it from the address bar.
             out.print(render.literal(f"open {url}?token={quote(token)} once in your browser"), soft_wrap=True)

@@ -404,7 +404,9 @@ def resolve(db: Db, ref: str, *, knowledge_base: str | None = None) -> int:
     forced = text.startswith("#")
     digits = text[1:] if forced else text
     by_id: int | None = None
-    if digits.isascii() and digits.isdecimal() and len(digits) <= 18:  # below 2**63, SQLite's largest id
+    # Ids are below 2**63 (both databases' largest integer), and may have 19 digits: a host without a
+    # block of PostgreSQL ids hands out random ones from 2**62 up (veralith.store.ids).
+    if digits.isascii() and digits.isdecimal() and len(digits) <= 19 and int(digits) < 2**63:
         row = db.execute("SELECT knowledge_base FROM traces WHERE id = ?", [int(digits)]).fetchone()
         if row is not None and knowledge_base in (None, row[0]):
             by_id = int(digits)

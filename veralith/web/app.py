@@ -1,7 +1,11 @@
-"""The `veralith serve` application: Starlette routes over a read-only connection, Jinja2 pages.
+"""The `veralith serve` application: Starlette routes over a store opened read-only, Jinja2 pages.
+
+It reads the store only through its protocol (veralith.store.protocol: BrowseStore, RunStore,
+TraceStore.load_result), so it serves a SQLite file and a PostgreSQL history alike.
 
 Safety contract (tests/test_web*.py check each in a browser or over HTTP):
-- Read-only: the database is opened with `mode=ro` and `query_only`; only GET and HEAD are routed.
+- Read-only: the store is opened `read_only` (SQLite: `mode=ro` and `query_only`; PostgreSQL:
+  read-only transactions), and only GET and HEAD are routed.
 - Every value reaches the page through Jinja2 autoescape; no URL is ever built from trace text.
 - Every response carries a strict Content-Security-Policy: no script at all, styles and images
   only from this server, no framing, no form posts elsewhere; the pages need no script (a claim's
@@ -15,14 +19,13 @@ Safety contract (tests/test_web*.py check each in a browser or over HTTP):
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import hashlib
 import hmac
 import json
-import queue
+import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -37,9 +40,7 @@ from starlette.staticfiles import StaticFiles
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
 from veralith.safe_text import visible
-from veralith.store import browse
-from veralith.store.sql import SqliteDb as Database
-from veralith.store.sqlite import SQLiteStore, connect_readonly
+from veralith.store import Store, browse, open_store
 from veralith.web import chart, views
 
 __all__ = ["CSP", "LOOPBACK_HOSTS", "create_app"]
@@ -63,14 +64,16 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def create_app(db_path: str | Path, *, token: str | None = None, page_size: int = PAGE_SIZE) -> ASGIApp:
-    """The ASGI app serving the database at `db_path` read-only (`page_size` traces per page).
+def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_size: int = PAGE_SIZE) -> ASGIApp:
+    """The ASGI app serving the store at `where` (a SQLite file or a store URL) read-only,
+    `page_size` traces per page.
 
-    The database is opened (and its schema checked) once here, so a wrong path fails before the
-    server starts (StoreError); requests then share a pool of read-only connections.
+    The store is opened read-only (and its schema checked) once here, so a wrong path or URL fails
+    before the server starts (StoreError); requests then share its pool of read-only connections.
     """
-    connect_readonly(db_path).close()
-    pages = _Pages(Path(db_path), page_size, True)
+    store = open_store(where, read_only=True)
+    store.knowledge_bases()  # a first read: a store that cannot be read fails here, not on the first page
+    pages = _Pages(store, page_size)
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/traces", pages.traces, name="traces"),
@@ -141,56 +144,34 @@ class _BadFilter(ValueError):
 
 
 class _Pages:
-    def __init__(self, db_path: Path, page_size: int, runs: bool) -> None:
-        self.db_path, self.page_size, self.runs = db_path, page_size, runs
-        self.pool: queue.LifoQueue[Database] = queue.LifoQueue()
+    def __init__(self, store: Store, page_size: int) -> None:
+        # Starlette runs the sync handlers on worker threads that come and go; a store serves any
+        # thread, each call on a connection of its read-only pool.
+        self.store, self.page_size = store, page_size
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
             enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
             trim_blocks=True, lstrip_blocks=True)
         self.env.filters.update(visible=visible, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER)
 
-    @contextlib.contextmanager
-    def db(self) -> Iterator[Database]:
-        """A connection for one request. Starlette runs the sync handlers on worker threads that
-        come and go; connections outlive them in a pool (warm page cache, schema checked once), and
-        each is used by one request at a time."""
-        try:
-            db = self.pool.get_nowait()
-        except queue.Empty:
-            db = connect_readonly(self.db_path)
-        try:
-            yield db
-        finally:
-            if db.conn.in_transaction:  # a request that failed inside a read transaction
-                db.conn.rollback()
-            self.pool.put(db)
-
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
 
     def overview(self, request: Request) -> Response:
-        from veralith.store.queries import stats
-
-        with self.db() as db:
-            kbs = browse.kb_figures(db)
-            daily = browse.daily_figures(db, days=DAYS)
-            figures = stats(db) if kbs else {"thresholds": {}, "app_latency": {}}
-            runs = self._runs(db)
+        store = self.store
+        kbs = store.kb_figures()
+        daily = store.daily_figures(days=DAYS)
+        figures = store.stats() if kbs else {"thresholds": {}, "app_latency": {}}
+        runs = self._runs()
         charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {})) for kb in kbs}
         cost_days = [(day, daily["cost"][day]) for day in reversed(daily["days"]) if day in daily["cost"]]
         return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=figures["thresholds"],
                            latency=figures["app_latency"], cost_days=cost_days, days=daily["days"], runs=runs)
 
-    def _runs(self, db: Database) -> dict[str, Any] | None:
-        """The newest runs with their totals, cells and a chart over them (oldest first), or None
-        when the schema has no runs."""
-        if not self.runs:
-            return None
-        from veralith.store.runs import list_runs
-
-        newest = list_runs(db, limit=RUNS_SHOWN)
-        cells = browse.run_cells(db, [(r.id, r.source) for r in newest])
+    def _runs(self) -> dict[str, Any]:
+        """The newest runs with their totals, cells and a chart over them (oldest first)."""
+        newest = self.store.list_runs(limit=RUNS_SHOWN)
+        cells = self.store.run_cells([(r.id, r.source) for r in newest])
         ordered = newest[::-1]
         keys = [str(r.id) for r in ordered]
         graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered])
@@ -204,10 +185,9 @@ class _Pages:
                 raise _BadFilter("give before or after, not both")
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
-        with self.db() as db:
-            page = browse.page_traces(db, flt, limit=self.page_size, before=before, after=after)
-            kbs = browse.knowledge_bases(db)
-            runs = browse.run_labels(db) if self.runs else []
+        page = self.store.page_traces(flt, limit=self.page_size, before=before, after=after)
+        kbs = self.store.knowledge_bases()
+        runs = self.store.run_labels()
         return self.render("traces.html", page="traces", flt=flt, rows=page.rows, newer=page.newer,
                            older=page.older, searched_to=page.searched_to, window=browse.SCAN_WINDOW, kbs=kbs,
                            runs=runs,
@@ -215,27 +195,26 @@ class _Pages:
                            trace_link=lambda trace_id: _link(f"/traces/{trace_id}", flt))
 
     def trace(self, request: Request) -> Response:
-        from veralith.store.repository import TraceNotEvaluated, load_result
+        from veralith.store import TraceNotEvaluated
 
         trace_id = request.path_params["trace_id"]
         try:
             flt = _filter(request)
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
-        with self.db() as db:
-            # An id past what SQLite holds (2**63) names no trace; binding it would raise OverflowError.
-            row = browse.trace_row(db, trace_id) if trace_id < 2**63 else None
-            if row is None:
-                return self.render("error.html", 404, page="traces", title="Not found",
-                                   message=f"No trace has id {trace_id}.")
-            try:
-                result: EvaluationResult | None = load_result(trace_id, db)
-            except TraceNotEvaluated:
-                result = None
-            except (sqlite3.DatabaseError, ValueError, StoreError) as exc:
-                return self.render("error.html", 500, page="traces", title="Unreadable trace",
-                                   message=f"Trace {trace_id} cannot be read: {exc}")
-            near = browse.neighbours(db, trace_id, flt)
+        # An id past what a store holds (2**63) names no trace; binding it would raise OverflowError.
+        row = self.store.trace_row(trace_id) if trace_id < 2**63 else None
+        if row is None:
+            return self.render("error.html", 404, page="traces", title="Not found",
+                               message=f"No trace has id {trace_id}.")
+        try:
+            result: EvaluationResult | None = self.store.load_result(trace_id)
+        except TraceNotEvaluated:
+            result = None
+        except (sqlite3.DatabaseError, ValueError, StoreError) as exc:
+            return self.render("error.html", 500, page="traces", title="Unreadable trace",
+                               message=f"Trace {trace_id} cannot be read: {exc}")
+        near = self.store.neighbours(trace_id, flt)
         context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt,
                                    "metadata": json.loads(row["metadata"] or "{}"),
                                    "newer": _neighbour(near.newer, near.newer_unsearched, "after", trace_id, flt),
@@ -251,26 +230,22 @@ class _Pages:
 
     def compare(self, request: Request) -> Response:
         """Two runs side by side: the content of `veralith compare A B` (veralith.compare)."""
-        if not self.runs:
-            return self.render("error.html", 404, page="compare", title="No runs",
-                               message="This database records no runs (it predates them).")
         from veralith.compare import compare_runs
         from veralith.store.runs import RunNotFound
 
-        with self.db() as db:
-            labels = browse.run_labels(db, limit=200)
-            a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
-            if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
-                a, b = str(labels[1][0]), str(labels[0][0])
-            comparison = None
-            if a and b:
-                if len(a) > 200 or len(b) > 200:
-                    return self.render("error.html", 400, page="compare", title="Bad run",
-                                       message="a run is named by its id or a name of at most 200 characters")
-                try:
-                    comparison = compare_runs(SQLiteStore.over(db), a, b)
-                except RunNotFound as exc:
-                    return self.render("error.html", 404, page="compare", title="No such run", message=str(exc))
+        labels = self.store.run_labels(limit=200)
+        a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
+        if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
+            a, b = str(labels[1][0]), str(labels[0][0])
+        comparison = None
+        if a and b:
+            if len(a) > 200 or len(b) > 200:
+                return self.render("error.html", 400, page="compare", title="Bad run",
+                                   message="a run is named by its id or a name of at most 200 characters")
+            try:
+                comparison = compare_runs(self.store, a, b)
+            except RunNotFound as exc:
+                return self.render("error.html", 404, page="compare", title="No such run", message=str(exc))
         return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison,
                            cells=comparison_cells())
 
