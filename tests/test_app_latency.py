@@ -17,10 +17,8 @@ from veralith.models import ContextChunk
 from veralith.pipeline.inputs import check_latency, normalize_context
 from veralith.sdk.log import log, shutdown
 from veralith.store import open_store
-from veralith.store.db import open_db
 from veralith.store.protocol import TraceInput
 from veralith.store.queries import app_latency_percentiles
-from veralith.store.spool import Spool
 
 QUERY = "When was Acme founded?"
 CONTEXT = [{"text": "Acme was founded in 1947.", "id": "d1", "rank": 1, "score": 0.91},
@@ -55,7 +53,7 @@ def test_a_bad_latency_is_refused_before_anything_is_written(value, error, words
     with pytest.raises(error, match=None) as caught:
         log(QUERY, CONTEXT, RESPONSE, latency_ms=value)
     assert words in str(caught.value)
-    assert open_db().execute("SELECT count(*) FROM traces").fetchone()[0] == 0
+    assert not (open_store().stats()["traces"])
 
 
 @pytest.mark.parametrize(("chunk", "words"), [
@@ -86,19 +84,22 @@ def test_rank_score_and_latency_round_trip_through_the_store():
     assert store.trace_info(plain.trace_id).app_latency_ms == {}
 
 
-def test_a_spooled_trace_keeps_its_latency(tmp_path):
-    store = open_store()
-    spool = Spool(store.path)
+def test_a_spooled_trace_keeps_its_latency(store_url):
+    import veralith
+    from veralith.store.spooler import spooler_for
+
     chunk = ContextChunk(id="c0", text="Acme was founded in 1947.", rank=3, score=0.5)
-    spool.append(4242, "2026-01-01T00:00:00+00:00", {
-        "query": QUERY, "context": [chunk], "response": RESPONSE, "knowledge_base": "default", "metadata": {},
-        "app_latency_ms": {"total": 55.0}, "run": None})
-    assert spool.move_into(open_db()) == [4242]
-    assert store.trace_info(4242).app_latency_ms == {"total": 55.0}
-    assert store.load_input(4242).context == [chunk]
+    trace_id = spooler_for(store_url).append(
+        TraceInput(query=QUERY, context=[chunk], response=RESPONSE, app_latency_ms={"total": 55.0}),
+        run=None, evaluate_here=False)
+    store = open_store()
+    assert store.ship() == []                      # shipped; not this process's to judge
+    assert store.trace_info(trace_id).app_latency_ms == {"total": 55.0}
+    assert store.load_input(trace_id).context == [chunk]
+    veralith.shutdown()
 
 
-def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base():
+def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base(store_url):
     store = open_store()
     for ms in range(100, 0, -1):  # 1..100 ms, written in reverse order
         store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="fast",
@@ -109,7 +110,8 @@ def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base():
     store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="untimed"))
     figures = store.stats()["app_latency"]
     assert figures == {"fast": {"n": 100, "p50": 50.0, "p95": 95.0}, "slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}
-    assert app_latency_percentiles(open_db(), "untimed") is None
+    with store.connection() as db:  # type: ignore[attr-defined]
+        assert app_latency_percentiles(db, "untimed") is None
     assert store.stats(kb="slow")["app_latency"] == {"slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}
     out = CliRunner().invoke(app, ["stats"]).stdout
     assert "App latency" in out and "50 ms" in out and "95 ms" in out and "4,000 ms" in out
