@@ -75,6 +75,14 @@ _SERVICE = re.compile(r"^\W*i (?:hope|can help|am happy to|'m happy to|would be 
 _VERBISH = re.compile(r"\b(?:is|are|was|were|be|been|has|have|had|do|does|did|will|would|can|could|"
                       r"\w+ed|\w+s)\b", re.I)
 # A second clause with its own subject after ", and"/"; " reads as a second fact.
+# A subject this long is not repeated in place of a later part's pronoun (it would not read as one).
+_SUBJECT_WORDS = 6
+# A bare answer ("Agnes Tollard", "six euros") is one sentence of at most this many content words.
+_BARE_ANSWER = 6
+# A banter exclamation ("so talented!") has at most this many words; a clause split needs this many
+# content words on each side.
+_EXCLAMATION_WORDS = 4
+_CLAUSE_WORDS = 3
 _CLAUSE_SPLIT = re.compile(r"(?:;\s+|,\s+(?:and|but|while|whereas)\s+(?=(?:he|she|it|they|this|these|the|"
                            r"[A-Z][a-z]+)\b))")
 
@@ -114,7 +122,7 @@ def _resolve(pieces: list[str]) -> list[str]:
         subject = "the " + subject.split(" ", 1)[1] if " " in subject else subject
     out = []
     for i, piece in enumerate(pieces):
-        if i and subject and len(subject.split()) <= 6:
+        if i and subject and len(subject.split()) <= _SUBJECT_WORDS:
             piece = _PRONOUN.sub(lambda m: subject + ("'s" if m.group(1).lower() in ("its", "their", "his") else "")
                                  if m.group(1).lower() not in ("her",) else m.group(0), piece, count=1)
         piece = piece[0].upper() + piece[1:]
@@ -148,13 +156,13 @@ def _informative(text: str) -> bool:
 def _exclamation(text: str) -> bool:
     """A short exclamation without names or numbers ("it definitely is!", "so talented!") is banter."""
     toks = tokens(text)
-    return (text.rstrip().endswith("!") and len(toks) <= 4
+    return (text.rstrip().endswith("!") and len(toks) <= _EXCLAMATION_WORDS
             and not any(t.is_number or t.is_capital for t in toks))
 
 
 def _split_compound(text: str) -> list[str]:
     parts = [p.strip() for p in _CLAUSE_SPLIT.split(text) if p and p.strip()]
-    if len(parts) < 2 or any(len(content_terms(p)) < 3 or not _VERBISH.search(p) for p in parts):
+    if len(parts) < 2 or any(len(content_terms(p)) < _CLAUSE_WORDS or not _VERBISH.search(p) for p in parts):
         return [text]
     return parts
 
@@ -188,7 +196,7 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
     found: list[ExtractedClaim] = []
     gaps: list[ExtractedGap] = []
     asked = False
-    bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= 6
+    bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= _BARE_ANSWER
     reply = ""   # a lone "No." opening the response replies through the sentence after it
     for sentence in sentences:
         opening = _REPLY.match(sentence.text)

@@ -1,0 +1,271 @@
+"""Contradiction after alignment: the claim's statement, with another value in one slot.
+
+Contradiction is looked for only once a claim is aligned (align.py): the sentence must share most
+of the claim's other words, and then differ in one slot. Four slots are checked: a number (with its
+unit or neighbour: "189 euros" against "219 euros", "model 3" against "model 4", a year against a
+year), negation polarity, a name or month in the same place, and a direction word ("more" against
+"less", "before" against "after").
+"""
+
+from __future__ import annotations
+
+import re
+
+from veralith.llm.local.align import Claim, Context, Sentence, claim_of, coverage, topic_coverage
+from veralith.llm.local.canonical import WEEKDAYS, Tok, is_ordinal, is_year, number_unit
+from veralith.llm.local.lexicon import GENERIC, MONTHS, NEGATIONS, STOPWORDS
+from veralith.llm.local.polarity import antonyms, negations, scoped
+from veralith.llm.local.synonyms import direction
+
+__all__ = ["contradiction"]
+
+_REST_MIN = 0.75      # share of the claim's other words the sentence must hold to be "the same statement"
+_NEGATION_MIN = 0.8   # a polarity flip needs the whole statement aligned, not a clause of it
+_MIN_SHARED = 2       # content words both must share besides the slot
+_MARGIN = 5           # tokens around the shared words where the other value may stand
+_SAME_STATEMENT = 0.9  # rest coverage at which another chunk's sentence is the same statement
+_NEGATION_WORDS = 3   # content words a clause, and what it shares with the sentence, needs for a polarity check
+_INITIALS = 2         # letters an acronym needs ("UK")
+_CLAUSES = re.compile(r",?\s+(?:while|whereas|but|although|though|however|yet)\s+|,\s+which\s+|;\s*", re.I)
+
+
+def _region(claim: Claim, sent: Sentence) -> tuple[Tok, ...]:
+    """The part of the sentence that aligns with the claim (first to last shared word, and a margin)."""
+    norms = {t.norm for t in claim.terms}
+    hits = [i for i, t in enumerate(sent.toks) if t.content and t.norm in norms]
+    if not hits:
+        return ()
+    return sent.toks[max(0, hits[0] - _MARGIN):hits[-1] + _MARGIN + 1]
+
+
+def _rest(claim: Claim, sent: Sentence, slot: set[str], ctx: Context | None = None) -> tuple[float, int]:
+    rest = [t for t in claim.terms if t.norm not in slot]
+    shared = sum(1 for t in rest if sent.has(t) == 1.0)
+    return (coverage(rest, [sent]) if ctx is None else topic_coverage(rest, sent, ctx)), shared
+
+
+def _neighbours(toks: tuple[Tok, ...], i: int, j: int) -> set[tuple[str, str]]:
+    """Slot keys of the run toks[i:j]: the word before it and the content word after it."""
+    keys = set()
+    if i > 0:
+        keys.add(("before", toks[i - 1].norm))
+    if j < len(toks):
+        keys.add(("after", toks[j].norm))
+    return keys
+
+
+def _number_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
+    claim_numbers = {t.norm for t in claim.toks if t.number}
+    if not claim_numbers or claim_numbers <= sent.norms:
+        return None
+    region = _region(claim, sent)
+    rest, shared = _rest(claim, sent, claim_numbers, ctx if own is None else None)
+    if rest < _REST_MIN or shared < _MIN_SHARED:
+        return None
+    # A figure the context states elsewhere with the same unit: the claim may be about that place,
+    # not this one, unless this sentence makes the very same statement around it.
+    unmatched = []
+    for i, t in enumerate(claim.toks):
+        if not t.number or t.norm in sent.norms or (own is not None and t.norm not in own):
+            continue
+        figure = (t.norm, number_unit(claim.toks, i))
+        if rest < _SAME_STATEMENT and any(figure in f for f in ctx.chunk_figures):
+            continue
+        unmatched.append(i)
+    if not unmatched:
+        return None
+    rivals = [i for i, t in enumerate(region) if t.number and t.norm not in claim_numbers]
+    if not rivals:
+        return None
+    for i in unmatched:
+        mine = claim.toks[i]
+        unit = number_unit(claim.toks, i)
+        keys = _neighbours(claim.toks, i, i + 1)
+        for j in rivals:
+            other = region[j]
+            if is_year(mine) != is_year(other) or is_ordinal(mine) != is_ordinal(other):
+                continue  # a year stands against a year, a rank ("second") against a rank, not a count
+            other_unit = number_unit(region, j)
+            same = (unit is not None and unit == other_unit) or bool(keys & _neighbours(region, j, j + 1))
+            if same or (len(unmatched) == 1 and len(rivals) == 1 and unit is None and other_unit is None):
+                return f'the source says "{_show(region, j, other_unit)}" where the claim says ' \
+                       f'"{_show(claim.toks, i, unit)}"'
+    return None
+
+
+def _show(toks: tuple[Tok, ...], i: int, unit: str | None) -> str:
+    if unit and unit != "<year>" and i + 1 < len(toks):
+        return f"{toks[i].low} {toks[i + 1].low}"
+    return toks[i].low
+
+
+def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
+    if all(sent.has(t) for t in claim.toks if t.capital or t.norm in MONTHS):
+        return None  # no name of the claim (if it has any) is missing from the sentence
+    region = _region(claim, sent)
+    claim_norms = {t.norm for t in claim.toks if t.content}
+
+    def name(t: Tok) -> bool:
+        return (t.capital and t.norm not in ctx.common and t.low not in GENERIC) or t.norm in MONTHS
+
+    def runs(toks: tuple[Tok, ...]) -> list[tuple[int, int]]:
+        # A name with the figure that follows it is one name: "Orbitra 3", "Model 5". Punctuation ends
+        # a name: "Jonny May, Marshall, Mark Atkinson" lists three names, each tested on its own.
+        out, i = [], 0
+        while i < len(toks):
+            if name(toks[i]) and (toks[i].low != "may" or toks[i].capital):
+                j = i + 1
+                while j < len(toks) and toks[j].joined and (name(toks[j]) or toks[j].number and name(toks[j - 1])):
+                    j += 1
+                out.append((i, j))
+                i = j
+            else:
+                i += 1
+        return out
+
+    # The claim's names the sentence lacks in whole or in part ("Orbitra Pro" against "Orbitra 3").
+    # Each is tested alone: the rest of the claim, its other names included, must be in the sentence.
+    kept = []
+    # A word both write with a capital is the same name even where it is also a function word
+    # ("Jonny May"; "may" is a stopword, so a content-word lookup misses it).
+    written = {t.low for t in sent.toks if t.cased}
+    for i, j in runs(claim.toks):
+        lacking = [t for t in claim.toks[i:j] if name(t) and not sent.has(t) and t.low not in written]
+        if not lacking or (own is not None and not any(t.norm in own for t in claim.toks[i:j])):
+            continue
+        # Coreference credit (topic_coverage) only for a claim that states its fact whole: a bare
+        # answer's "rest" is the question's wording, too loose to vouch for a name swap.
+        rest, shared = _rest(claim, sent, {t.norm for t in lacking}, ctx if own is None else None)
+        if rest < _REST_MIN or shared < _MIN_SHARED:
+            continue
+        # A name the context uses elsewhere is no swap here (the claim may be about that other
+        # place), unless this sentence makes the very same statement around it.
+        if rest < _SAME_STATEMENT and any(all(t.norm in norms for t in lacking) for norms in ctx.chunk_norms):
+            continue
+        kept.append((i, j, lacking, rest))
+    if not kept:
+        return None
+    # The other name must differ in a word, not only in a figure after it ("Twin Peaks (2017)"): a
+    # figure is the number check's business.
+    claim_written = {t.low for t in claim.toks if t.cased}
+    theirs = [(a, b, [t for t in region[a:b] if t.norm not in claim_norms and not t.number
+                      and not (t.cased and t.low in claim_written)]) for a, b in runs(region)]
+    theirs = [(a, b, extra) for a, b, extra in theirs if extra]
+    if not theirs:
+        return None
+    for i, j, lacking, rest in kept:
+        kind = _kind(lacking)
+        keys = _neighbours(claim.toks, i, j)
+        for a, b, extra in theirs:
+            if kind != _kind(extra):
+                continue  # a month stands against a month, a weekday against a weekday, a name against a name
+            if _acronym(claim.toks[i:j], region[a:b]):
+                continue   # "UK" and "United Kingdom" name one thing
+            alone = len(kept) == 1 and len(theirs) == 1 and rest >= _SAME_STATEMENT
+            if kind == "month" or keys & _neighbours(region, a, b) or alone:
+                said = " ".join(t.low for t in claim.toks[i:j])
+                source = " ".join(t.low for t in region[a:b])
+                return f'the source names "{source}" where the claim names "{said}"'
+    return None
+
+
+# "valid on all buses except the Airport Express": an exclusion denies what follows it.
+def _acronym(one: tuple[Tok, ...], other: tuple[Tok, ...]) -> bool:
+    """Is one run the initials of the other ("UK" / "United Kingdom", "NASA" / "National ... Administration")?"""
+    def initials(run: tuple[Tok, ...]) -> str:
+        return "".join(t.low[0] for t in run if t.low and t.low not in STOPWORDS)
+
+    def letters(run: tuple[Tok, ...]) -> str:
+        return "".join(t.low for t in run).replace(".", "")
+
+    return any(len(letters(x)) >= _INITIALS and letters(x) == initials(y) for x, y in ((one, other), (other, one)))
+
+
+def _kind(toks: list[Tok]) -> str:
+    if any(t.norm in MONTHS for t in toks):
+        return "month"
+    if any(t.low in WEEKDAYS for t in toks):
+        return "weekday"
+    return "name"
+
+
+def _span(toks: tuple[Tok, ...], shared: set[str]) -> tuple[Tok, ...]:
+    hits = [i for i, t in enumerate(toks) if t.content and t.norm in shared]
+    return toks[hits[0]:hits[-1] + 1] if hits else ()
+
+
+def _negation_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
+    if own is not None:
+        return None  # a bare answer carries no polarity of its own
+    if not claim.negated and not sent.polar():
+        return None
+    # Each clause of a contrast ("A, while B is not") is checked on its own, and only between the
+    # words both texts share, on both sides: "Don't hurry to plant" and "Do not plant" match there.
+    for clause in _CLAUSES.split(claim.text):
+        part = claim_of(clause)
+        if len(part.terms) < _NEGATION_WORDS or topic_coverage(part.terms, sent, ctx) < _NEGATION_MIN:
+            continue
+        shared = {t.norm for t in part.terms if sent.has(t) == 1.0}
+        if len(shared) < _NEGATION_WORDS:
+            continue
+        # A negation may bear on a word both say that carries little content ("not *possible*").
+        scope = shared | ({t.norm for t in part.toks if t.low not in STOPWORDS and t.low not in NEGATIONS}
+                          & {t.norm for t in sent.toks})
+        # An antonym is a flip too: "closed" states what "not open" does.
+        flips = antonyms(part.toks, sent.toks)
+        if (scoped(_span(part.toks, shared), scope) + flips) % 2 != scoped(_span(sent.toks, shared), scope) % 2:
+            return "the source states the same thing with the opposite polarity (a negation differs)"
+    return None
+
+
+def _direction_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None) -> str | None:
+    said: dict[int, tuple[int, str]] = {}
+    both: set[int] = set()  # pairs the claim uses on both sides ("over 600 ... under control"): no slot to swap
+    for t, d in claim.directions:
+        if own is None or t.norm in own:
+            if d[0] in said and said[d[0]][0] != d[1]:
+                both.add(d[0])
+            said[d[0]] = (d[1], t.low)
+    for pair in both:
+        del said[pair]
+    if not said:
+        return None
+    region = _region(claim, sent)
+    rest, shared = _rest(claim, sent, {t.norm for t, _ in claim.directions}, ctx)
+    if rest < _REST_MIN or shared < _MIN_SHARED:
+        return None
+    source: dict[int, set[tuple[int, str]]] = {}
+    for t in region:
+        found = direction(t.low)
+        if found is not None:
+            source.setdefault(found[0], set()).add((found[1], t.low))
+    if negations(claim.toks) % 2 != negations(region) % 2:
+        return None  # "is not open" against "is closed": two flips state the same fact
+    for pair, (side, word) in said.items():
+        sides = {s for s, _ in source.get(pair, ())}
+        if sides and side not in sides:
+            other = next(w for s, w in source[pair] if s != side)
+            return f'the source says "{other}" where the claim says "{word}"'
+    return None
+
+
+def contradiction(claim: Claim, sent: Sentence, ctx: Context, own: Claim | None = None) -> str | None:
+    """Why `sent` states the claim's fact with another value, or None. Call only on aligned sentences.
+
+    `own`: for a bare answer read inside its question (`claim` = question + answer), the answer
+    alone; only its words can be the swapped slot, and an answer the sentence states is no clash.
+    """
+    if sum(1 for t in claim.terms if t.norm in sent.norms) < _MIN_SHARED:
+        return None
+    slot = None
+    if own is not None:
+        if all(sent.has(t) for t in own.terms):
+            return None
+        slot = {t.norm for t in own.terms}
+    for check in (_number_clash, _name_clash, _negation_clash, _direction_clash):
+        why = check(claim, sent, ctx, slot)
+        if why:
+            return why
+    return None
+
+
