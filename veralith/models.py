@@ -227,7 +227,8 @@ class Suggestion(_Model):
 class JudgeError(_Model):
     phase: Phase
     kind: str = Field(description="timeout | rate_limited | server_error | connection | malformed_reply | "
-                      "auth | bad_request | context_truncated | internal")
+                      "auth | bad_request | context_truncated | internal | input_too_large | "
+                      "unsupported_language (the last two: the offline judge declined the input)")
     message: str
     attempts: int = 1
 

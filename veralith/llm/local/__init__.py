@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult, CallUsage
+from veralith.llm.local import admit
 from veralith.llm.local.completeness import completeness
 from veralith.llm.local.decompose import claims, questions
 from veralith.llm.local.grounding import faithfulness
@@ -51,6 +52,7 @@ class LocalClient:
         if not isinstance(payload, task.input_model):
             raise JudgeCallError("bad_request", f"task {task.name!r} takes {task.input_model.__name__}, "
                                  f"got {type(payload).__name__}")
+        admit.check(task.name, payload)   # too large, or not English: refused with a reason, never judged
         produced: Any = runner(payload)  # type: ignore[operator]  # each runner takes its own input model
         # The judges with a fitted model also say how sure they are: (output, {item id: probability}).
         output, confidence = produced if isinstance(produced, tuple) else (produced, {})

@@ -29,6 +29,7 @@ __all__ = ["Claim", "Context", "Sentence", "claim_of", "clauses_of", "context_of
 _RANKED = 3   # sentences `Context.ranked` returns unless asked for more
 _NEAR = 4     # content words apart at which two words of a claim still stand together in a sentence
 _LIST_REACH = 30  # characters before ", and" in which a comma makes it the close of a list
+_COMMON = 256  # sentences a word may be in and still locate a claim by itself (see Context.ranked)
 _GLUED = re.compile(r"[a-z0-9)\]\"'][.!?](?=[A-Z])")
 _OPENING_NAME = re.compile(r"^\W*[A-Z][\w'’.-]*\s+[A-Z]")
 
@@ -128,6 +129,7 @@ class Context:
                     figures.add((t.norm, number_unit(s.toks, i)))
                 elif t.capital and t.norm not in MONTHS and t.low not in WEEKDAYS:
                     names.add(t.norm)
+        self.figures = frozenset().union(*self.chunk_figures)   # every (figure, unit) the context states
         self._n = len(self.sentences)
         self.size = sum(len(s.norms) for s in self.sentences)  # content words, counted per sentence
 
@@ -138,17 +140,35 @@ class Context:
         return _has(self.norms, self.prefixes, tok)
 
     def ranked(self, terms: Sequence[Tok], limit: int = _RANKED) -> list[int]:
-        """Sentence indices by IDF-weighted coverage of `terms`, best first (earlier wins ties)."""
+        """Sentence indices by IDF-weighted coverage of `terms`, best first (earlier wins ties).
+
+        A word found in more than _COMMON sentences (only a long context has one) adds its weight
+        to the sentences its claim's rarer words found rather than to every sentence it is in, so
+        ranking costs at most _COMMON sentences per word whatever the size of the context.
+        """
         scores: dict[int, float] = {}
+        common = []
         for t in terms:
             w = t.weight * self.idf(t.norm)
             hit = self.index.get(t.norm, ())
+            near = self.pindex.get(t.norm[:PREFIX], ()) if not t.number and len(t.norm) >= PREFIX else ()
+            if len(hit) + len(near) > _COMMON:
+                common.append((len(hit), t, w))
+                continue
             for i in hit:
                 scores[i] = scores.get(i, 0.0) + w
-            if not t.number and len(t.norm) >= PREFIX:
-                for i in self.pindex.get(t.norm[:PREFIX], ()):
-                    if i not in hit:
+            if near:
+                held = set(hit)
+                for i in near:
+                    if i not in held:
                         scores[i] = scores.get(i, 0.0) + PREFIX_CREDIT * w
+        if common:
+            if not scores:   # every word is common: the sentences of the least common one, in order
+                seed = min(common, key=lambda c: c[0])[1]
+                scores = dict.fromkeys((self.index.get(seed.norm) or self.pindex[seed.norm[:PREFIX]])[:_COMMON], 0.0)
+            for _, t, w in common:
+                for i in scores:
+                    scores[i] += w * self.sentences[i].has(t)
         return sorted(scores, key=lambda i: (-scores[i], i))[:limit]
 
 

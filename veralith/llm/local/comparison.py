@@ -48,9 +48,13 @@ def _value(toks: tuple[Tok, ...], start: int) -> tuple[float, str] | None:
 
 
 def _stated(run: tuple[str, ...], ctx: Context) -> tuple[int, float, str] | None:
-    """The sentence that names `run` (as one run of words) with a figure after it: (index, value, unit)."""
+    """The sentence that names `run` (as one run of words) with a figure after it: (index, value, unit).
+
+    Only sentences that hold the run's first word as a content word are read (the context's index),
+    so a claim costs the sentences naming its thing, not the whole context."""
     n = len(run)
-    for i, sent in enumerate(ctx.sentences):
+    for i in ctx.index.get(run[0], ()) if run else ():
+        sent = ctx.sentences[i]
         norms = [t.norm for t in sent.toks]
         for a in range(len(norms) - n + 1):
             if tuple(norms[a:a + n]) == run and (a + n == len(norms) or not sent.toks[a + n].number):

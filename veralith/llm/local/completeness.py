@@ -241,15 +241,17 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
         # so does every claim that shares specific content with the request or an answering claim;
         # only an island ("I love pizza") is extra.
         on_topic = [payload.claims[0].id]
+        taken = set(on_topic)
+        # The words of the request and of every claim found on topic so far (grown as claims join).
+        near = {t.norm for t in claim_terms[on_topic[0]]} | {t.norm for q in open_sqs for t in sq_terms[q]}
         for _ in range(_TOPIC_ROUNDS):
             for claim in payload.claims:
-                if claim.id in on_topic:
+                if claim.id in taken:
                     continue
-                mine = {t.norm for t in claim_terms[claim.id] if t.weight >= 1.0}
-                near = {t.norm for c in on_topic for t in claim_terms[c]} | {t.norm for q in open_sqs
-                                                                            for t in sq_terms[q]}
-                if mine & near:
+                if {t.norm for t in claim_terms[claim.id] if t.weight >= 1.0} & near:
                     on_topic.append(claim.id)
+                    taken.add(claim.id)
+                    near |= {t.norm for t in claim_terms[claim.id]}
         for cid in on_topic:
             targets = role.get(cid, ("answers", [], ""))[1] + open_sqs
             role[cid] = ("answers", targets, "on the topic of the request")
@@ -260,6 +262,21 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     # paid parental leave".
     focus = {q: _focus(text, asked_for(text)[1]) for q, text in sqs.items()}
     verbs = {q: _verb(text) for q, text in sqs.items()}
+    # For each word an answer or support introduced (not in the question): the first claim, in role
+    # order, that introduced it; and the first answer that named someone the question did not.
+    introducer: dict[str, tuple[int, str]] = {}
+
+    def introduces(cid: str) -> None:
+        for t in claim_terms[cid]:
+            if t.norm not in asked:
+                introducer.setdefault(t.norm, (len(introducer_order), cid))
+        introducer_order.append(cid)
+
+    introducer_order: list[str] = []
+    for cid in role:
+        introduces(cid)
+    named = next((c for c, (r, _, _) in role.items() if r == "answers" and any(
+        t.is_capital and t.norm not in asked for t in claim_terms[c])), None)
     previous: str | None = None
     for claim in payload.claims:
         if claim.id not in role:
@@ -270,25 +287,31 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
             # About what the question turns on: its focus as the claim's subject, or the action it asks
             # about anywhere in the claim ("Do not *use* it for more than..." beside "how often can I use").
             about = [q for q in sqs if (focus[q] & subject or verbs[q] & norms) and q not in open_sqs]
-            introduced = [other for other, _ in role.items()
-                          if subject & ({t.norm for t in claim_terms[other]} - asked)]
-            if not introduced and _PERSONAL & set(words):
+            found = [introducer[n] for n in subject if n in introducer]
+            introduced = min(found)[1] if found else None
+            if introduced is None and _PERSONAL & set(words):
                 # "he"/"her" stands for a person; when an answer named one the question did not, the
                 # claim is about that answer.
-                introduced = [other for other, (r, _, _) in role.items() if r == "answers" and any(
-                    t.is_capital and t.norm not in asked for t in claim_terms[other])]
+                introduced = named
             if about:
                 role[claim.id] = ("supports", about, "about what " + ", ".join(about) + " asks")
-            elif introduced:
-                role[claim.id] = ("supports", list(role[introduced[0]][1]), f"adds detail to {introduced[0]}")
+                introduces(claim.id)
+            elif introduced is not None:
+                role[claim.id] = ("supports", list(role[introduced][1]), f"adds detail to {introduced}")
+                introduces(claim.id)
             elif first in _BACK_REFERENCES and previous in role:
                 role[claim.id] = ("supports", list(role[previous][1]), f"refers back to {previous}")
+                introduces(claim.id)
         previous = claim.id
     items = [ClaimRole(claim_id=c.id, reasoning=role.get(c.id, ("", [], "answers nothing that was asked"))[2],
                        role=role.get(c.id, ("extra", [], ""))[0],
                        sub_question_ids=role.get(c.id, ("", [], ""))[1])
              for c in payload.claims]
-    answering = {q: [c for c, (r, targets, _) in role.items() if r == "answers" and q in targets] for q in sqs}
+    answering: dict[str, list[str]] = {q: [] for q in sqs}
+    for c, (r, targets, _) in role.items():
+        if r == "answers":
+            for q in dict.fromkeys(targets):
+                answering[q].append(c)
     links = []
     declined_part: set[str] = set()
     for gap in payload.gaps:
@@ -307,7 +330,8 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
                 declined_part.add(q)
     statuses = []
     for q in sqs:
-        texts = [c.text for c in payload.claims if c.id in answering[q]]
+        members = set(answering[q])
+        texts = [c.text for c in payload.claims if c.id in members]
         if not texts:
             statuses.append(SubQuestionStatus(sub_question_id=q, reasoning="no claim answers it", status="unanswered"))
         elif q in declined_part:

@@ -39,9 +39,46 @@ def _region(claim: Claim, sent: Sentence) -> tuple[Tok, ...]:
 
 
 def _rest(claim: Claim, sent: Sentence, slot: set[str], ctx: Context | None = None) -> tuple[float, int]:
+    """(coverage of the claim's words outside `slot` by `sent`, how many of them it holds in full);
+    with `ctx`, a name the sentence's chunk states counts as held (topic_coverage)."""
     rest = [t for t in claim.terms if t.norm not in slot]
     shared = sum(1 for t in rest if sent.has(t) == 1.0)
     return (coverage(rest, [sent]) if ctx is None else topic_coverage(rest, sent, ctx)), shared
+
+
+class _Rests:
+    """`_rest` for many slots of one claim against one sentence, each in time of the slot's size.
+
+    The claim's words are summed once; a slot's rest is the whole minus the slot. A sum taken that
+    way can differ from `_rest`'s in the last bits, so a rest within _EXACT of a threshold it is
+    compared with is recomputed by `_rest` itself: the outcome is always `_rest`'s, and a claim with
+    many names costs linear, not quadratic, time.
+    """
+
+    _EXACT = 1e-9
+
+    def __init__(self, claim: Claim, sent: Sentence, ctx: Context | None) -> None:
+        self.claim, self.sent, self.ctx = claim, sent, ctx
+        names = ctx.chunk_names[sent.chunk] if ctx is not None else frozenset()
+        self.parts: dict[str, tuple[float, float, int]] = {}
+        for t in claim.terms:
+            held = sent.has(t)
+            credit = 1.0 if ctx is not None and not held and not t.number and t.norm in names else held
+            self.parts[t.norm] = (t.weight, t.weight * credit, int(held == 1.0))
+        self.total = sum(w for w, _, _ in self.parts.values())
+        self.found = sum(c for _, c, _ in self.parts.values())
+        self.shared = sum(f for _, _, f in self.parts.values())
+
+    def of(self, slot: set[str]) -> tuple[float, int]:
+        total, found, shared = self.total, self.found, self.shared
+        for norm in slot:
+            part = self.parts.get(norm)
+            if part is not None:
+                total, found, shared = total - part[0], found - part[1], shared - part[2]
+        rest = found / total if total > self._EXACT else 1.0
+        if any(abs(rest - limit) <= self._EXACT for limit in (_REST_MIN, _SAME_STATEMENT)) or total <= self._EXACT:
+            return _rest(self.claim, self.sent, slot, self.ctx)
+        return rest, shared
 
 
 def _neighbours(toks: tuple[Tok, ...], i: int, j: int) -> set[tuple[str, str]]:
@@ -69,7 +106,7 @@ def _number_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | No
         if not t.number or t.norm in sent.norms or (own is not None and t.norm not in own):
             continue
         figure = (t.norm, number_unit(claim.toks, i))
-        if rest < _SAME_STATEMENT and any(figure in f for f in ctx.chunk_figures):
+        if rest < _SAME_STATEMENT and figure in ctx.figures:
             continue
         unmatched.append(i)
     if not unmatched:
@@ -77,19 +114,29 @@ def _number_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | No
     rivals = [i for i, t in enumerate(region) if t.number and t.norm not in claim_numbers]
     if not rivals:
         return None
+    # The first rival (in order) for each unmatched figure: one of the same kind (year, rank, count)
+    # with the same unit or a shared neighbour, found by key rather than by trying every pair.
+    first: dict[tuple, int] = {}
+    for j in rivals:
+        other = region[j]
+        kind = (is_year(other), is_ordinal(other))
+        other_unit = number_unit(region, j)
+        for key in ([("unit", other_unit)] if other_unit is not None else []) + sorted(_neighbours(region, j, j + 1)):
+            first.setdefault((kind, key), j)
     for i in unmatched:
         mine = claim.toks[i]
         unit = number_unit(claim.toks, i)
-        keys = _neighbours(claim.toks, i, i + 1)
-        for j in rivals:
-            other = region[j]
-            if is_year(mine) != is_year(other) or is_ordinal(mine) != is_ordinal(other):
-                continue  # a year stands against a year, a rank ("second") against a rank, not a count
-            other_unit = number_unit(region, j)
-            same = (unit is not None and unit == other_unit) or bool(keys & _neighbours(region, j, j + 1))
-            if same or (len(unmatched) == 1 and len(rivals) == 1 and unit is None and other_unit is None):
-                return f'the source says "{_show(region, j, other_unit)}" where the claim says ' \
-                       f'"{_show(claim.toks, i, unit)}"'
+        kind = (is_year(mine), is_ordinal(mine))  # a year stands against a year, a rank against a rank
+        keys = ([("unit", unit)] if unit is not None else []) + sorted(_neighbours(claim.toks, i, i + 1))
+        found = [first[(kind, key)] for key in keys if (kind, key) in first]
+        if not found and len(unmatched) == 1 and len(rivals) == 1 and unit is None:
+            j = rivals[0]
+            if (is_year(region[j]), is_ordinal(region[j])) == kind and number_unit(region, j) is None:
+                found = [j]
+        if found:
+            j = min(found)
+            return f'the source says "{_show(region, j, number_unit(region, j))}" where the claim says ' \
+                   f'"{_show(claim.toks, i, unit)}"'
     return None
 
 
@@ -129,13 +176,14 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
     # A word both write with a capital is the same name even where it is also a function word
     # ("Jonny May"; "may" is a stopword, so a content-word lookup misses it).
     written = {t.low for t in sent.toks if t.cased}
+    rests = _Rests(claim, sent, ctx if own is None else None)
     for i, j in runs(claim.toks):
         lacking = [t for t in claim.toks[i:j] if name(t) and not sent.has(t) and t.low not in written]
         if not lacking or (own is not None and not any(t.norm in own for t in claim.toks[i:j])):
             continue
         # Coreference credit (topic_coverage) only for a claim that states its fact whole: a bare
         # answer's "rest" is the question's wording, too loose to vouch for a name swap.
-        rest, shared = _rest(claim, sent, {t.norm for t in lacking}, ctx if own is None else None)
+        rest, shared = rests.of({t.norm for t in lacking})
         if rest < _REST_MIN or shared < _MIN_SHARED:
             continue
         # A name the context uses elsewhere is no swap here (the claim may be about that other
@@ -153,23 +201,28 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
     theirs = [(a, b, extra) for a, b, extra in theirs if extra]
     if not theirs:
         return None
+    # Each kept name against the other names (in order) of its kind that share a neighbour with it
+    # (a month against any month), found by key rather than by trying every pair.
+    by_key: dict[tuple[str, tuple[str, str] | None], list[int]] = {}
+    for n, (a, b, extra) in enumerate(theirs):
+        kind = _kind(extra)
+        for key in [None] + sorted(_neighbours(region, a, b)):
+            by_key.setdefault((kind, key), []).append(n)
     for i, j, lacking, rest in kept:
         kind = _kind(lacking)
-        keys = _neighbours(claim.toks, i, j)
-        for a, b, extra in theirs:
-            if kind != _kind(extra):
-                continue  # a month stands against a month, a weekday against a weekday, a name against a name
+        alone = len(kept) == 1 and len(theirs) == 1 and rest >= _SAME_STATEMENT
+        keys = [None] if kind == "month" or alone else sorted(_neighbours(claim.toks, i, j))
+        candidates = sorted({n for key in keys for n in by_key.get((kind, key), ())})
+        for n in candidates:
+            a, b, _ = theirs[n]
             if _acronym(claim.toks[i:j], region[a:b]):
                 continue   # "UK" and "United Kingdom" name one thing
-            alone = len(kept) == 1 and len(theirs) == 1 and rest >= _SAME_STATEMENT
-            if kind == "month" or keys & _neighbours(region, a, b) or alone:
-                said = " ".join(t.low for t in claim.toks[i:j])
-                source = " ".join(t.low for t in region[a:b])
-                return f'the source names "{source}" where the claim names "{said}"'
+            said = " ".join(t.low for t in claim.toks[i:j])
+            source = " ".join(t.low for t in region[a:b])
+            return f'the source names "{source}" where the claim names "{said}"'
     return None
 
 
-# "valid on all buses except the Airport Express": an exclusion denies what follows it.
 def _acronym(one: tuple[Tok, ...], other: tuple[Tok, ...]) -> bool:
     """Is one run the initials of the other ("UK" / "United Kingdom", "NASA" / "National ... Administration")?"""
     def initials(run: tuple[Tok, ...]) -> str:

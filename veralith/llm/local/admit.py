@@ -1,0 +1,107 @@
+"""What the offline judge takes on: English text of bounded size. Anything else it refuses.
+
+A refusal is a JudgeCallError whose kind names the reason (`input_too_large`,
+`unsupported_language`); the pipeline records it as the judge's error, and the trace's status is
+`indeterminate` with that reason (veralith.policy), never a verdict made by word lists that do not
+apply.
+
+* Size: the characters one call reads (the query with the response, or the query with the context
+  and the items judged) must not exceed `settings.local_max_chars`. The judges run in time about
+  linear in their input, so the limit caps what one trace may cost.
+* Language: a text is taken as English unless it shows another language: most of its letters are
+  outside the Latin script, or it holds more function words of French, Spanish, German, Italian,
+  Portuguese or Dutch than of English (words/foreign_markers.txt, words/english_markers.txt). The
+  context is judged apart from the question and the response, so chunks in another language are
+  refused even under an English question. A table or a list of names, with few function words of
+  any language, stays English.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import BaseModel
+
+from veralith.config import settings
+from veralith.errors import JudgeCallError
+from veralith.llm.local.lexicon import tokens
+from veralith.llm.local.wordlists import words
+from veralith.llm.tasks import ClaimsInput, CompletenessInput, FaithfulnessInput, QuestionsInput, SufficiencyInput
+
+__all__ = ["check", "texts_read"]
+
+_ENGLISH = words("english_markers")
+_FOREIGN = words("foreign_markers")
+_FOREIGN_MIN = 3         # function words of another language needed (and more than English ones) to be foreign
+_SCRIPT_MIN = 5          # letters needed before the script of a text is judged
+_LATIN_END = 0x24F       # the last code point of Latin Extended-B: later letters are another script
+
+
+def texts_read(payload: BaseModel) -> list[list[str]]:
+    """The texts one call of the offline judge reads, in up to three groups: what was asked and said
+    (the query, the response or its items) and the context, whose languages are judged apart, and
+    the sub-questions, which restate the query and count only for size. The response is read
+    once, not again as its sentences."""
+    if isinstance(payload, QuestionsInput):
+        return [[payload.query]]
+    if isinstance(payload, ClaimsInput):
+        return [[payload.query, payload.response]]
+    if isinstance(payload, SufficiencyInput):
+        # The sub-questions restate the query: read for their size, not counted twice for language.
+        return [[payload.query], [c.text for c in payload.chunks], [q.text for q in payload.sub_questions]]
+    if isinstance(payload, FaithfulnessInput):
+        return [[payload.query, *(c.text for c in payload.claims)], [c.text for c in payload.chunks]]
+    if isinstance(payload, CompletenessInput):
+        return [[payload.query, *(c.text for c in payload.claims), *(g.text for g in payload.gaps)], [],
+                [q.text for q in payload.sub_questions]]
+    return []
+
+
+@lru_cache(maxsize=4096)
+def _counts(text: str) -> tuple[int, int, int, int]:
+    """(English function words, other languages' function words, Latin letters, other letters)."""
+    english = foreign = latin = other = 0
+    for tok in tokens(text):
+        if tok.is_number:
+            continue
+        low = tok.text.lower()
+        # A function word is written in lower case (or capitalised as a sentence's first word):
+        # "OS X" and "the UN" are names.
+        word = not tok.is_capital and not (len(low) > 1 and tok.text.isupper())
+        if word and low in _ENGLISH:
+            english += 1
+        elif word and low in _FOREIGN:
+            foreign += 1
+        if max(map(ord, low)) > _LATIN_END:
+            other += sum(1 for c in low if ord(c) > _LATIN_END)
+            latin += sum(1 for c in low if ord(c) <= _LATIN_END)
+        else:
+            latin += len(low)
+    return english, foreign, latin, other
+
+
+def _language_problem(texts: list[str]) -> str | None:
+    english = foreign = latin = other = 0
+    for text in texts:
+        e, f, la, o = _counts(text)
+        english, foreign, latin, other = english + e, foreign + f, latin + la, other + o
+    if other >= _SCRIPT_MIN and other > latin:
+        return "most of its letters are in a script other than Latin"
+    if foreign >= _FOREIGN_MIN and foreign > english:
+        return f"it has more function words of another language ({foreign}) than of English ({english})"
+    return None
+
+
+def check(task: str, payload: BaseModel) -> None:
+    """Raise JudgeCallError when the offline judge should not judge `payload` (see the module docstring)."""
+    groups = texts_read(payload)
+    size = sum(len(t) for texts in groups for t in texts)
+    limit = settings.local_max_chars
+    if size > limit:
+        raise JudgeCallError("input_too_large", f"the offline judge reads at most {limit:,} characters per call "
+                             f"(VERALITH_LOCAL_MAX_CHARS) and the {task} call would read {size:,}; this trace is "
+                             "not judged offline (an LLM judge, --backend openai, has its own limits)")
+    why = next((problem for texts in groups[:2] if (problem := _language_problem(texts))), None)
+    if why:
+        raise JudgeCallError("unsupported_language", f"the offline judge reads English only, and this text does "
+                             f"not look English: {why}; judge it with an LLM judge (--backend openai)")
