@@ -305,6 +305,9 @@ def _claims(result: EvaluationResult) -> RenderableType:
         parts.append(table)
     for gap in result.gaps:
         parts.append(Text.assemble(literal(gap.id, "cyan"), " gap: ", literal(gap.text, "italic")))
+    for remark in result.remarks:
+        parts.append(Text.assemble(literal(remark.id, "cyan"), " remark (not graded): ",
+                                   literal(remark.text, "italic")))
     return Group(*parts)
 
 
@@ -342,7 +345,10 @@ def _context(result: EvaluationResult) -> RenderableType:
 def _usage(result: EvaluationResult) -> Text:
     u = result.usage
     phases = "  ".join(f"{phase} {ms:.0f} ms" for phase, ms in result.latency_ms.items())
+    from veralith.llm.local.about import about
+
     return Text.assemble("judge ", literal(f"{result.backend} ({result.judge_model})"),
+                         (f"\n{about()}" if result.backend == "local" else "", "dim"),
                          f"\ncalls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
                          f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
                          + (f"\nlatency {phases}" if phases else ""))
@@ -408,8 +414,9 @@ def one_line(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def stats_view(stats: Mapping[str, Any]) -> RenderableType:
-    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds per KB."""
+def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
+    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds per KB;
+    `judge` (one line about the configured judge) last."""
     cells: Mapping[str, int] = stats["by_cell"]
     total = sum(cells.values())
     dist = Table("cell", "traces", "share", "", box=None, pad_edge=False,
@@ -430,4 +437,4 @@ def stats_view(stats: Mapping[str, Any]) -> RenderableType:
                        pad_edge=False, title="Sufficiency threshold", title_justify="left")
     for kb, info in stats["thresholds"].items():
         thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
-    return Group(dist, lines, thresholds)
+    return Group(dist, lines, thresholds, *([Text(judge, "dim")] if judge else []))

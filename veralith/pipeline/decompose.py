@@ -27,7 +27,7 @@ from veralith.llm.tasks import (
     Task,
 )
 from veralith.llm.text import sentence_spans
-from veralith.models import Claim, Gap, SubQuestion, claim_id
+from veralith.models import Claim, Gap, Remark, SubQuestion, claim_id
 
 __all__ = ["Decomposition", "claims_input", "decompose"]
 
@@ -40,6 +40,7 @@ class Decomposition:
     context_notes: dict[str, str | None]   # claim id -> interpreting note, used by the judges only
     asks_clarification: bool
     usage: CallUsage = field(default_factory=CallUsage)
+    remarks: list[Remark] = field(default_factory=list)   # conversational sentences: shown, not graded
 
 
 def claims_input(query: str, response: str) -> ClaimsInput:
@@ -82,6 +83,8 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         context_notes={k: c.note or None for k, c in zip(claim_ids, out.claims, strict=True)},
         asks_clarification=out.asks_clarification,
         usage=usage,
+        remarks=[Remark(id=r.id, text=r.text, **_locate(response, r.text, spans_of(r.source_sentence_ids)))
+                 for r in out.remarks],
     )
 
 

@@ -23,7 +23,7 @@ from veralith.llm.local.wordlists import lines, words
 __all__ = ["ANSWER_KINDS", "DURATION_NORMS", "answer_kind", "answer_positions", "asked_for", "constraints_of",
            "has_answer", "has_constraint", "kind_label", "subject_norms"]
 
-ANSWER_KINDS = ("person", "date", "number", "place", "definition")
+ANSWER_KINDS = ("person", "date", "number", "money", "place", "definition")
 
 # The nouns after "which"/"what" that say what kind of thing the answer is.
 _PERSON_NOUNS = frozenset(stem(w) for w in words("person_nouns"))
@@ -36,6 +36,8 @@ _NUMBER_NOUNS = frozenset(stem(w) for w in words("number_nouns"))
 _QUANTITY_WORDS = words("quantity_words")
 _DURATION_VERBS = words("duration_verbs")
 DURATION_NORMS = frozenset(stem(w) for w in _DURATION_VERBS)  # what asked_for adds to a how-question's naming
+# Nouns that ask for an amount of money: its answer is a figure that is not a span of time.
+_MONEY_NOUNS = frozenset(stem(w) for w in words("money_nouns"))
 _AUXILIARIES = words("auxiliaries")
 _COPULAS = words("copulas")
 _HOW_NUMBER = re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|high|deep|wide|often|fast|heavy)\b")
@@ -79,7 +81,9 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
         last = q.rstrip(" ?.!").rsplit(" ", 1)[-1]
         if last in _DURATION_VERBS:
             naming.add(stem(last))
-        return "number", frozenset(naming)
+        # "How much does the X300 cost?": an amount of money, which a span of time does not give.
+        money = how.group(0) == "how much" and any(stem(w.strip("?,.")) in _MONEY_NOUNS for w in q.split())
+        return ("money" if money else "number"), frozenset(naming)
     matches = list(_WH.finditer(q))
     if not matches:
         return None, frozenset()
@@ -114,7 +118,7 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
         for nouns, kind in ((_DATE_NOUNS, "date"), (_NUMBER_NOUNS, "number"), (_PERSON_NOUNS, "person"),
                             (_PLACE_NOUNS, "place")):
             if norm in nouns:
-                return kind, frozenset({norm})
+                return ("money" if kind == "number" and norm in _MONEY_NOUNS else kind), frozenset({norm})
     if _DEFINITION.search(q):
         return "definition", frozenset()
     return None, frozenset()
@@ -127,7 +131,7 @@ def answer_kind(question: str) -> str | None:
 
 def kind_label(kind: str) -> str:
     """How a person would name what is missing: 'a name', 'a date'..."""
-    return {"person": "a name", "date": "a date", "number": "a number", "place": "a place",
+    return {"person": "a name", "date": "a date", "number": "a number", "money": "an amount", "place": "a place",
             "definition": "a definition"}[kind]
 
 
@@ -171,6 +175,9 @@ def _offers(kind: str, toks: tuple[Token, ...], i: int) -> bool:
             or (tok.is_number and i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)
     if kind == "number":
         return tok.is_number or tok.text.lower() in _QUANTITY_WORDS
+    if kind == "money":   # a figure, but not a span of time ("a two-year warranty" is no price); or "free"
+        return (tok.is_number and not (i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)) \
+            or tok.text.lower() == "free"
     named = (tok.is_capital or _opens_name(toks, i)) and tok.norm not in MONTHS and tok.norm not in _DATE_WORDS
     return (kind in ("person", "place") and named) or (kind == "person" and tok.norm in _ROLE_NOUNS)
 

@@ -58,7 +58,7 @@ _SECOND_CHUNK = 0.05  # coverage a second chunk must add to be cited as supporti
 _AUX_FIRST = words("leading_auxiliaries")
 _REQUESTS = words("request_verbs")
 # Kinds whose absence a word's shape proves: no digits, month or time word means no date or number.
-_PROVABLE = ("date", "number")
+_PROVABLE = ("date", "number", "money")
 
 
 def active_model() -> Logistic:
