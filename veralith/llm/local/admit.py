@@ -18,13 +18,14 @@ apply.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from pydantic import BaseModel
 
 from veralith.config import settings
 from veralith.errors import JudgeCallError
-from veralith.llm.local.lexicon import tokens
+from veralith.llm.local.lexicon import fold
 from veralith.llm.local.wordlists import words
 from veralith.llm.tasks import ClaimsInput, CompletenessInput, FaithfulnessInput, QuestionsInput, SufficiencyInput
 
@@ -34,7 +35,11 @@ _ENGLISH = words("english_markers")
 _FOREIGN = words("foreign_markers")
 _FOREIGN_MIN = 3         # function words of another language needed (and more than English ones) to be foreign
 _SCRIPT_MIN = 5          # letters needed before the script of a text is judged
-_LATIN_END = 0x24F       # the last code point of Latin Extended-B: later letters are another script
+_SAMPLE = 600            # characters of each text read for its language (about a hundred words)
+_WORD = re.compile(r"[^\W\d_]+")
+# A capitalised word that opens the text or follows a sentence's end, an opening quote or bracket.
+_INITIAL = re.compile(r"(?:^|[.!?:\"“(¿¡]\s*)([^\W\d_][^\W\d_A-Z]*)(?![^\W\d_])")
+_BEYOND_LATIN = re.compile(r"[^\W\d_\x00-\u024f]")   # a letter beyond Latin Extended-B: another script
 
 
 def texts_read(payload: BaseModel) -> list[list[str]]:
@@ -59,28 +64,22 @@ def texts_read(payload: BaseModel) -> list[list[str]]:
 
 @lru_cache(maxsize=4096)
 def _counts(text: str) -> tuple[int, int, int, int]:
-    """(English function words, other languages' function words, Latin letters, other letters)."""
-    english = foreign = latin = other = 0
-    for tok in tokens(text):
-        if tok.is_number:
-            continue
-        low = tok.text.lower()
-        # A function word is written in lower case (or capitalised as a sentence's first word):
-        # "OS X" and "the UN" are names.
-        word = not tok.is_capital and not (len(low) > 1 and tok.text.isupper())
-        if word and low in _ENGLISH:
-            english += 1
-        elif word and low in _FOREIGN:
-            foreign += 1
-        if max(map(ord, low)) > _LATIN_END:
-            other += sum(1 for c in low if ord(c) > _LATIN_END)
-            latin += sum(1 for c in low if ord(c) <= _LATIN_END)
-        else:
-            latin += len(low)
-    return english, foreign, latin, other
+    """(English function words, other languages' function words, Latin letters, other letters) in
+    the first _SAMPLE characters of `text` (the start of a text shows its language)."""
+    sample = fold(text[:_SAMPLE])
+    words = _WORD.findall(sample)
+    # A function word is written in lower case, or capitalised as a sentence's first word: "OS X",
+    # "the UN" and "Le Monde" inside a sentence are names.
+    plain = [w for w in words if w.islower()] + [w.lower() for w in _INITIAL.findall(sample)]
+    letters = sum(map(len, words))
+    other = 0 if sample.isascii() else len(_BEYOND_LATIN.findall(sample))
+    return (len([w for w in plain if w in _ENGLISH]), len([w for w in plain if w in _FOREIGN]),
+            letters - other, other)
 
 
-def _language_problem(texts: list[str]) -> str | None:
+@lru_cache(maxsize=1024)
+def _language_problem(texts: tuple[str, ...]) -> str | None:
+    """Why `texts`, read together, are not English, or None (cached: a call's batches share their chunks)."""
     english = foreign = latin = other = 0
     for text in texts:
         e, f, la, o = _counts(text)
@@ -95,13 +94,16 @@ def _language_problem(texts: list[str]) -> str | None:
 def check(task: str, payload: BaseModel) -> None:
     """Raise JudgeCallError when the offline judge should not judge `payload` (see the module docstring)."""
     groups = texts_read(payload)
-    size = sum(len(t) for texts in groups for t in texts)
+    size = 0
+    for texts in groups:
+        size += sum(map(len, texts))
     limit = settings.local_max_chars
     if size > limit:
         raise JudgeCallError("input_too_large", f"the offline judge reads at most {limit:,} characters per call "
                              f"(VERALITH_LOCAL_MAX_CHARS) and the {task} call would read {size:,}; this trace is "
                              "not judged offline (an LLM judge, --backend openai, has its own limits)")
-    why = next((problem for texts in groups[:2] if (problem := _language_problem(texts))), None)
-    if why:
-        raise JudgeCallError("unsupported_language", f"the offline judge reads English only, and this text does "
-                             f"not look English: {why}; judge it with an LLM judge (--backend openai)")
+    for texts in groups[:2]:
+        why = _language_problem(tuple(texts))
+        if why:
+            raise JudgeCallError("unsupported_language", f"the offline judge reads English only, and this text "
+                                 f"does not look English: {why}; judge it with an LLM judge (--backend openai)")

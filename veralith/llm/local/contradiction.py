@@ -49,7 +49,8 @@ def _rest(claim: Claim, sent: Sentence, slot: set[str], ctx: Context | None = No
 class _Rests:
     """`_rest` for many slots of one claim against one sentence, each in time of the slot's size.
 
-    The claim's words are summed once; a slot's rest is the whole minus the slot. A sum taken that
+    The first slot is summed as `_rest` sums it (most claims have one name); from the second on,
+    the claim's words are summed once and a slot's rest is the whole minus the slot. A sum taken that
     way can differ from `_rest`'s in the last bits, so a rest within _EXACT of a threshold it is
     compared with is recomputed by `_rest` itself: the outcome is always `_rest`'s, and a claim with
     many names costs linear, not quadratic, time.
@@ -59,17 +60,30 @@ class _Rests:
 
     def __init__(self, claim: Claim, sent: Sentence, ctx: Context | None) -> None:
         self.claim, self.sent, self.ctx = claim, sent, ctx
+        self.parts: dict[str, tuple[float, float, int]] | None = None   # summed on the second slot
+        self.first = False
+        self.total = self.found = 0.0
+        self.shared = 0
+
+    def _sum(self) -> dict[str, tuple[float, float, int]]:
+        claim, sent, ctx = self.claim, self.sent, self.ctx
         names = ctx.chunk_names[sent.chunk] if ctx is not None else frozenset()
-        self.parts: dict[str, tuple[float, float, int]] = {}
+        parts: dict[str, tuple[float, float, int]] = {}
         for t in claim.terms:
             held = sent.has(t)
             credit = 1.0 if ctx is not None and not held and not t.number and t.norm in names else held
-            self.parts[t.norm] = (t.weight, t.weight * credit, int(held == 1.0))
-        self.total = sum(w for w, _, _ in self.parts.values())
-        self.found = sum(c for _, c, _ in self.parts.values())
-        self.shared = sum(f for _, _, f in self.parts.values())
+            parts[t.norm] = (t.weight, t.weight * credit, int(held == 1.0))
+        self.total = sum(w for w, _, _ in parts.values())
+        self.found = sum(c for _, c, _ in parts.values())
+        self.shared = sum(f for _, _, f in parts.values())
+        return parts
 
     def of(self, slot: set[str]) -> tuple[float, int]:
+        if self.parts is None:
+            if not self.first:   # one name (the common case): the plain sum
+                self.first = True
+                return _rest(self.claim, self.sent, slot, self.ctx)
+            self.parts = self._sum()
         total, found, shared = self.total, self.found, self.shared
         for norm in slot:
             part = self.parts.get(norm)

@@ -45,14 +45,13 @@ PREFIX = 6
 PREFIX_CREDIT = 0.7
 
 # Numbers keep their inner separators ("1,000", "3.5", "14:00") so they compare as values.
-# A product code or model number ("X300", "A4", "CO2", "COVID-19") is one word, a name: it starts
-# with letters and holds digits, and is neither a figure nor a date.
+# A product code or model number ("X300", "A4", "CO2") is one word, a name: it starts with letters
+# and holds digits, and is neither a figure nor a date.
 # "P/E", "AT&T" and "U.S" stay one token; their letters alone would be dropped as too short.
 _TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th|s)?"
-                    r"|[^\W\d_]+\d[^\W_]*|[A-Z]{1,5}-\d[^\W_]*"
                     r"|[^\W\d_]{1,3}(?:[/&][^\W\d_]{1,3})+(?![^\W\d_])"
                     r"|[^\W\d_](?:\.[^\W\d_])+(?![^\W\d_])"
-                    r"|[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
+                    r"|[^\W\d_]+(?:['’][^\W\d_]+)*(?:\d[^\W_]*)?", re.UNICODE)
 
 
 class Token(NamedTuple):
@@ -121,6 +120,7 @@ def _number_norm(raw: str) -> str:
 
 
 _OPENERS = frozenset('.!?:"“')
+_DIGIT = re.compile(r"\d")
 
 
 @lru_cache(maxsize=65536)
@@ -129,7 +129,7 @@ def _word(raw: str) -> tuple[str, bool, bool]:
     if raw[0].isdigit():
         return _number_norm(raw), True, False
     lowered = raw.lower()
-    if any(c.isdigit() for c in raw):
+    if _DIGIT.search(raw):
         return lowered, False, False   # a code ("X300"): a name, never stemmed or read as a number
     norm = stem(lowered)
     return norm, norm[:1].isdigit(), lowered in STOPWORDS

@@ -16,8 +16,9 @@ date or a number is insufficient when no sentence that mentions its words states
 number; that follows from the question itself, whatever the other signals say.
 
 The model is the shipped one (coefficients.json, "sufficiency") when it was fitted on exactly
-FEATURES. Each verdict's confidence is the model's probability that it is
-right: 1 - p(insufficient) for "yes", p(insufficient) for "no" (1.0 for an empty context).
+FEATURES. Each verdict's confidence is the probability that it is right, from the model's
+p(insufficient) calibrated on out-of-fold scores: 1 - p for "yes", p for "no" (1.0 for an empty
+context).
 """
 
 from __future__ import annotations
@@ -224,6 +225,7 @@ def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tup
     required = [t.text for t in r.terms][:_LISTED]
     p_insufficient = model.probability(r.values)
     sufficient = r.chunk >= 0 and not r.type_absent and p_insufficient < model.threshold
+    p_insufficient = model.calibrated(p_insufficient)   # as a confidence: calibrated out of fold
     cid = index.ids[r.chunk] if r.chunk >= 0 else ""
     evidence = []
     if r.chunk >= 0:
