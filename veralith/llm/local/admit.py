@@ -42,24 +42,27 @@ _INITIAL = re.compile(r"(?:^|[.!?:\"“(¿¡]\s*)([^\W\d_][^\W\d_A-Z]*)(?![^\W\d
 _BEYOND_LATIN = re.compile(r"[^\W\d_\x00-\u024f]")   # a letter beyond Latin Extended-B: another script
 
 
-def texts_read(payload: BaseModel) -> list[list[str]]:
-    """The texts one call of the offline judge reads, in up to three groups: what was asked and said
-    (the query, the response or its items) and the context, whose languages are judged apart, and
-    the sub-questions, which restate the query and count only for size. The response is read
-    once, not again as its sentences."""
+def texts_read(payload: BaseModel) -> tuple[list[str], list[list[str]]]:
+    """(the texts one call of the offline judge reads, the groups of them whose language it judges).
+
+    The language of the query with the response is judged by the decomposition calls, and the
+    context's, apart from it, by the judges that read it; sub-questions, claims and gap statements
+    restate the query and the response, so they count only for size. The response is read once,
+    not again as its sentences."""
     if isinstance(payload, QuestionsInput):
-        return [[payload.query]]
+        return [payload.query], [[payload.query]]
     if isinstance(payload, ClaimsInput):
-        return [[payload.query, payload.response]]
+        return [payload.query, payload.response], [[payload.query, payload.response]]
     if isinstance(payload, SufficiencyInput):
-        # The sub-questions restate the query: read for their size, not counted twice for language.
-        return [[payload.query], [c.text for c in payload.chunks], [q.text for q in payload.sub_questions]]
+        chunks = [c.text for c in payload.chunks]
+        return [payload.query, *(q.text for q in payload.sub_questions), *chunks], [chunks]
     if isinstance(payload, FaithfulnessInput):
-        return [[payload.query, *(c.text for c in payload.claims)], [c.text for c in payload.chunks]]
+        chunks = [c.text for c in payload.chunks]
+        return [payload.query, *(c.text for c in payload.claims), *chunks], [chunks]
     if isinstance(payload, CompletenessInput):
-        return [[payload.query, *(c.text for c in payload.claims), *(g.text for g in payload.gaps)], [],
-                [q.text for q in payload.sub_questions]]
-    return []
+        return [payload.query, *(q.text for q in payload.sub_questions), *(c.text for c in payload.claims),
+                *(g.text for g in payload.gaps)], []
+    return [], []
 
 
 @lru_cache(maxsize=4096)
@@ -93,17 +96,15 @@ def _language_problem(texts: tuple[str, ...]) -> str | None:
 
 def check(task: str, payload: BaseModel) -> None:
     """Raise JudgeCallError when the offline judge should not judge `payload` (see the module docstring)."""
-    groups = texts_read(payload)
-    size = 0
-    for texts in groups:
-        size += sum(map(len, texts))
+    texts, groups = texts_read(payload)
+    size = sum(map(len, texts))
     limit = settings.local_max_chars
     if size > limit:
         raise JudgeCallError("input_too_large", f"the offline judge reads at most {limit:,} characters per call "
                              f"(VERALITH_LOCAL_MAX_CHARS) and the {task} call would read {size:,}; this trace is "
                              "not judged offline (an LLM judge, --backend openai, has its own limits)")
-    for texts in groups[:2]:
-        why = _language_problem(tuple(texts))
+    for group in groups:
+        why = _language_problem(tuple(group))
         if why:
             raise JudgeCallError("unsupported_language", f"the offline judge reads English only, and this text "
                                  f"does not look English: {why}; judge it with an LLM judge (--backend openai)")

@@ -263,23 +263,27 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     focus = {q: _focus(text, asked_for(text)[1]) for q, text in sqs.items()}
     verbs = {q: _verb(text) for q, text in sqs.items()}
     # For each word an answer or support introduced (not in the question): the first claim, in role
-    # order, that introduced it; and the first answer that named someone the question did not.
+    # order, that introduced it; and the first answer that named someone the question did not. Built
+    # when the first claim without a role is reached (most responses have none), then kept current.
     introducer: dict[str, tuple[int, str]] = {}
+    named: str | None = None
+    indexed = False
 
     def introduces(cid: str) -> None:
+        position = len(introducer)   # any increasing number keeps role order
         for t in claim_terms[cid]:
-            if t.norm not in asked:
-                introducer.setdefault(t.norm, (len(introducer_order), cid))
-        introducer_order.append(cid)
+            if t.norm not in asked and t.norm not in introducer:
+                introducer[t.norm] = (position, cid)
 
-    introducer_order: list[str] = []
-    for cid in role:
-        introduces(cid)
-    named = next((c for c, (r, _, _) in role.items() if r == "answers" and any(
-        t.is_capital and t.norm not in asked for t in claim_terms[c])), None)
     previous: str | None = None
     for claim in payload.claims:
         if claim.id not in role:
+            if not indexed:
+                indexed = True
+                for cid in role:
+                    introduces(cid)
+                named = next((c for c, (r, _, _) in role.items() if r == "answers" and any(
+                    t.is_capital and t.norm not in asked for t in claim_terms[c])), None)
             subject = set(subject_norms(claim.text))
             words = [t.text.lower() for t in tokens(claim.text)]
             first = words[0] if words else ""

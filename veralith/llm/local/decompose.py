@@ -250,6 +250,9 @@ def _exclamation(text: str) -> bool:
 
 _ADVICE = frozenset(stem(w) for w in words("advice")) | frozenset(words("advice"))
 _TO_READER = frozenset({"you", "your", "yours", "yourself", "you're", "you've", "you'll"})
+_YOU = re.compile(r"\byou(?:rs?|rself|['’](?:re|ve|ll))?\b", re.I)
+# The sentence's first word, past "do", "don't", "always", "never" or "just" ("Don't worry...").
+_OPENER = re.compile(r"^\W*(?:(?:do|don['’]t|always|never|just)\s+)?([^\W\d_]+)", re.I)
 
 
 def _advice(text: str, query: str) -> bool:
@@ -257,12 +260,11 @@ def _advice(text: str, query: str) -> bool:
     first: "Find what works best for you and stick with it", "Take your time"), every content word
     an advice, generic or function word, no figure or name, and no word of the question (so an
     instruction that answers "how do I..." stays a claim)."""
-    toks = tokens(text)
-    if not toks or any(t.is_number or t.is_capital for t in toks):
+    opening = _OPENER.match(text)
+    if not opening or not (_YOU.search(text) or opening.group(1).lower() in _ADVICE
+                           or stem(opening.group(1).lower()) in _ADVICE):
         return False
-    lows = [t.text.lower().replace("’", "'") for t in toks]
-    opener = lows[1] if lows[0] in ("do", "don't", "always", "never", "just") and len(lows) > 1 else lows[0]
-    if not (_TO_READER & set(lows) or opener in _ADVICE or stem(opener) in _ADVICE):
+    if any(t.is_number or t.is_capital for t in tokens(text)):
         return False
     asked = {t.norm for t in content_terms(query)}
     for t in content_terms(text):
