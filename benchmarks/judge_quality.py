@@ -44,7 +44,6 @@ completeness_ragchecker_pairs is skipped: it has no retrieved context.
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from pathlib import Path
@@ -239,15 +238,6 @@ def cross_validate(data: Path, limit: int | None = None, f_records: list[Record]
                 reliability={j: local_calibration.reliability(v) for j, v in truths.items()}, golden=golden)
 
 
-def _clear_caches() -> None:
-    """Empty every functools cache in veralith, so each timed pass starts cold like new traces."""
-    for name, module in list(sys.modules.items()):
-        if name == "veralith" or name.startswith("veralith."):
-            for value in list(vars(module).values()):
-                if isinstance(value, functools._lru_cache_wrapper):
-                    value.cache_clear()
-
-
 def throughput(records: list[Record], repeats: int = 3) -> dict:
     """Traces per CPU-second of evaluate() over every record with the shipped models, best of
     `repeats` passes, each with cold caches (CPU time of this process; the best pass is the one
@@ -255,7 +245,7 @@ def throughput(records: list[Record], repeats: int = 3) -> dict:
     best = None
     with settings.override(backend="local"):
         for _ in range(repeats):
-            _clear_caches()
+            local_fit.clear_caches()
             started = time.process_time()
             for r in records:
                 predict(r.set, r.row)

@@ -27,6 +27,7 @@ fold (`assign_folds`). Deterministic: the same data gives the same folds and the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import zlib
@@ -346,3 +347,12 @@ def calibration(records: list[Record], oof: dict[int, list[float]]) -> dict[str,
     spec = fit(logits, ["logit"])
     w, scale, mean = spec["weights"][0], spec["scales"][0], spec["means"][0]
     return {"slope": round(w / scale, 6), "intercept": round(spec["bias"] - w * mean / scale, 6)}
+
+
+def clear_caches() -> None:
+    """Empty every functools cache in veralith, so each timed pass starts cold like new traces."""
+    for name, module in list(sys.modules.items()):
+        if name == "veralith" or name.startswith("veralith."):
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):
+                    value.cache_clear()

@@ -9,8 +9,9 @@ one very long claim: the contradiction checks' name and number scans), and `open
 same claims under "Summarise ...": completeness spreads the request over every on-topic claim),
 and `large context` (a three-sentence answer over a context of that size, in 2 KB chunks).
 Each size runs with VERALITH_LOCAL_MAX_CHARS raised above it, so the judging itself is timed (best
-of `--repeat`, CPU seconds); the ratio to the next smaller size shows how the cost grows (2.0 per
-doubling is linear). Last, a 1,000,000-character response at the default limit: refused, and how fast.
+of `--repeat`, CPU seconds, every cache emptied before each run); the ratio to the next smaller
+size shows how the cost grows (2.0 per doubling is linear). Last, a 1,000,000-character response at
+the default limit: refused, and how fast.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_fit import clear_caches  # noqa: E402
 
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
@@ -52,6 +56,7 @@ CONTEXT = [text(700, seed=s) for s in range(5)]
 def timed(query: str, response: str, repeat: int, context: list[str] = CONTEXT) -> tuple[float, str]:
     best, reason = float("inf"), ""
     for _ in range(repeat):
+        clear_caches()   # each run reads its texts afresh, as a new trace would
         started = time.process_time()
         result = veralith.evaluate(query, context, response, persist=False)
         best = min(best, time.process_time() - started)

@@ -52,12 +52,19 @@ class Sentence:
     prefixes: frozenset[str] = field(init=False)
     clauses: list[Sentence] | None = field(default=None, init=False, repr=False, compare=False)  # see clauses_of
     _polar: bool | None = field(default=None, init=False, repr=False, compare=False)
+    _negations: int = field(default=-1, init=False, repr=False, compare=False)
 
     def polar(self) -> bool:
         """Does it negate or exclude anything (computed once: a sentence is checked against many claims)?"""
         if self._polar is None:
-            self._polar = bool(negations(self.toks)) or any(t.low in EXCLUDING for t in self.toks)
+            self._polar = bool(self.negations()) or any(t.low in EXCLUDING for t in self.toks)
         return self._polar
+
+    def negations(self) -> int:
+        """How many negation cues it holds (polarity.negations, computed once)."""
+        if self._negations < 0:
+            self._negations = negations(self.toks)
+        return self._negations
 
     def __post_init__(self) -> None:
         self.order = tuple(t.norm for t in self.toks if t.content)

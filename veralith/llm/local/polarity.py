@@ -41,7 +41,7 @@ def negations(toks: tuple[Tok, ...] | list[Tok]) -> int:
 def negated_opposite(sent: Sentence, word: str) -> bool:
     """Does `sent` state `word` (a direction word such as "closed") as its opposite under a negation
     ("not open")? Two flips state the same fact, as the direction check also reads them."""
-    return negations(sent.toks) % 2 == 1 and opposite_only(word, sent.toks)
+    return sent.negations() % 2 == 1 and opposite_only(word, sent.toks)
 
 
 def opposite_only(word: str, toks: tuple[Tok, ...]) -> bool:
