@@ -9,6 +9,7 @@ stripped first, and words that only organise an answer ("therefore", "the passag
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ from veralith.llm.local.lexicon import (
 from veralith.llm.local.synonyms import canon
 from veralith.llm.local.wordlists import table, words
 
-__all__ = ["WEEKDAYS", "Tok", "is_ordinal", "is_year", "number_unit", "strip_layout", "toks_of"]
+__all__ = ["WEEKDAYS", "Tok", "is_ordinal", "is_year", "number_unit", "runs", "strip_layout", "toks_of"]
 
 # A four-digit number in this range reads as a year ("in 1952"), not a count.
 _FIRST_YEAR, _LAST_YEAR = 1000, 2199
@@ -156,6 +157,22 @@ def toks_of(text: str) -> tuple[Tok, ...]:
         out.append(Tok(low, norm, True, False, True, NUMBER_WEIGHT, low[0].isdigit(), False, joined))
         i += 1
     return tuple(out)
+
+
+def runs(toks: tuple[Tok, ...], starts: Callable[[int], bool], joins: Callable[[int], bool]) -> list[tuple[int, int]]:
+    """Spans [i, j) of `toks` that open where `starts(i)` and go on while `joins(j)`: the name runs
+    of the contradiction and comparison checks."""
+    out, i = [], 0
+    while i < len(toks):
+        if starts(i):
+            j = i + 1
+            while j < len(toks) and joins(j):
+                j += 1
+            out.append((i, j))
+            i = j
+        else:
+            i += 1
+    return out
 
 
 def is_year(tok: Tok) -> bool:

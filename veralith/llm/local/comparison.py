@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from veralith.llm.local.align import Claim, Context
-from veralith.llm.local.canonical import Tok, number_unit
+from veralith.llm.local.canonical import Tok, number_unit, runs
 from veralith.llm.local.wordlists import words
 
 __all__ = ["comparison"]
@@ -19,17 +19,8 @@ _FIGURE_WITHIN = 8  # words after a name within which its figure must stand
 def _names(toks: tuple[Tok, ...]) -> list[tuple[int, int]]:
     """Name runs: a capitalised word and what is joined to it that is capitalised or a figure
     ("Tarn 3", "Vesta C2", "Fixed Saver")."""
-    out, i = [], 0
-    while i < len(toks):
-        if toks[i].capital and not toks[i].number:
-            j = i + 1
-            while j < len(toks) and toks[j].joined and (toks[j].cased or toks[j].number):
-                j += 1
-            out.append((i, j))
-            i = j
-        else:
-            i += 1
-    return out
+    return runs(toks, lambda i: toks[i].capital and not toks[i].number,
+                lambda j: toks[j].joined and (toks[j].cased or toks[j].number))
 
 
 def _value(toks: tuple[Tok, ...], start: int) -> tuple[float, str] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from veralith.llm.local.align import Claim, Context, Sentence, claim_of, coverage, topic_coverage
-from veralith.llm.local.canonical import WEEKDAYS, Tok, is_ordinal, is_year, number_unit
+from veralith.llm.local.canonical import WEEKDAYS, Tok, is_ordinal, is_year, number_unit, runs
 from veralith.llm.local.lexicon import GENERIC, MONTHS, NEGATIONS, STOPWORDS
 from veralith.llm.local.polarity import antonyms, negations, scoped
 from veralith.llm.local.synonyms import direction
@@ -169,20 +169,11 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
     def name(t: Tok) -> bool:
         return (t.capital and t.norm not in ctx.common and t.low not in GENERIC) or t.norm in MONTHS
 
-    def runs(toks: tuple[Tok, ...]) -> list[tuple[int, int]]:
+    def name_runs(toks: tuple[Tok, ...]) -> list[tuple[int, int]]:
         # A name with the figure that follows it is one name: "Orbitra 3", "Model 5". Punctuation ends
         # a name: "Jonny May, Marshall, Mark Atkinson" lists three names, each tested on its own.
-        out, i = [], 0
-        while i < len(toks):
-            if name(toks[i]) and (toks[i].low != "may" or toks[i].capital):
-                j = i + 1
-                while j < len(toks) and toks[j].joined and (name(toks[j]) or toks[j].number and name(toks[j - 1])):
-                    j += 1
-                out.append((i, j))
-                i = j
-            else:
-                i += 1
-        return out
+        return runs(toks, lambda i: name(toks[i]) and (toks[i].low != "may" or toks[i].capital),
+                    lambda j: toks[j].joined and (name(toks[j]) or toks[j].number and name(toks[j - 1])))
 
     # The claim's names the sentence lacks in whole or in part ("Orbitra Pro" against "Orbitra 3").
     # Each is tested alone: the rest of the claim, its other names included, must be in the sentence.
@@ -191,7 +182,7 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
     # ("Jonny May"; "may" is a stopword, so a content-word lookup misses it).
     written = {t.low for t in sent.toks if t.cased}
     rests = _Rests(claim, sent, ctx if own is None else None)
-    for i, j in runs(claim.toks):
+    for i, j in name_runs(claim.toks):
         lacking = [t for t in claim.toks[i:j] if name(t) and not sent.has(t) and t.low not in written]
         if not lacking or (own is not None and not any(t.norm in own for t in claim.toks[i:j])):
             continue
@@ -211,7 +202,7 @@ def _name_clash(claim: Claim, sent: Sentence, ctx: Context, own: set[str] | None
     # figure is the number check's business.
     claim_written = {t.low for t in claim.toks if t.cased}
     theirs = [(a, b, [t for t in region[a:b] if t.norm not in claim_norms and not t.number
-                      and not (t.cased and t.low in claim_written)]) for a, b in runs(region)]
+                      and not (t.cased and t.low in claim_written)]) for a, b in name_runs(region)]
     theirs = [(a, b, extra) for a, b, extra in theirs if extra]
     if not theirs:
         return None
