@@ -27,6 +27,7 @@ fold (`assign_folds`). Deterministic: the same data gives the same folds and the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import zlib
@@ -54,7 +55,7 @@ S_SETS = ["sufficiency_clapnq", "sufficiency_squad2"]
 SPAN_SETS = {"faithfulness_faithbench", "ragtruth_qa", "ragtruth_summary"}
 K = 5
 L2 = 0.01
-VERSION = "3"
+VERSION = "4"
 # Direction each feature may push p(failure): -1 only down, +1 only up, 0 free.
 SIGNS = {"cov_sent": -1, "cov_pair": -1, "cov_ctx": -1, "miss_w": 1, "order": -1, "num_absent": 1, "ent_absent": 1,
          "contra": 1, "personal": 1, "subjective": 1, "n_terms": 0, "anchor": -1, "bare": 0, "cov_new": -1,
@@ -305,3 +306,53 @@ def log_loss(records: list[Record], spec: dict) -> float:
             q = min(max(q, 1e-9), 1 - 1e-9)
             total += rw * -(np.log(q) if r.positive else np.log(1.0 - q))
     return total / float(w.sum())
+
+
+def scores(records: list[Record], spec: dict) -> dict[int, list[float]]:
+    """p of every instance of `records` under `spec` (the model's score, before any calibration)."""
+    from veralith.llm.local.model import Logistic
+
+    model = Logistic({**spec, "calibration": None})
+    return {id(r): [model.probability(dict(zip(spec["features"], row, strict=True))) for row in r.x]
+            for r in records}
+
+
+def out_of_fold(records: list[Record], features: list[str], rule: Callable[[dict[str, float]], str | None] | None,
+                k: int = K - 1) -> dict[int, list[float]]:
+    """Every instance's score from a model fitted without its record's group: group k-fold inside
+    `records` (folds dealt as `assign_folds` deals them, on a copy)."""
+    inner = [Record(r.set, r.row, r.group, r.positive, r.x, r.labels) for r in records]
+    assign_folds(inner, k)
+    out: dict[int, list[float]] = {}
+    for fold in range(k):
+        train = [r for r in inner if r.fold != fold]
+        held = [r for r in inner if r.fold == fold]
+        if not train or not held:
+            continue
+        spec = fit(train, features, rule=rule)
+        for r, original in zip(inner, records, strict=True):
+            if r.fold == fold:
+                out[id(original)] = scores([r], spec)[id(r)]
+    return out
+
+
+def calibration(records: list[Record], oof: dict[int, list[float]]) -> dict[str, float]:
+    """Platt scaling fitted on out-of-fold scores: p_cal = sigmoid(intercept + slope * logit(p)), by
+    the same likelihood and weighting as `fit` (instance labels where the set has them, noisy-OR
+    bags elsewhere). The shipped and cross-validated models store it as their "calibration"."""
+    eps = 1e-6
+    logits = [Record(r.set, r.row, r.group, r.positive,
+                     [[float(np.log(min(max(p, eps), 1 - eps) / (1 - min(max(p, eps), 1 - eps))))]
+                      for p in oof[id(r)]], r.labels) for r in records if id(r) in oof and r.x]
+    spec = fit(logits, ["logit"])
+    w, scale, mean = spec["weights"][0], spec["scales"][0], spec["means"][0]
+    return {"slope": round(w / scale, 6), "intercept": round(spec["bias"] - w * mean / scale, 6)}
+
+
+def clear_caches() -> None:
+    """Empty every functools cache in veralith, so each timed pass starts cold like new traces."""
+    for name, module in list(sys.modules.items()):
+        if name == "veralith" or name.startswith("veralith."):
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):
+                    value.cache_clear()

@@ -123,3 +123,54 @@ def test_records_carry_the_judges_own_features_and_the_extras(tmp_path: Path) ->
     texts = [c for c in first.row["context"]]
     feats = claim_features(ClaimIn(id="c1", text="The ferry sails from the old harbour."), query_of(first.row), texts)
     assert first.x[0] == [feats[f] for f in FEATURES]
+
+
+def test_reliability_bins_count_confidence_against_being_right() -> None:
+    import local_calibration
+
+    bins = local_calibration.reliability([(0.95, True), (0.95, False), (1.0, True), (0.55, True), (0.05, False)])
+    assert len(bins) == 10
+    assert bins[9]["n"] == 3 and bins[9]["accuracy"] == pytest.approx(2 / 3)   # 1.0 falls in the top bin
+    assert bins[5]["n"] == 1 and bins[0]["n"] == 1 and bins[0]["accuracy"] == 0.0
+    assert bins[3]["n"] == 0 and bins[3]["accuracy"] is None
+
+
+def test_a_trace_is_flagged_only_when_a_low_confidence_verdict_decides_its_call() -> None:
+    import local_calibration
+
+    from veralith.models import Claim, EvaluationResult, FaithfulnessJudgment, Relation, Status, Verdict
+
+    def result(*judged: tuple[Relation, float]) -> EvaluationResult:
+        claims = [Claim(id=f"k{i}", text="x") for i in range(1, len(judged) + 1)]
+        faith = [FaithfulnessJudgment(claim_id=c.id, verdict=Verdict.Y if rel is Relation.supported else Verdict.N,
+                                      relation=rel, reasoning="", confidence=conf)
+                 for c, (rel, conf) in zip(claims, judged, strict=True)]
+        return EvaluationResult(query="q", context=[], response="x", claims=claims, faithfulness=faith,
+                                status=Status(execution="success", availability="assessed", quality_gate="pass",
+                                              reason="r", summary="s"), backend="local", judge_model="m")
+
+    ok, bad = Relation.supported, Relation.unsupported
+    name = "ragtruth_qa"
+    assert local_calibration.decision_flagged(name, result((ok, 0.95), (ok, 0.6)))      # a shaky pass
+    assert not local_calibration.decision_flagged(name, result((ok, 0.6), (bad, 0.9)))  # the fail rests on 0.9
+    assert local_calibration.decision_flagged(name, result((ok, 0.9), (bad, 0.55)))
+    assert not local_calibration.decision_flagged(name, result((bad, 0.55), (bad, 0.6)))  # no single flip decides
+
+
+def test_calibration_recovers_a_known_miscalibration() -> None:
+    import random
+
+    from local_fit import calibration
+
+    rng = random.Random(7)
+    # Scores twice as extreme as the truth: the true log-odds are half the score's.
+    records, oof = [], {}
+    for i in range(400):
+        z = rng.uniform(-4, 4)
+        y = rng.random() < 1 / (1 + math.exp(-z / 2))
+        r = Record("set", {}, f"g{i}", y, [[0.0]], [y])
+        records.append(r)
+        oof[id(r)] = [1 / (1 + math.exp(-z))]
+    fitted = calibration(records, oof)
+    assert fitted["slope"] == pytest.approx(0.5, abs=0.15)
+    assert abs(fitted["intercept"]) < 0.3

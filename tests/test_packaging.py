@@ -101,6 +101,10 @@ def test_package_data_ships_migrations_coefficients_and_py_typed():
     assert _shipped("llm/local/coefficients.json")
     assert (package / "py.typed").is_file()
     assert _shipped("py.typed")
+    word_lists = sorted((package / "llm" / "local" / "words").glob("*"))
+    assert word_lists, "the local backend's word lists are missing"
+    for path in word_lists:
+        assert _shipped(f"llm/local/words/{path.name}"), path.name
 
 
 def test_supported_pythons_agree_everywhere():

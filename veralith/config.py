@@ -118,6 +118,10 @@ class Settings(BaseModel):
         20, ge=1, description="complete_grounded traces a knowledge base needs before calibration.")
     calibration_percentile: float = Field(
         10.0, ge=0, le=100, description="Percentile of sufficiency_fraction used as the calibrated threshold.")
+    local_max_chars: int = Field(
+        200_000, ge=1, description="The most characters the offline `local` judge reads in one call: the "
+        "query with the response, or with the context. A longer trace is not judged by it: `indeterminate`, "
+        "reason `input_too_large`.")
     pricing: dict[str, dict[str, float]] | None = Field(
         None, description='JSON price overrides in USD per 1M tokens, e.g. '
         '{"my-model": {"input": 0.5, "cached_input": 0.25, "output": 1.5}}.')

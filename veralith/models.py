@@ -152,6 +152,16 @@ class Gap(_Model):
     char_end: int | None = None
 
 
+class Remark(_Model):
+    """A sentence of the response that only talks to the user (advice on how to go about it,
+    encouragement, an offer to help, a greeting or sign-off): kept and shown, never graded."""
+
+    id: str
+    text: str
+    char_start: int | None = None
+    char_end: int | None = None
+
+
 class Quote(_Model):
     chunk_id: str
     quote: str = Field(description="Verbatim text of the chunk (whitespace may differ).")
@@ -234,7 +244,8 @@ class JudgeError(_Model):
     phase: Phase
     kind: str = Field(description="timeout | rate_limited | server_error | connection | malformed_reply | "
                       "missing_items (no usable verdict for some items, even after a re-ask; the message names "
-                      "them) | auth | bad_request | context_truncated | internal")
+                      "them) | auth | bad_request | context_truncated | internal | input_too_large | "
+                      "unsupported_language (the last two: the offline judge declined the input)")
     message: str
     attempts: int = 1
 
@@ -277,6 +288,7 @@ class EvaluationResult(_Model):
     sub_questions: list[SubQuestion] = Field(default_factory=list)
     claims: list[Claim] = Field(default_factory=list)
     gaps: list[Gap] = Field(default_factory=list)
+    remarks: list[Remark] = Field(default_factory=list, description="Conversational sentences: shown, not graded.")
     response_kind: ResponseKind | None = Field(None, description="None when the response was not decomposed.")
     refusal: bool = False
     as_of: str | None = Field(None, description="The date the judges took as 'today' (YYYY-MM-DD).")

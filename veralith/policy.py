@@ -26,9 +26,12 @@ from veralith.models import (
     Status,
 )
 
-__all__ = ["REFUSAL_KINDS", "quality_gate", "status"]
+__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "quality_gate", "status"]
 
 REFUSAL_KINDS = frozenset({ResponseKind.full_refusal, ResponseKind.partial_refusal})
+# Judge error kinds that say the judge declined the input itself (the offline judge: too large for
+# it, or not English); an indeterminate gate gives that as its reason.
+INPUT_REFUSALS = frozenset({"input_too_large", "unsupported_language"})
 
 
 def quality_gate(*, failure_cell: FailureCell | None, availability: Availability,
@@ -98,8 +101,13 @@ def status(*, errors: Iterable[JudgeError], failure_cell: FailureCell | None, re
         execution = Execution.timeout if all(e.kind == "timeout" for e in failed) else Execution.error
     else:
         execution = Execution.partial
+    refused = next((e for e in errors if e.kind in INPUT_REFUSALS), None)
     if response_kind is None:
         kind = errors[0].kind if errors else "unknown"
+        if refused is not None:
+            return Status(execution=execution, availability=Availability.not_evaluated,
+                          quality_gate=Gate.indeterminate, reason=refused.kind,
+                          summary=f"Not judged: {refused.message}.")
         return Status(execution=execution, availability=Availability.not_evaluated, quality_gate=Gate.indeterminate,
                       reason="decomposition_failed", summary=f"Decomposition failed ({kind}); nothing was judged.")
     if failure_cell is None:
@@ -111,6 +119,8 @@ def status(*, errors: Iterable[JudgeError], failure_cell: FailureCell | None, re
     gate, reason, summary = quality_gate(failure_cell=failure_cell, availability=availability,
                                          response_kind=response_kind, coverage=coverage, sufficient=sufficient,
                                          n_extra_claims=n_extra_claims)
+    if gate is Gate.indeterminate and refused is not None:
+        reason, summary = refused.kind, f"Not judged: {refused.message}."
     if errors:
         summary = f"{summary} (Failed: {', '.join(sorted(p.value for p in phases))}.)"
     return Status(execution=execution, availability=availability, quality_gate=gate, reason=reason, summary=summary)

@@ -28,13 +28,15 @@ import typer
 from rich.console import Console
 
 from veralith.cli import batch, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
+from veralith.llm.local.about import about
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store, TraceStore
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(name="veralith", help="Diagnose why a RAG answer went wrong.", add_completion=False,
+app = typer.Typer(name="veralith", help="Diagnose why a RAG answer went wrong.\n\nJudges: an OpenAI-compatible "
+                  f"model when OPENAI_API_KEY or VERALITH_BASE_URL is set, else the {about()}", add_completion=False,
                   pretty_exceptions_enable=False)
 
 # Shown under the help when `veralith` runs with no command: the loop a new user starts with.
@@ -460,7 +462,10 @@ def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this
     if store is None:
         _out().print("no traces (no database yet)")
         return
-    _out().print(render.stats_view(store.stats(kb=_known_kb(kb))))
+    from veralith.llm.backends import resolve_backend
+
+    judge = f"judge: {about()}" if resolve_backend() == "local" else ""
+    _out().print(render.stats_view(store.stats(kb=_known_kb(kb)), judge))
 
 
 @app.command("export")

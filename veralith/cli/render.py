@@ -308,6 +308,9 @@ def _claims(result: EvaluationResult) -> RenderableType:
         parts.append(table)
     for gap in result.gaps:
         parts.append(Text.assemble(literal(gap.id, "cyan"), " gap: ", literal(gap.text, "italic")))
+    for remark in result.remarks:
+        parts.append(Text.assemble(literal(remark.id, "cyan"), " remark (not graded): ",
+                                   literal(remark.text, "italic")))
     return Group(*parts)
 
 
@@ -358,7 +361,10 @@ def fmt_latency(latency: Mapping[str, float]) -> str:
 def _usage(result: EvaluationResult) -> Text:
     u = result.usage
     phases = "  ".join(f"{phase} {ms:.0f} ms" for phase, ms in result.latency_ms.items())
+    from veralith.llm.local.about import about
+
     return Text.assemble("judge ", literal(f"{result.backend} ({result.judge_model})"),
+                         (f"\n{about()}" if result.backend == "local" else "", "dim"),
                          f"\ncalls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
                          f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
                          + (f"\nlatency {phases}" if phases else ""))
@@ -424,8 +430,9 @@ def one_line(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def stats_view(stats: Mapping[str, Any]) -> RenderableType:
-    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds per KB."""
+def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
+    """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds per KB;
+    `judge` (one line about the configured judge) last."""
     cells: Mapping[str, int] = stats["by_cell"]
     total = sum(cells.values())
     dist = Table("cell", "traces", "share", "", box=None, pad_edge=False,
@@ -453,4 +460,6 @@ def stats_view(stats: Mapping[str, Any]) -> RenderableType:
         for kb, figures in stats["app_latency"].items():
             latency.add_row(literal(kb), f"{figures['p50']:,.0f} ms", f"{figures['p95']:,.0f} ms", str(figures["n"]))
         parts.append(latency)
+    if judge:
+        parts.append(Text(judge, "dim"))
     return Group(*parts)

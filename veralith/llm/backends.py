@@ -67,8 +67,10 @@ def get_client(backend: str | None = None) -> JudgeClient:
     if choice == "local" and (backend or current.backend) == "auto" and not _notice_given:
         _notice_given = True
         # logging's last-resort handler prints this one line to stderr even when logging is unconfigured.
-        log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the offline `local` "
-                    "heuristic judges (set VERALITH_BACKEND=local to silence this)")
+        from veralith.llm.local.about import about
+
+        log.warning("veralith: no OPENAI_API_KEY or VERALITH_BASE_URL configured; using the %s "
+                    "(set VERALITH_BACKEND=local to silence this notice)", about())
     if choice == "local":
         from veralith.llm.local import LocalClient  # lazy: the openai path never loads the heuristics
         return LocalClient()

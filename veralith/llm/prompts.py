@@ -51,7 +51,7 @@ __all__ = ["EXAMPLES", "PROMPT_VERSIONS", "boundary_token", "render", "system_pr
 
 PROMPT_VERSIONS = {
     "questions": "questions-v2",
-    "claims": "claims-v3",
+    "claims": "claims-v4",
     "sufficiency": "sufficiency-v2",
     "faithfulness": "faithfulness-v3",
     "completeness": "completeness-v3",
@@ -87,6 +87,8 @@ facts; none from greetings, boilerplate, opinions or questions. note: "" or word
 including a source the response names ("attributed to the annual report").
 Gap: "I couldn't find X", "The report doesn't say whether X": its text is what is missing; never the \
 claim "not X". "Per the report there is no X" is a claim ("There is no X", source in the note).
+Remark (r1, ...): a sentence that only talks to the user (advice on how to go about it, encouragement, an \
+offer to help, a greeting or sign-off) is kept as a remark, never a claim.
 asks_clarification: the response asks the user something back.
 """
 
@@ -169,12 +171,14 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                      response="",
                      sentences=[Sentence(id="S1", text="Per the manual, the X200 has a 24-month warranty."),
                                 Sentence(id="S2", text="The manual doesn't say whether the battery is covered."),
-                                Sentence(id="S3", text="There is no extended plan, it says.")]),
+                                Sentence(id="S3", text="There is no extended plan, it says."),
+                                Sentence(id="S4", text="Let me know if you need anything else!")]),
          {"claims": [{"id": "k1", "source_sentence_ids": ["S1"], "text": "The X200 has a 24-month warranty.",
                       "note": "attributed to the manual"},
                      {"id": "k2", "source_sentence_ids": ["S3"], "text": "There is no extended X200 warranty plan.",
                       "note": "attributed to the manual"}],
           "gaps": [{"id": "g1", "source_sentence_ids": ["S2"], "text": "whether the X200 warranty covers the battery"}],
+          "remarks": [{"id": "r1", "source_sentence_ids": ["S4"], "text": "Let me know if you need anything else!"}],
           "asks_clarification": False}),
     ],
     "sufficiency": [
@@ -259,7 +263,8 @@ def _example_output(task_name: str, out: dict[str, Any]) -> list[str]:
     if task_name == "claims":
         return ([f"{c['id']} [{_ids(c['source_sentence_ids'])}] {c['text']}" + (f" (note: {c['note']})" if c["note"]
                                                                               else "") for c in out["claims"]]
-                + [f"{g['id']} [{_ids(g['source_sentence_ids'])}] gap: {g['text']}" for g in out["gaps"]])
+                + [f"{g['id']} [{_ids(g['source_sentence_ids'])}] gap: {g['text']}" for g in out["gaps"]]
+                + [f"{r['id']} [{_ids(r['source_sentence_ids'])}] remark: {r['text']}" for r in out["remarks"]])
     if task_name == "sufficiency":
         return [f"{i['sub_question_id']}: " + (f"{_quotes(i['evidence'])}; " if i["evidence"] else "")
                 + (f"missing: {'; '.join(i['missing_facts'])}; " if i["missing_facts"] else "")

@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "CLAIMS", "COMPLETENESS", "FAITHFULNESS", "QUESTIONS", "SUFFICIENCY", "TASKS",
     "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
-    "Evidence", "ExtractedClaim", "ExtractedGap", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput",
-    "GapIn", "GapLink", "ItemList", "Problem", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence",
-    "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "Task",
-    "quote_in",
+    "Evidence", "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
+    "FaithfulnessOutput", "GapIn", "GapLink", "ItemList", "Problem", "QuestionItem", "QuestionsInput",
+    "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
+    "SufficiencyOutput", "Task", "quote_in",
 ]
 
 
@@ -117,9 +117,18 @@ class ExtractedGap(_Out):
     text: str                    # what the response says the documents do not give
 
 
+class ExtractedRemark(_Out):
+    id: str                      # "r1", "r2", ...
+    source_sentence_ids: list[str]
+    text: str                    # a sentence that only talks to the user: advice, encouragement, an offer to help
+
+
 class ClaimsOutput(_Out):
     claims: list[ExtractedClaim]
     gaps: list[ExtractedGap]
+    # Required in the schema sent to a model like every field; empty when absent from a reply, so
+    # replies cached before remarks existed still read.
+    remarks: list[ExtractedRemark] = Field(default_factory=list)
     asks_clarification: bool     # the response asks the user something back
 
 
@@ -283,7 +292,7 @@ def _check_questions(inp: QuestionsInput, out: QuestionsOutput) -> list[Problem]
 def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[Problem]:
     problems: list[Problem] = []
     sentences = {s.id: s.text for s in inp.sentences}
-    for label, items in (("claim", out.claims), ("gap", out.gaps)):
+    for label, items in (("claim", out.claims), ("gap", out.gaps), ("remark", out.remarks)):
         ids = [i.id for i in items]
         if len(set(ids)) != len(ids):
             problems.append((None, f"{label} ids must be unique"))
@@ -303,8 +312,8 @@ def _check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[Problem]:
         if claim.source_sentence_ids and invented:
             problems.append((None, f"claim {claim.id} has numbers {invented} that its sentences do not contain; "
                                    "copy numbers exactly"))
-    if not inp.sentences and (out.claims or out.gaps):
-        problems.append((None, "the response is empty, so there are no claims or gaps"))
+    if not inp.sentences and (out.claims or out.gaps or out.remarks):
+        problems.append((None, "the response is empty, so there are no claims, gaps or remarks"))
     return problems
 
 

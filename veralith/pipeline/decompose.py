@@ -28,7 +28,7 @@ from veralith.llm.tasks import (
     Task,
 )
 from veralith.llm.text import sentence_spans
-from veralith.models import Claim, Gap, SubQuestion, claim_id
+from veralith.models import Claim, Gap, Remark, SubQuestion, claim_id
 
 __all__ = ["Decomposition", "claims_input", "decompose"]
 
@@ -42,6 +42,7 @@ class Decomposition:
     asks_clarification: bool
     usage: CallUsage = field(default_factory=CallUsage)
     repairs: list[tuple[str, str]] = field(default_factory=list)   # (kind, message), see veralith.llm.salvage
+    remarks: list[Remark] = field(default_factory=list)   # conversational sentences: shown, not graded
 
 
 def claims_input(query: str, response: str) -> ClaimsInput:
@@ -85,6 +86,8 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         asks_clarification=out.asks_clarification,
         usage=usage,
         repairs=[*q_call.repairs, *c_call.repairs],
+        remarks=[Remark(id=r.id, text=r.text, **_locate(response, r.text, spans_of(r.source_sentence_ids)))
+                 for r in out.remarks],
     )
 
 

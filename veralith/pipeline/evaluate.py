@@ -185,7 +185,8 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     latency["classify"] = _ms(t0)
     latency["total"] = _ms(started)
     return EvaluationResult(
-        **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, response_kind=kind,
+        **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, remarks=parts.remarks,
+        response_kind=kind,
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
         suggestion=suggestion, status=st, errors=errors, repairs=repairs, latency_ms=latency,
         usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model)

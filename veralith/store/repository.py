@@ -59,6 +59,7 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "sub_questions": ("trace_id", "position", "sub_question_id", "text"),
     "claims": ("trace_id", "position", "claim_id", "text", "char_start", "char_end"),
     "gaps": ("trace_id", "position", "gap_id", "text", "char_start", "char_end"),
+    "remarks": ("trace_id", "position", "remark_id", "text", "char_start", "char_end"),
     "sufficiency_judgments": ("trace_id", "position", "sub_question_id", "verdict", "reasoning", "chunk_ids",
                               "prompt_version", "confidence"),
     "faithfulness_judgments": ("trace_id", "position", "claim_id", "verdict", "relation", "reasoning",

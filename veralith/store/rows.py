@@ -122,6 +122,7 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
         "sub_questions": [(trace_id, i, q.id, q.text) for i, q in enumerate(result.sub_questions)],
         "claims": [(trace_id, i, c.id, c.text, c.char_start, c.char_end) for i, c in enumerate(result.claims)],
         "gaps": [(trace_id, i, g.id, g.text, g.char_start, g.char_end) for i, g in enumerate(result.gaps)],
+        "remarks": [(trace_id, i, r.id, r.text, r.char_start, r.char_end) for i, r in enumerate(result.remarks)],
         "sufficiency_judgments": [
             (trace_id, i, j.sub_question_id, j.verdict.value, j.reasoning,
              dumps(j.chunk_ids, what="chunk_ids"), pv.get("sufficiency"), j.confidence)
@@ -199,6 +200,8 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
                     "char_end": c["char_end"]} for c in children["claims"]],
         "gaps": [{"id": g["gap_id"], "text": g["text"], "char_start": g["char_start"], "char_end": g["char_end"]}
                  for g in children["gaps"]],
+        "remarks": [{"id": r["remark_id"], "text": r["text"], "char_start": r["char_start"], "char_end": r["char_end"]}
+                    for r in children["remarks"]],
         "response_kind": trace["response_kind"],
         "refusal": bool(trace["refusal"]),
         "as_of": trace["as_of"],

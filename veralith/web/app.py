@@ -38,6 +38,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from veralith.errors import StoreError
+from veralith.llm.local.about import about
 from veralith.models import EvaluationResult
 from veralith.safe_text import visible
 from veralith.store import Store, browse, open_store
@@ -215,7 +216,7 @@ class _Pages:
             return self.render("error.html", 500, page="traces", title="Unreadable trace",
                                message=f"Trace {trace_id} cannot be read: {exc}")
         near = self.store.neighbours(trace_id, flt)
-        context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt,
+        context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt, "about_local": about(),
                                    "metadata": json.loads(row["metadata"] or "{}"),
                                    "newer": _neighbour(near.newer, near.newer_unsearched, "after", trace_id, flt),
                                    "older": _neighbour(near.older, near.older_unsearched, "before", trace_id, flt),

@@ -8,7 +8,8 @@ not one of the question's own words ("When was Acme founded in 1947?" is not ans
 
 Also here: the question's constraint words ("not", "first", "after", a year), which a passage must
 state to answer the narrower question, and a sentence's grammatical subject, which says what the
-sentence is about. Everything is hand-written general-English knowledge, never data.
+sentence is about. Everything is hand-written general-English knowledge (the word lists are in
+veralith/llm/local/words/), never learnt from data.
 """
 
 from __future__ import annotations
@@ -17,84 +18,50 @@ import re
 from functools import lru_cache
 
 from veralith.llm.local.lexicon import MONTHS, NEGATIONS, STOPWORDS, Token, stem, tokens
+from veralith.llm.local.wordlists import lines, words
 
 __all__ = ["ANSWER_KINDS", "DURATION_NORMS", "answer_kind", "answer_positions", "asked_for", "constraints_of",
            "has_answer", "has_constraint", "kind_label", "subject_norms"]
 
-ANSWER_KINDS = ("person", "date", "number", "place", "definition")
+ANSWER_KINDS = ("person", "date", "number", "money", "place", "definition")
 
 # The nouns after "which"/"what" that say what kind of thing the answer is.
-_PERSON_NOUNS = frozenset(stem(w) for w in """
-person people man woman men women boy girl king queen president prime minister emperor ruler leader
-author writer poet novelist composer singer artist band group musician actor actress director producer
-player team coach captain company companies firm organization organisation brand manufacturer publisher
-label network party character scientist inventor founder owner chief governor senator mayor general
-pope saint god goddess explorer architect designer philosopher teacher student family dynasty tribe
-name title
-""".split())
+_PERSON_NOUNS = frozenset(stem(w) for w in words("person_nouns"))
 # People named by their role rather than their name ("residents", "your line manager").
-_ROLE_NOUNS = frozenset(stem(w) for w in """
-resident citizen employee staff worker member customer client user adult child children student pupil parent
-applicant artist owner tenant landlord manager lead supervisor officer agent doctor nurse pharmacist dentist
-vet teacher driver passenger visitor guest patient holder partner contractor volunteer
-""".split()) | _PERSON_NOUNS
-_PLACE_NOUNS = frozenset(stem(w) for w in """
-city town village country nation state province county region continent island river lake sea ocean
-mountain valley place location capital district street airport port stadium venue site border
-""".split())
-_DATE_NOUNS = frozenset(stem(w) for w in "year date day month century decade era period season time".split())
-_NUMBER_NOUNS = frozenset(stem(w) for w in """
-number amount percentage percent proportion share rate price cost size population length height width
-depth weight distance speed temperature score total count sum value age fee fare salary wage income
-revenue budget charge rent capacity duration
-""".split())
+_ROLE_NOUNS = frozenset(stem(w) for w in words("role_nouns")) | _PERSON_NOUNS
+_PLACE_NOUNS = frozenset(stem(w) for w in words("place_nouns"))
+_DATE_NOUNS = frozenset(stem(w) for w in words("date_nouns"))
+_NUMBER_NOUNS = frozenset(stem(w) for w in words("number_nouns"))
 # Words that state a quantity without digits ("a dozen", "several hundred", "none").
-_QUANTITY_WORDS = frozenset("""
-dozen dozens hundreds thousands millions billions million billion trillion several none half couple few
-single double triple many
-""".split())
-_DURATION_VERBS = frozenset("last lasts lasted take takes took".split())
+_QUANTITY_WORDS = words("quantity_words")
+_DURATION_VERBS = words("duration_verbs")
 DURATION_NORMS = frozenset(stem(w) for w in _DURATION_VERBS)  # what asked_for adds to a how-question's naming
-_AUXILIARIES = frozenset("""
-is are was were do does did can could will would should shall has have had may might must
-""".split())
-_COPULAS = frozenset("is are was were".split())
+# Nouns that ask for an amount of money: its answer is a figure that is not a span of time.
+_MONEY_NOUNS = frozenset(stem(w) for w in words("money_nouns"))
+_AUXILIARIES = words("auxiliaries")
+_COPULAS = words("copulas")
 _HOW_NUMBER = re.compile(r"\bhow (?:many|much|long|old|far|big|large|tall|high|deep|wide|often|fast|heavy)\b")
 _WH = re.compile(r"\b(who|whom|whose|when|where|why|which|what|how)\b")
 _DEFINITION = re.compile(r"^(?:what (?:is|are) (?:an? |the )?(?![\w/&.'-]+ of\b)[\w/&.'-]+(?: [\w/&.'-]+){0,2}\??$"
                          r"|.*\b(?:meaning of|definition of|what does .+ mean|stands? for)\b)")
 
 # Cue words a definition carries ("is", "refers to", "means").
-_DEFINITION_CUES = frozenset("""
-is are was were means mean meaning refers refer referred defined define definition called known term
-describes describe denotes denote stands stand consists consist
-""".split())
+_DEFINITION_CUES = words("definition_cues")
 # Words that make a question ask something narrower than its topic words alone: a negation, an
 # order or extreme, a time relation, a comparison. A passage that never states the constraint
 # does not answer the narrower question.
-_CONSTRAINT_FAMILIES = {
-    "first": "first earliest initial original debut", "last": "last latest final recent",
-    "only": "only sole single", "largest": "largest biggest greatest most highest top",
-    "smallest": "smallest least lowest fewest minimum", "longest": "longest", "shortest": "shortest",
-    "oldest": "oldest earliest", "youngest": "youngest", "best": "best top", "worst": "worst",
-    "before": "before prior earlier until preceded", "after": "after following later since succeeded",
-    "during": "during while when throughout", "more": "more greater larger higher over exceed",
-    "less": "less fewer smaller lower under", "main": "main primary principal chief major",
-}
-_CONSTRAINTS = {word: frozenset(family.split()) for word, family in _CONSTRAINT_FAMILIES.items()}
-_SUBJECT_PRONOUNS = frozenset("it they he she".split())
+_CONSTRAINTS = {key: frozenset(family) for key, *family in lines("constraint_families")}
+_SUBJECT_PRONOUNS = words("subject_pronouns")
 _YEAR = re.compile(r"[1-9]\d{2,3}|\d{1,2}(?:st|nd|rd|th)")
 _CLOCK = re.compile(r"\d{1,2}[:.]\d{2}")
 _PATH = re.compile(r"(?:^|\s)(?:~|\.{1,2})?/[\w.-]+")  # a file path or URL path: a place in software
-_DATE_WORDS = frozenset(stem(w) for w in """
-century centuries decade decades bc ad bce ce monday tuesday wednesday thursday friday saturday sunday
-spring summer autumn winter yesterday today tomorrow ago noon midnight morning afternoon evening night
-daily weekly weekend weekday am pm
-""".split())
+_DATE_WORDS = frozenset(stem(w) for w in words("date_words"))
 # A "when" question is also answered by an event it is tied to ("after the merger", "when she left").
-_TIME_RELATIONS = frozenset("when after before during since until while following beginning end start".split())
+_TIME_RELATIONS = words("time_relations")
 # Units of a span of time: "a two-year warranty", "within 30 days" answer a question about a period.
-_TIME_UNITS = frozenset(stem(w) for w in "second minute hour day week month year decade century".split())
+_TIME_UNITS = frozenset(stem(w) for w in words("time_units"))
+# The noun phrase after "which"/"what" that names the answer's type is at most this many words.
+_TYPE_PHRASE = 3
 
 
 @lru_cache(maxsize=8192)
@@ -114,7 +81,9 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
         last = q.rstrip(" ?.!").rsplit(" ", 1)[-1]
         if last in _DURATION_VERBS:
             naming.add(stem(last))
-        return "number", frozenset(naming)
+        # "How much does the X300 cost?": an amount of money, which a span of time does not give.
+        money = how.group(0) == "how much" and any(stem(w.strip("?,.")) in _MONEY_NOUNS for w in q.split())
+        return ("money" if money else "number"), frozenset(naming)
     matches = list(_WH.finditer(q))
     if not matches:
         return None, frozenset()
@@ -141,7 +110,7 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
     for word in after:
         if word in ("the", "a", "an", "kind", "type", "sort") and not phrase:
             continue
-        if word in STOPWORDS or word in _AUXILIARIES or len(phrase) == 3:
+        if word in STOPWORDS or word in _AUXILIARIES or len(phrase) == _TYPE_PHRASE:
             break
         phrase.append(word)
     for word in reversed(phrase):
@@ -149,7 +118,7 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
         for nouns, kind in ((_DATE_NOUNS, "date"), (_NUMBER_NOUNS, "number"), (_PERSON_NOUNS, "person"),
                             (_PLACE_NOUNS, "place")):
             if norm in nouns:
-                return kind, frozenset({norm})
+                return ("money" if kind == "number" and norm in _MONEY_NOUNS else kind), frozenset({norm})
     if _DEFINITION.search(q):
         return "definition", frozenset()
     return None, frozenset()
@@ -162,7 +131,7 @@ def answer_kind(question: str) -> str | None:
 
 def kind_label(kind: str) -> str:
     """How a person would name what is missing: 'a name', 'a date'..."""
-    return {"person": "a name", "date": "a date", "number": "a number", "place": "a place",
+    return {"person": "a name", "date": "a date", "number": "a number", "money": "an amount", "place": "a place",
             "definition": "a definition"}[kind]
 
 
@@ -206,6 +175,9 @@ def _offers(kind: str, toks: tuple[Token, ...], i: int) -> bool:
             or (tok.is_number and i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)
     if kind == "number":
         return tok.is_number or tok.text.lower() in _QUANTITY_WORDS
+    if kind == "money":   # a figure, but not a span of time ("a two-year warranty" is no price); or "free"
+        return (tok.is_number and not (i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)) \
+            or tok.text.lower() == "free"
     named = (tok.is_capital or _opens_name(toks, i)) and tok.norm not in MONTHS and tok.norm not in _DATE_WORDS
     return (kind in ("person", "place") and named) or (kind == "person" and tok.norm in _ROLE_NOUNS)
 
@@ -245,10 +217,9 @@ def has_constraint(key: str, sentence: str) -> bool:
 
 
 # Finite verbs that end a sentence's subject: copulas, auxiliaries and verbs of defining.
-_FINITE = frozenset("""
-is are was were be been has have had does did do can could will would may might must should shall
-refers refer means mean became becomes remains remained consists include includes
-""".split())
+_FINITE = words("finite_verbs")
+# A sentence's subject ends within its first _SUBJECT_WITHIN words, or it has none we can tell.
+_SUBJECT_WITHIN = 15
 
 
 def _present_verb(toks: tuple[Token, ...], i: int) -> bool:
@@ -271,7 +242,7 @@ def subject_norms(sentence: str) -> tuple[str, ...]:
     tell, and yields ().
     """
     toks = tokens(sentence)
-    for i, tok in enumerate(toks[:15]):
+    for i, tok in enumerate(toks[:_SUBJECT_WITHIN]):
         low = tok.text.lower()
         if low in _FINITE or (i > 0 and len(low) > 4 and low.endswith("ed") and not tok.text[0].isupper()) \
                 or _present_verb(toks, i):

@@ -31,6 +31,7 @@ from veralith.llm.local.answer_types import DURATION_NORMS, answer_positions, as
 from veralith.llm.local.decompose import gap_topic
 from veralith.llm.local.evidence import Term, terms_of
 from veralith.llm.local.lexicon import GENERIC, STOPWORDS, tokens
+from veralith.llm.local.wordlists import words
 from veralith.llm.tasks import ClaimIn, ClaimRole, CompletenessInput, CompletenessOutput, GapLink, SubQuestionStatus
 
 __all__ = ["completeness"]
@@ -45,18 +46,18 @@ _WHAT = re.compile(r"^\W*(?:what|which)\s+(.*)$", re.I)
 _COUNTED = re.compile(r"\bhow (?:many|much)\s+(.*)$", re.I)
 _DEPENDS = re.compile(r"\b(?:it depends|depends on|depending on|varies|may vary|can vary)\b", re.I)
 # Verbs an instruction opens with ("Press and hold...", "Go to Settings...").
-_INSTRUCTION = frozenset("""
-press hold click tap open close go select choose turn set enter type run use remove insert connect unplug plug
-restart reset switch push pull slide wait download install update call contact email visit fill submit send
-bring take ask check make add clean rinse let keep store place put sign log follow navigate scroll find pick
-drop apply pay book register tell write print show attach upload save delete clear start stop leave return
-""".split())
+_INSTRUCTION = words("instruction_verbs")
 # "This is because...", "That applies only to...": a sentence about the previous statement. ("It sails
 # on the MS Solenne" is a new fact about the entity, not about the answer.)
-_BACK_REFERENCES = frozenset("this that these those".split())
-_AUX = frozenset("is are was were do does did can could will would should shall has have had may might must".split())
+_BACK_REFERENCES = words("back_references")
+_AUX = words("question_auxiliaries")
 _ANSWERS = 0.5        # share of a sub-question's weighted distinctive terms an untyped answer must carry
 _TYPED_ANSWERS = 0.34  # a typed answer also carries the value asked for, so it may say less of the question
+_REPLY_ANSWERS = 0.25  # a "yes"/"no" reply need only name what the yes/no question is about
+_SHARED_SUBJECT = 0.3  # weight of a term every sub-question shares (the subject a split query repeats)
+_GAP_NEAR_BEST = 0.8   # a gap declines every sub-question it matches nearly as well as its best
+_COUNTED_WITHIN = 3    # words after a number within which the counted noun must stand ("25 vacation days")
+_TOPIC_ROUNDS = 3      # rounds in which an open request's on-topic claims spread to the claims they share words with
 
 
 def _share(claim: list[Term], terms: list[Term], distinct: dict[str, float]) -> float:
@@ -82,7 +83,7 @@ def _counted(question: str) -> set[str]:
 
 def _counts(text: str, nouns: set[str]) -> bool:
     toks = tokens(text)
-    return _zero(text, nouns) or any(t.is_number and any(u.norm in nouns for u in toks[i + 1:i + 4])
+    return _zero(text, nouns) or any(t.is_number and any(u.norm in nouns for u in toks[i + 1:i + 1 + _COUNTED_WITHIN])
                                      for i, t in enumerate(toks))
 
 
@@ -118,10 +119,10 @@ def _focus(question: str, naming: frozenset[str]) -> set[str]:
 
 # Auxiliaries after which a question puts its subject and then its main verb ("does Acme *match*...",
 # "can I *use*..."), and the subjects short enough to skip without a parser: a pronoun or a name.
-_DO_AUX = frozenset("do does did can could should would will may must".split())
-_PRONOUN_SUBJECTS = frozenset("i you we they he she it one people".split())
+_DO_AUX = words("do_auxiliaries")
+_PRONOUN_SUBJECTS = words("pronoun_subjects")
 # Pronouns that can only stand for a person: "You can find *her* at..." is about the person an answer named.
-_PERSONAL = frozenset("he she him her his hers".split())
+_PERSONAL = words("personal_pronouns")
 
 
 def _verb(question: str) -> set[str]:
@@ -182,7 +183,7 @@ def _answers(claim: ClaimIn, terms: list[Term], question: str, q_terms: list[Ter
             return False
         return share >= _TYPED_ANSWERS or lead or whole or bool(_focus(question, naming) & norms)
     if _YES_NO_Q.match(question) and (claim.context_note or "").startswith("replies "):
-        return share >= 0.25 or lead
+        return share >= _REPLY_ANSWERS or lead
     if _HOW_TO.match(question):
         # "How do I set the log level?" is answered by an instruction, or by a statement of the action
         # asked about; "Log files are rotated daily" shares words but answers nothing.
@@ -218,7 +219,7 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
         for norm in {t.norm for t in terms}:
             counts[norm] = counts.get(norm, 0) + 1
     # A term in every one of several sub-questions (their shared subject) does not tell them apart.
-    distinct = {n: (0.3 if len(sqs) > 1 and c == len(sqs) else 1.0) for n, c in counts.items()}
+    distinct = {n: (_SHARED_SUBJECT if len(sqs) > 1 and c == len(sqs) else 1.0) for n, c in counts.items()}
     claim_terms = {c.id: terms_of(c.text) for c in payload.claims}
     asked = {t.norm for terms in sq_terms.values() for t in terms}
     open_sqs = [q for q, text in sqs.items() if _OPEN.match(text)]
@@ -240,15 +241,17 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
         # so does every claim that shares specific content with the request or an answering claim;
         # only an island ("I love pizza") is extra.
         on_topic = [payload.claims[0].id]
-        for _ in range(3):
+        taken = set(on_topic)
+        # The words of the request and of every claim found on topic so far (grown as claims join).
+        near = {t.norm for t in claim_terms[on_topic[0]]} | {t.norm for q in open_sqs for t in sq_terms[q]}
+        for _ in range(_TOPIC_ROUNDS):
             for claim in payload.claims:
-                if claim.id in on_topic:
+                if claim.id in taken:
                     continue
-                mine = {t.norm for t in claim_terms[claim.id] if t.weight >= 1.0}
-                near = {t.norm for c in on_topic for t in claim_terms[c]} | {t.norm for q in open_sqs
-                                                                            for t in sq_terms[q]}
-                if mine & near:
+                if {t.norm for t in claim_terms[claim.id] if t.weight >= 1.0} & near:
                     on_topic.append(claim.id)
+                    taken.add(claim.id)
+                    near |= {t.norm for t in claim_terms[claim.id]}
         for cid in on_topic:
             targets = role.get(cid, ("answers", [], ""))[1] + open_sqs
             role[cid] = ("answers", targets, "on the topic of the request")
@@ -259,9 +262,28 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
     # paid parental leave".
     focus = {q: _focus(text, asked_for(text)[1]) for q, text in sqs.items()}
     verbs = {q: _verb(text) for q, text in sqs.items()}
+    # For each word an answer or support introduced (not in the question): the first claim, in role
+    # order, that introduced it; and the first answer that named someone the question did not. Built
+    # when the first claim without a role is reached (most responses have none), then kept current.
+    introducer: dict[str, tuple[int, str]] = {}
+    named: str | None = None
+    indexed = False
+
+    def introduces(cid: str) -> None:
+        position = len(introducer)   # any increasing number keeps role order
+        for t in claim_terms[cid]:
+            if t.norm not in asked and t.norm not in introducer:
+                introducer[t.norm] = (position, cid)
+
     previous: str | None = None
     for claim in payload.claims:
         if claim.id not in role:
+            if not indexed:
+                indexed = True
+                for cid in role:
+                    introduces(cid)
+                named = next((c for c, (r, _, _) in role.items() if r == "answers" and any(
+                    t.is_capital and t.norm not in asked for t in claim_terms[c])), None)
             subject = set(subject_norms(claim.text))
             words = [t.text.lower() for t in tokens(claim.text)]
             first = words[0] if words else ""
@@ -269,32 +291,38 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
             # About what the question turns on: its focus as the claim's subject, or the action it asks
             # about anywhere in the claim ("Do not *use* it for more than..." beside "how often can I use").
             about = [q for q in sqs if (focus[q] & subject or verbs[q] & norms) and q not in open_sqs]
-            introduced = [other for other, _ in role.items()
-                          if subject & ({t.norm for t in claim_terms[other]} - asked)]
-            if not introduced and _PERSONAL & set(words):
+            found = [introducer[n] for n in subject if n in introducer]
+            introduced = min(found)[1] if found else None
+            if introduced is None and _PERSONAL & set(words):
                 # "he"/"her" stands for a person; when an answer named one the question did not, the
                 # claim is about that answer.
-                introduced = [other for other, (r, _, _) in role.items() if r == "answers" and any(
-                    t.is_capital and t.norm not in asked for t in claim_terms[other])]
+                introduced = named
             if about:
                 role[claim.id] = ("supports", about, "about what " + ", ".join(about) + " asks")
-            elif introduced:
-                role[claim.id] = ("supports", list(role[introduced[0]][1]), f"adds detail to {introduced[0]}")
+                introduces(claim.id)
+            elif introduced is not None:
+                role[claim.id] = ("supports", list(role[introduced][1]), f"adds detail to {introduced}")
+                introduces(claim.id)
             elif first in _BACK_REFERENCES and previous in role:
                 role[claim.id] = ("supports", list(role[previous][1]), f"refers back to {previous}")
+                introduces(claim.id)
         previous = claim.id
     items = [ClaimRole(claim_id=c.id, reasoning=role.get(c.id, ("", [], "answers nothing that was asked"))[2],
                        role=role.get(c.id, ("extra", [], ""))[0],
                        sub_question_ids=role.get(c.id, ("", [], ""))[1])
              for c in payload.claims]
-    answering = {q: [c for c, (r, targets, _) in role.items() if r == "answers" and q in targets] for q in sqs}
+    answering: dict[str, list[str]] = {q: [] for q in sqs}
+    for c, (r, targets, _) in role.items():
+        if r == "answers":
+            for q in dict.fromkeys(targets):
+                answering[q].append(c)
     links = []
     declined_part: set[str] = set()
     for gap in payload.gaps:
         topic = terms_of(gap_topic(gap.text))
         shares = {q: _share(topic, sq_terms[q], distinct) for q in sqs} if topic else {}
         best = max(shares.values(), default=0.0)
-        hit = [q for q, v in shares.items() if v > 0 and v >= 0.8 * best]
+        hit = [q for q, v in shares.items() if v > 0 and v >= _GAP_NEAR_BEST * best]
         # A gap naming nothing ("I couldn't find more") declines whatever is left unanswered.
         links.append(GapLink(gap_id=gap.id, sub_question_ids=hit if topic else [q for q in sqs if not answering[q]]))
         for q in hit if topic else []:
@@ -306,7 +334,8 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
                 declined_part.add(q)
     statuses = []
     for q in sqs:
-        texts = [c.text for c in payload.claims if c.id in answering[q]]
+        members = set(answering[q])
+        texts = [c.text for c in payload.claims if c.id in members]
         if not texts:
             statuses.append(SubQuestionStatus(sub_question_id=q, reasoning="no claim answers it", status="unanswered"))
         elif q in declined_part:

@@ -8,14 +8,17 @@ invented; every claim is a span of the response with boilerplate trimmed off its
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from veralith.llm.local.align import claim_of
-from veralith.llm.local.lexicon import STOPWORDS, content_terms, tokens
+from veralith.llm.local.lexicon import GENERIC, STOPWORDS, content_terms, stem, tokens
+from veralith.llm.local.wordlists import table, words
 from veralith.llm.tasks import (
     ClaimsInput,
     ClaimsOutput,
     ExtractedClaim,
     ExtractedGap,
+    ExtractedRemark,
     QuestionItem,
     QuestionsInput,
     QuestionsOutput,
@@ -32,7 +35,6 @@ _QUESTION_JOIN = re.compile(rf"\s*(?:,?\s+(?:and|or|but|also|plus)|;)\s+"
                             rf"(?=(?:also\s+)?(?:(?:by|at|in|on|for|from|to|until|since|with)\s+)?(?:{_AUX})\b)", re.I)
 _LEAD_WH = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how(?:\s+\w+)?)\s+"
                       r"(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would)\s+(.+)$", re.I)
-_PRONOUN = re.compile(r"\b(it|its|they|them|their|he|him|his|she|her)\b", re.I)
 
 # Boilerplate at the front of a sentence is trimmed; the rest of the sentence stays a claim.
 _PREFIX = re.compile(
@@ -75,6 +77,14 @@ _SERVICE = re.compile(r"^\W*i (?:hope|can help|am happy to|'m happy to|would be 
 _VERBISH = re.compile(r"\b(?:is|are|was|were|be|been|has|have|had|do|does|did|will|would|can|could|"
                       r"\w+ed|\w+s)\b", re.I)
 # A second clause with its own subject after ", and"/"; " reads as a second fact.
+# A subject this long is not repeated in place of a later part's pronoun (it would not read as one).
+_SUBJECT_WORDS = 6
+# A bare answer ("Agnes Tollard", "six euros") is one sentence of at most this many content words.
+_BARE_ANSWER = 6
+# A banter exclamation ("so talented!") has at most this many words; a clause split needs this many
+# content words on each side.
+_EXCLAMATION_WORDS = 4
+_CLAUSE_WORDS = 3
 _CLAUSE_SPLIT = re.compile(r"(?:;\s+|,\s+(?:and|but|while|whereas)\s+(?=(?:he|she|it|they|this|these|the|"
                            r"[A-Z][a-z]+)\b))")
 
@@ -101,27 +111,113 @@ _WH_HEAD = re.compile(r"^\s*(?:what|which|who|whom|whose|when|where|why|how(?: m
 
 
 def _resolve(pieces: list[str]) -> list[str]:
-    """Make each piece a standalone question: end punctuation, capital, pronouns replaced by the first subject,
-    and a bare question word ("..., and when?") given the rest of the first question ("When — founded Acme?")."""
-    full = [p for p in pieces if not _BARE_WH.match(p.rstrip("?").strip())]
-    # "When and where is the market held?": a bare question word borrows the first full question's rest.
-    head = _WH_HEAD.sub("", full[0].rstrip("?")).strip() if full else ""
-    pieces = [f"{p.rstrip('?').strip()} — {head}" if head and _BARE_WH.match(p.rstrip("?").strip()) else p
-              for p in pieces]
-    lead = _LEAD_WH.match(pieces[0].rstrip("?"))
+    """Make each piece a standalone, grammatical question: a bare question word ("..., and when?")
+    asked in full from the first question, pronouns replaced by what they stand for in the first
+    question, a capital and end punctuation."""
+    pieces = _bare_parts(pieces)
+    first = pieces[0].rstrip("?").strip()
+    lead = _LEAD_WH.match(first)
     subject = lead.group(1).strip() if lead else None
     if subject and subject.split()[0].lower() in ("a", "an"):
         subject = "the " + subject.split(" ", 1)[1] if " " in subject else subject
+    if subject and len(subject.split()) > _SUBJECT_WORDS:
+        subject = None
+    # A thing ("it", "its", "they") is the first question's subject, else the last thing it names
+    # ("Which company makes the X300, and what does it cost?"); a person ("he", "his") is the subject,
+    # or for "Who wrote Hamlet..." the person asked about.
+    thing = subject or _last_name(first)
+    person = subject or (f"the person who {first.split(' ', 1)[1]}"
+                         if first.lower().startswith("who ") and len(first.split()) <= _SUBJECT_WORDS else None)
     out = []
     for i, piece in enumerate(pieces):
-        if i and subject and len(subject.split()) <= 6:
-            piece = _PRONOUN.sub(lambda m: subject + ("'s" if m.group(1).lower() in ("its", "their", "his") else "")
-                                 if m.group(1).lower() not in ("her",) else m.group(0), piece, count=1)
+        if i:
+            if thing:
+                piece = _THING.sub(partial(_replacement, thing=thing, piece=piece), piece, count=1)
+            if person:
+                piece = _PERSON.sub(lambda m: person + ("'s" if m.group(1).lower() == "his" else ""), piece, count=1)
         piece = piece[0].upper() + piece[1:]
         if piece[-1] not in "?.!":
             piece += "?"
         out.append(piece)
     return out
+
+
+_THING = re.compile(r"\b(it|its|they|them|their)\b", re.I)
+_PERSON = re.compile(r"\b(he|him|his|she)\b", re.I)   # "her" is left: it may be an object or a possessive
+_AUX_HEAD = re.compile(rf"^(?:{_AUX})\b", re.I)
+_PARTICIPLES = table("past_participles")
+_OF = re.compile(r"^(.*?)\s+of\s+(.+)$", re.I)
+
+
+def _replacement(match: re.Match[str], thing: str, piece: str) -> str:
+    """`thing` for a pronoun; for a possessive ("its freezing point"), the thing after "of" when the
+    first question asked about a parallel property ("the boiling point of ethanol": ethanol's)."""
+    word = match.group(1).lower()
+    if word not in ("its", "their"):
+        return thing
+    of = _OF.match(thing)
+    if of:
+        owned = {w.lower() for w in re.findall(r"[\w'-]+", piece[match.end():])[:3]}
+        if owned & {w.lower() for w in of.group(1).split()}:
+            return of.group(2) + "'s"
+    return thing + "'s"
+
+
+def _last_name(question: str) -> str | None:
+    """The last run of capitalised words (or codes) after the question's first word, with its "the"."""
+    words = question.split()
+    runs: list[list[int]] = []
+    for k, word in enumerate(words[1:], 1):
+        bare = word.strip(",;:'\"()")
+        if bare[:1].isupper() or (bare[:1].isalpha() and any(c.isdigit() for c in bare)):
+            if runs and runs[-1][-1] == k - 1:
+                runs[-1].append(k)
+            else:
+                runs.append([k])
+    if not runs:
+        return None
+    start, end = runs[-1][0], runs[-1][-1] + 1
+    if words[start - 1].lower() == "the":
+        start -= 1
+    return " ".join(w.strip(",;:\"()") for w in words[start:end])
+
+
+def _bare_parts(pieces: list[str]) -> list[str]:
+    """Pieces with each bare question word ("When and where is the market held?", "Who founded Acme,
+    and when?") asked in full from the first full question; one that cannot be asked grammatically
+    stays joined to the piece before it."""
+    full = [p for p in pieces if not _BARE_WH.match(p.rstrip("?").strip())]
+    rest = _WH_HEAD.sub("", full[0].rstrip("?")).strip() if full else ""
+    out: list[str] = []
+    for piece in pieces:
+        bare = piece.rstrip("?").strip()
+        if not _BARE_WH.match(bare):
+            out.append(piece)
+            continue
+        asked = _asked_in_full(bare, rest) if rest else None
+        if asked:
+            out.append(asked)
+        elif out:
+            out[-1] = f"{out[-1].rstrip('?')}, and {bare}?"
+        else:
+            out.append(piece)
+    return out
+
+
+def _asked_in_full(wh: str, rest: str) -> str | None:
+    """`wh` with the rest of another question: as it stands when that begins with an auxiliary ("is the
+    market held" -> "Where is the market held?"), in the passive when it begins with a past-tense verb
+    ("founded Acme" -> "When was Acme founded?"); None when neither reads as English."""
+    if _AUX_HEAD.match(rest):
+        return f"{wh} {rest}?"
+    verb, _, thing = rest.partition(" ")
+    low = verb.lower()
+    participle = _PARTICIPLES.get(low) or (low if low.endswith("ed") and len(low) > 3 else None)
+    if not participle or not thing:
+        return None
+    last = thing.split()[-1].lower()
+    plural = last.endswith("s") and not last.endswith(("ss", "us", "is")) and not thing[:1].isupper()
+    return f"{wh} {'were' if plural else 'was'} {thing} {participle}?"
 
 
 def _strip_prefix(text: str) -> tuple[str, int]:
@@ -148,13 +244,39 @@ def _informative(text: str) -> bool:
 def _exclamation(text: str) -> bool:
     """A short exclamation without names or numbers ("it definitely is!", "so talented!") is banter."""
     toks = tokens(text)
-    return (text.rstrip().endswith("!") and len(toks) <= 4
+    return (text.rstrip().endswith("!") and len(toks) <= _EXCLAMATION_WORDS
             and not any(t.is_number or t.is_capital for t in toks))
+
+
+_ADVICE = frozenset(stem(w) for w in words("advice")) | frozenset(words("advice"))
+_TO_READER = frozenset({"you", "your", "yours", "yourself", "you're", "you've", "you'll"})
+_YOU = re.compile(r"\byou(?:rs?|rself|['’](?:re|ve|ll))?\b", re.I)
+# The sentence's first word, past "do", "don't", "always", "never" or "just" ("Don't worry...").
+_OPENER = re.compile(r"^\W*(?:(?:do|don['’]t|always|never|just)\s+)?([^\W\d_]+)", re.I)
+
+
+def _advice(text: str, query: str) -> bool:
+    """Generic advice or encouragement to the reader: addressed to them ("you", or an advice verb
+    first: "Find what works best for you and stick with it", "Take your time"), every content word
+    an advice, generic or function word, no figure or name, and no word of the question (so an
+    instruction that answers "how do I..." stays a claim)."""
+    opening = _OPENER.match(text)
+    if not opening or not (_YOU.search(text) or opening.group(1).lower() in _ADVICE
+                           or stem(opening.group(1).lower()) in _ADVICE):
+        return False
+    if any(t.is_number or t.is_capital for t in tokens(text)):
+        return False
+    asked = {t.norm for t in content_terms(query)}
+    for t in content_terms(text):
+        low = t.text.lower()
+        if t.norm in asked or not (low in _ADVICE or t.norm in _ADVICE or low in GENERIC or low in _TO_READER):
+            return False
+    return True
 
 
 def _split_compound(text: str) -> list[str]:
     parts = [p.strip() for p in _CLAUSE_SPLIT.split(text) if p and p.strip()]
-    if len(parts) < 2 or any(len(content_terms(p)) < 3 or not _VERBISH.search(p) for p in parts):
+    if len(parts) < 2 or any(len(content_terms(p)) < _CLAUSE_WORDS or not _VERBISH.search(p) for p in parts):
         return [text]
     return parts
 
@@ -187,8 +309,9 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
         cite = False
     found: list[ExtractedClaim] = []
     gaps: list[ExtractedGap] = []
+    remarks: list[ExtractedRemark] = []
     asked = False
-    bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= 6
+    bare_answer = len(sentences) == 1 and len(content_terms(sentences[0].text)) <= _BARE_ANSWER
     reply = ""   # a lone "No." opening the response replies through the sentence after it
     for sentence in sentences:
         opening = _REPLY.match(sentence.text)
@@ -218,12 +341,20 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
             continue  # a lead-in ("Instructions:", "Here is a summary of the passage, covering ...:") introduces
             # what follows and states nothing of its own
         yes_no = bare_answer and bool(_YES_NO.match(body)) and bool(payload.query.strip())
+        # A response that is only a figure in words ("Twelve.") answers the question it was given for.
+        # (One in digits alone, "1,200", is no claim by the task's contract: a claim has words.)
+        figure = bare_answer and bool(payload.query.strip()) and any(t.is_number and t.text[0].isalpha()
+                                                                     for t in tokens(body))
         # "I have!" or "I agree with you" asserts something about the speaker: a claim to judge.
         personal = bool(_PERSONAL_CLAIM.match(body)) and not _SERVICE.match(body)
         service = bool(_SERVICE.match(body)) and ":" not in body  # "I can help you with that!"
-        if not (yes_no or personal) and (service or _CHITCHAT.match(body) or _exclamation(body)
-                                         or not _informative(body)):
-            # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler.
+        talk = service or bool(_CHITCHAT.match(body)) or _exclamation(body) or _advice(body, payload.query)
+        if not (yes_no or personal or figure) and (talk or not _informative(body)):
+            # A lone "yes"/"no" answering a query is an answer; elsewhere it is filler. Talk to the
+            # user (an offer to help, encouragement, generic advice) is kept and shown as a remark.
+            if talk:
+                remarks.append(ExtractedRemark(id=f"r{len(remarks) + 1}", source_sentence_ids=ids,
+                                               text=sentence.text.strip()))
             continue
         note = f"answers the query: {payload.query.strip()}" if bare_answer and payload.query.strip() else ""
         said = opening.group(1).lower() if opening else reply
@@ -233,4 +364,5 @@ def claims(payload: ClaimsInput) -> ClaimsOutput:
         reply = ""
         for part in _split_compound(body):
             found.append(ExtractedClaim(id=f"c{len(found) + 1}", source_sentence_ids=ids, text=part, note=note))
-    return ClaimsOutput(claims=found, gaps=gaps, asks_clarification=asked and not found and not gaps)
+    return ClaimsOutput(claims=found, gaps=gaps, remarks=remarks,
+                        asks_clarification=asked and not found and not gaps)

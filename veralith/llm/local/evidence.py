@@ -10,16 +10,24 @@ Coverage is the weighted share of a text's terms a piece of context contains.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
 from veralith.llm.local.align import sentence_slices
-from veralith.llm.local.lexicon import FIRST_PERSON, GENERIC, NEGATIONS, Token, content_terms, tokens
+from veralith.llm.local.lexicon import (
+    FIRST_PERSON,
+    GENERIC,
+    GENERIC_WEIGHT,
+    NAME_WEIGHT,
+    NUMBER_WEIGHT,
+    PREFIX,
+    PREFIX_CREDIT,
+    Token,
+    content_terms,
+)
 
-__all__ = ["ChunkIndex", "Term", "coverage", "negated", "terms_of", "weight"]
-
-_PREFIX = 6  # morphological variants ("radiology"/"radiologist") share their first six letters
+__all__ = ["ChunkIndex", "Term", "coverage", "terms_of", "weight"]
 
 
 class Term(NamedTuple):
@@ -33,12 +41,13 @@ class Term(NamedTuple):
 
 
 def weight(token: Token) -> float:
+    """How much the token's absence counts against a text (see lexicon.NUMBER_WEIGHT)."""
     if token.is_number:
-        return 2.0
+        return NUMBER_WEIGHT
     if token.is_capital:
-        return 1.5
+        return NAME_WEIGHT
     if token.text.lower() in GENERIC or token.norm in GENERIC:
-        return 0.35
+        return GENERIC_WEIGHT
     return 1.0
 
 
@@ -52,45 +61,25 @@ def terms_of(text: str) -> list[Term]:
     return list(seen.values())
 
 
-def negated(text: str) -> bool:
-    return any(t.text.lower() in NEGATIONS or t.text.lower().endswith("n't") for t in tokens(text))
-
-
 @dataclass
 class Piece:
     """One chunk (or sentence) as sets for fast membership tests."""
 
     norms: frozenset[str]
     prefixes: frozenset[str]
-    numbers: frozenset[str]
-    capitals: frozenset[str]
-    order: tuple[str, ...] = ()
-    _pairs: frozenset[tuple[str, str]] | None = field(default=None, repr=False)
-
-    @property
-    def pairs(self) -> frozenset[tuple[str, str]]:
-        """Term pairs at most three content words apart; built on first use (few pieces need them)."""
-        if self._pairs is None:
-            order = self.order
-            self._pairs = frozenset((a, b) for i, a in enumerate(order) for b in order[i + 1:i + 4])
-        return self._pairs
 
     def has(self, term: Term) -> float:
         if term.norm in self.norms:
             return 1.0
-        if not term.is_number and len(term.norm) >= _PREFIX and term.norm[:_PREFIX] in self.prefixes:
-            return 0.7
+        if not term.is_number and len(term.norm) >= PREFIX and term.norm[:PREFIX] in self.prefixes:
+            return PREFIX_CREDIT
         return 0.0
 
 
 @lru_cache(maxsize=4096)
 def piece_of(text: str) -> Piece:
-    toks = content_terms(text)
-    order = tuple(t.norm for t in toks)
-    norms = frozenset(order)
-    numbers = frozenset(t.norm for t in toks if t.is_number) if any(t.is_number for t in toks) else frozenset()
-    return Piece(norms, frozenset(n[:_PREFIX] for n in norms if len(n) >= _PREFIX), numbers,
-                 frozenset(t.norm for t in toks if t.is_capital), order)
+    norms = frozenset(t.norm for t in content_terms(text))
+    return Piece(norms, frozenset(n[:PREFIX] for n in norms if len(n) >= PREFIX))
 
 
 @lru_cache(maxsize=2048)
@@ -111,18 +100,10 @@ def coverage(terms: list[Term], pieces: list[Piece]) -> float:
             if t.norm in p.norms:
                 best = 1.0
                 break
-            if not t.is_number and len(t.norm) >= _PREFIX and t.norm[:_PREFIX] in p.prefixes:
-                best = 0.7  # same test as Piece.has, inlined: this is the backend's innermost loop
+            if not t.is_number and len(t.norm) >= PREFIX and t.norm[:PREFIX] in p.prefixes:
+                best = PREFIX_CREDIT  # same test as Piece.has, inlined: this is the backend's innermost loop
         found += t.weight * best
     return found / total if total else 1.0
-
-
-def pair_coverage(terms: list[Term], piece: Piece) -> float:
-    """Share of adjacent term pairs of the text that also occur near each other in `piece`."""
-    pairs = [(a.norm, b.norm) for a, b in zip(terms, terms[1:], strict=False)]
-    if not pairs:
-        return 1.0
-    return sum((a, b) in piece.pairs or (b, a) in piece.pairs for a, b in pairs) / len(pairs)
 
 
 @lru_cache(maxsize=4096)
@@ -131,9 +112,7 @@ def chunk_piece(text: str) -> Piece:
     parts = [piece_of(s) for s in sentences_of(text)]
     if len(parts) == 1:
         return parts[0]
-    norms = frozenset().union(*(p.norms for p in parts))
-    return Piece(norms, frozenset().union(*(p.prefixes for p in parts)), frozenset().union(*(p.numbers for p in parts)),
-                 frozenset().union(*(p.capitals for p in parts)), tuple(n for p in parts for n in p.order))
+    return Piece(frozenset().union(*(p.norms for p in parts)), frozenset().union(*(p.prefixes for p in parts)))
 
 
 class ChunkIndex:
@@ -149,9 +128,6 @@ class ChunkIndex:
                 df[norm] = df.get(norm, 0) + 1
         self._df = df
         self._n = len(texts)
-        self.union = Piece(frozenset(df), frozenset(n[:_PREFIX] for n in df if len(n) >= _PREFIX),
-                           frozenset().union(*(p.numbers for p in self.pieces)) if self.pieces else frozenset(),
-                           frozenset().union(*(p.capitals for p in self.pieces)) if self.pieces else frozenset())
 
     def idf(self, norm: str) -> float:
         return math.log(1.0 + (self._n + 1) / (self._df.get(norm, 0) + 0.5))
@@ -166,16 +142,3 @@ class ChunkIndex:
                 scores.append((-score, i))
         scores.sort()
         return [i for _, i in scores[:limit]]
-
-    def best_sentence(self, index: int, terms: list[Term]) -> str:
-        """The sentence of chunk `index` (with its neighbour) that covers `terms` best."""
-        sents = sentences_of(self.texts[index])
-        if len(sents) == 1:
-            return sents[0]
-        best, best_score = sents[0], -1.0
-        for i, sent in enumerate(sents):
-            window = sent if i + 1 == len(sents) else sent + " " + sents[i + 1]
-            score = coverage(terms, [piece_of(sent)]) + 0.1 * coverage(terms, [piece_of(window)])
-            if score > best_score:
-                best, best_score = sent, score
-        return best

@@ -13,9 +13,12 @@ Per claim, in order:
 3. Otherwise the shipped logistic model gives p(unsupported) from the features in FEATURES.
    A claim whose number or name occurs nowhere in the context is never `supported`.
 
-Every verdict comes with a confidence, the probability that it is right: 1 - p for `supported`,
-p for `unsupported`, and for a verdict a rule takes (a contradiction, a name or figure found
-nowhere) at least that rule's precision measured in training (coefficients.json, "rules").
+Every verdict comes with a confidence, the probability that it is right, from the model's p
+calibrated on out-of-fold scores (model.Logistic.calibrated): 1 - p for `supported`, p for
+`unsupported`, and for a verdict a rule takes (a contradiction, a name or figure found nowhere) at
+least that rule's precision measured in training (coefficients.json, "rules"). A pass that rests
+only on word overlap, with no sentence that states the claim whole, is low-confidence: at most
+OVERLAP_ONLY, below the pipeline's review threshold, so a trace whose gate it decides is flagged.
 `decide` is the one place the verdict is taken; the benchmark runs this module, with its
 cross-validated coefficients swapped in (model.override).
 """
@@ -28,28 +31,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from veralith.llm.local.align import (
-    PREFIX,
-    PREFIX_CREDIT,
     Claim,
     Context,
     Sentence,
     claim_of,
     clauses_of,
-    comparison,
     context_of,
-    contradiction,
     coverage,
-    negated_opposite,
     order_coverage,
     personal,
     subjective,
 )
-from veralith.llm.local.lexicon import FIRST_PERSON, MONTHS
+from veralith.llm.local.comparison import comparison
+from veralith.llm.local.contradiction import contradiction
+from veralith.llm.local.lexicon import FIRST_PERSON, MONTHS, PREFIX, PREFIX_CREDIT
 from veralith.llm.local.model import Logistic, load
+from veralith.llm.local.polarity import negated_opposite
 from veralith.llm.local.synonyms import direction
 from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, FaithfulnessItem, FaithfulnessOutput
 
-__all__ = ["FEATURES", "Analysis", "analyse", "claim_features", "decide", "faithfulness", "rule_of"]
+__all__ = ["FEATURES", "OVERLAP_ONLY", "Analysis", "analyse", "claim_features", "decide", "faithfulness", "rule_of"]
 
 FEATURES = ["cov_sent", "cov_pair", "cov_ctx", "cov_new", "miss_w", "miss_new", "miss_name", "order", "num_absent",
             "ent_absent", "contra", "personal", "subjective", "n_terms", "ctx_size", "anchor", "bare"]
@@ -59,6 +60,10 @@ _BARE_TERMS = 4      # a claim this short answering a query is read against the 
 _FULL = 0.95         # coverage at which one sentence states the whole claim
 _CANDIDATES = 3      # best-aligned sentences checked for a contradiction
 _SECOND = 0.05       # coverage a second sentence must add to be cited too
+OVERLAP_ONLY = 0.6   # the most confidence a pass gets when no sentence states the claim whole
+_POOL = 8            # best-aligned sentences a claim's evidence is chosen from
+_ANCHOR_SENTENCES = 5  # sentences stating a bare answer that are read for the question around it
+_STATES = 0.99       # coverage at which a sentence states a bare answer
 
 
 @dataclass
@@ -101,7 +106,7 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
     own = claim_of(query if yes_no else claim.text)
     terms = own.terms
     sents = ctx.sentences
-    ranked = ctx.ranked(terms, limit=8)
+    ranked = ctx.ranked(terms, limit=_POOL)
     # found[k][j]: how well sentence ranked[j] holds term k (1, 0.7 for a shared word stem, 0).
     # (Sentence.has inlined: this matrix is the judge's innermost loop.)
     rows = [(sents[i].norms, sents[i].prefixes) for i in ranked]
@@ -154,7 +159,7 @@ def analyse(claim: ClaimIn, query: str, ctx: Context) -> Analysis:
     # Contradiction: the claim as stated (a bare answer is read inside its question).
     stated = claim_of(f"{query.strip().rstrip('?')} {claim.text}") if bare and not yes_no else own
     candidates = ctx.ranked(stated.terms, limit=_CANDIDATES) if stated is not own else ranked[:_CANDIDATES]
-    pool = ctx.ranked(stated.terms, limit=8) if stated is not own else ranked
+    pool = ctx.ranked(stated.terms, limit=_POOL) if stated is not own else ranked
     against: list[tuple[int, str]] = []
     # A comparison of two things the context gives figures for is settled by those figures. Its two
     # names would otherwise read as swaps against each other's sentence, so no slot check follows.
@@ -259,8 +264,8 @@ def _anchor(answer: Claim, query: str, ctx: Context) -> float:
         return 1.0
     sents = ctx.sentences
     best = 0.0
-    for i in ctx.ranked(answer.terms, limit=5):
-        if coverage(answer.terms, [sents[i]]) < 0.99:
+    for i in ctx.ranked(answer.terms, limit=_ANCHOR_SENTENCES):
+        if coverage(answer.terms, [sents[i]]) < _STATES:
             continue
         window = [s for s in sents[max(0, i - 1):i + 2] if s.chunk == sents[i].chunk]
         best = max(best, coverage(asked, window))
@@ -288,12 +293,14 @@ def decide(analysis: Analysis, model: Logistic) -> Decision:
     rule takes, at least that rule's precision measured on the training data.
     """
     p = model.probability(analysis.features)
+    q = model.calibrated(p)
     rule = rule_of(analysis.features)
     if rule is None and (not analysis.grounding or p >= model.threshold):
-        return Decision("unsupported", p, p)
+        return Decision("unsupported", p, q)
     if rule is None:
-        return Decision("supported", p, 1.0 - p)
-    confidence = max(p, model.rules.get(rule, p))
+        # Word overlap spread over sentences is weak evidence that any of them says the claim.
+        return Decision("supported", p, 1.0 - q if analysis.supporting else min(1.0 - q, OVERLAP_ONLY))
+    confidence = max(q, model.rules.get(rule, q))
     return Decision("contradicted" if analysis.contradicting else "unsupported", p, confidence)
 
 

@@ -1,8 +1,8 @@
 """Word lists and the tokenizer the local judges share.
 
-Everything here is hand-written English function-word knowledge, not data: the local backend must
-work offline with nothing downloaded, so "informative word" is decided by these lists plus the
-shape of a token (digits, capitals), not by a corpus frequency table.
+The lists are hand-written English function-word knowledge (veralith/llm/local/words/), not
+statistics: the local backend must work offline with nothing downloaded, so "informative word" is
+decided by these lists plus the shape of a token (digits, capitals), not by a corpus frequency table.
 """
 
 from __future__ import annotations
@@ -12,78 +12,46 @@ import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
-__all__ = ["FIRST_PERSON", "GENERIC", "MONTHS", "NEGATIONS", "PERSONAL", "STOPWORDS", "SUBJECTIVE", "Token",
-           "WH_WORDS", "content_terms",
+from veralith.llm.local.wordlists import table, words
+
+__all__ = ["FIRST_PERSON", "GENERIC", "GENERIC_WEIGHT", "MONTHS", "NAME_WEIGHT", "NEGATIONS", "NUMBER_WEIGHT",
+           "PERSONAL", "PREFIX", "PREFIX_CREDIT", "STOPWORDS", "SUBJECTIVE", "Token", "WH_WORDS", "content_terms",
            "fold", "stem", "tokens"]
 
-STOPWORDS = frozenset("""
-a an the and or but nor so yet if then else than as of at by for from in into onto on off out over under
-up down to with within without about above below across after before behind between beyond during
-through toward towards upon via per is am are was were be been being do does did doing done have has
-had having will would shall should can could may might must ought it its it's this that these those
-there here where when what which who whom whose why how whether while although though because since
-until unless also too very just only even still both either neither each every all any some such
-same other another own more most much many few less least not no yes i me my mine myself we us our
-ours ourselves you your yours yourself yourselves he him his himself she her hers herself they them
-their theirs themselves one ones s t d ll m re ve o y let lets get got gets getting make made makes
-say said says etc e.g i.e ie eg vs however therefore thus hence whereas like well
-""".split())
-
+STOPWORDS = words("stopwords")
 # Words that carry little of a claim's specific content: matching them proves little, missing
 # them is no sign of fabrication. They weigh less in coverage.
-GENERIC = frozenset("""
-known called named including include includes included became become becomes located based several
-various number time times year years first second third new old many large small great good best
-well part parts people person way ways thing things lot lots often usually generally also really
-actually indeed currently later early earlier recently already around approximately about nearly
-almost mostly mainly typically total whole entire main major minor other another different similar
-certain following follow follows used use uses using take takes took taken give gives gave given
-go goes went gone come comes came place places area areas work works worked working member members
-form forms formed type types kind kinds called refer refers referred term terms passage text article
-summary mentions mentioned describes described discusses discussed states stated according report
-reported reports note notes noted
-""".split())
-
-NEGATIONS = frozenset("""
-not no never none nobody nothing neither nor cannot can't won't don't doesn't didn't isn't aren't
-wasn't weren't hasn't haven't hadn't shouldn't wouldn't couldn't n't without lack lacks lacked
-""".split())
-
-FIRST_PERSON = frozenset("i i'm i've i'd i'll me my mine myself we we're we've our ours us ourselves".split())
+GENERIC = words("generic")
+NEGATIONS = words("negations")
+FIRST_PERSON = words("first_person")
 # Talk about the speaker or the listener: a retrieved document rarely grounds it.
 PERSONAL = FIRST_PERSON
 # Opinion and feeling words: an answer that judges or enthuses says more than a source states.
-SUBJECTIVE = frozenset("""
-love loved loves like liked likes enjoy enjoyed enjoys favorite favourite favorites great awesome amazing cool
-fun funny interesting best worst beautiful talented think thought believe guess feel felt hope wish
-definitely probably really pretty wonderful fantastic terrible horrible lovely glad sad happy excited
-exciting boring nice incredible incredibly super totally honestly personally
-""".split())
+SUBJECTIVE = words("subjective")
+WH_WORDS = words("wh_words")
 
-WH_WORDS = frozenset("what which who whom whose when where why how".split())
-
-_NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13",
-    "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18",
-    "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
-    "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100", "thousand": "1000",
-    "first": "1st", "second": "2nd", "third": "3rd", "fourth": "4th", "fifth": "5th", "sixth": "6th",
-    "seventh": "7th", "eighth": "8th", "ninth": "9th", "tenth": "10th", "once": "1x", "twice": "2x",
-}
-_MONTHS = {
-    "jan": "january", "feb": "february", "mar": "march", "apr": "april", "jun": "june", "jul": "july",
-    "aug": "august", "sep": "september", "sept": "september", "oct": "october", "nov": "november",
-    "dec": "december",
-}
+_NUMBER_WORDS = table("number_words")
+_MONTHS = table("month_abbreviations")
 MONTHS = frozenset(_MONTHS.values()) | {"may"}
 
+# How much a term's absence counts against a text (align.Tok.weight, evidence.Term.weight): a
+# figure most, then a name, generic words least, every other content word 1.
+NUMBER_WEIGHT = 2.0
+NAME_WEIGHT = 1.5
+GENERIC_WEIGHT = 0.35
+# Morphological variants ("radiology"/"radiologist") share their first PREFIX letters; a word
+# found only that way counts PREFIX_CREDIT of a match.
+PREFIX = 6
+PREFIX_CREDIT = 0.7
+
 # Numbers keep their inner separators ("1,000", "3.5", "14:00") so they compare as values.
+# A product code or model number ("X300", "A4", "CO2") is one word, a name: it starts with letters
+# and holds digits, and is neither a figure nor a date.
 # "P/E", "AT&T" and "U.S" stay one token; their letters alone would be dropped as too short.
 _TOKEN = re.compile(r"\d+(?:[.,:]\d+)*(?:st|nd|rd|th|s)?"
                     r"|[^\W\d_]{1,3}(?:[/&][^\W\d_]{1,3})+(?![^\W\d_])"
                     r"|[^\W\d_](?:\.[^\W\d_])+(?![^\W\d_])"
-                    r"|[^\W\d_]+(?:['’][^\W\d_]+)*", re.UNICODE)
+                    r"|[^\W\d_]+(?:['’][^\W\d_]+)*(?:\d[^\W_]*)?", re.UNICODE)
 
 
 class Token(NamedTuple):
@@ -152,6 +120,7 @@ def _number_norm(raw: str) -> str:
 
 
 _OPENERS = frozenset('.!?:"“')
+_DIGIT = re.compile(r"\d")
 
 
 @lru_cache(maxsize=65536)
@@ -160,6 +129,8 @@ def _word(raw: str) -> tuple[str, bool, bool]:
     if raw[0].isdigit():
         return _number_norm(raw), True, False
     lowered = raw.lower()
+    if _DIGIT.search(raw):
+        return lowered, False, False   # a code ("X300"): a name, never stemmed or read as a number
     norm = stem(lowered)
     return norm, norm[:1].isdigit(), lowered in STOPWORDS
 

@@ -22,7 +22,12 @@ _override: dict[str, Logistic] | None = None
 
 
 class Logistic:
-    """p = sigmoid(bias + sum(w * (x - mean) / scale)); `threshold` is where a verdict flips."""
+    """p = sigmoid(bias + sum(w * (x - mean) / scale)); `threshold` is where a verdict flips.
+
+    `calibrated(p)` is p mapped by the calibration fitted on out-of-fold scores (Platt scaling on
+    the logit: sigmoid(intercept + slope * logit(p))): the probability used as a verdict's
+    confidence. The verdict itself is taken on `p` and `threshold`.
+    """
 
     def __init__(self, spec: dict) -> None:
         self.features: list[str] = list(spec["features"])
@@ -35,13 +40,30 @@ class Logistic:
         # Measured precision of verdicts a judge takes by rule rather than by the score (by rule
         # name); used as their confidence when the score alone would not have flagged the item.
         self.rules: dict[str, float] = {k: float(v) for k, v in spec.get("rules", {}).items()}
+        calibration = spec.get("calibration") or {"slope": 1.0, "intercept": 0.0}
+        self.slope, self.intercept = float(calibration["slope"]), float(calibration["intercept"])
 
     def probability(self, values: dict[str, float]) -> float:
         z = self.bias
         for name, w, mean, scale in zip(self.features, self.weights, self.means, self.scales, strict=False):
             z += w * (values.get(name, mean) - mean) / scale
-        z = max(-40.0, min(40.0, z))
-        return 1.0 / (1.0 + math.exp(-z))
+        return _sigmoid(z)
+
+    def calibrated(self, p: float) -> float:
+        """`p` (from `probability`) as calibrated on out-of-fold scores; `p` itself when uncalibrated."""
+        if self.slope == 1.0 and self.intercept == 0.0:
+            return p
+        p = min(max(p, _EPS), 1.0 - _EPS)
+        return _sigmoid(self.intercept + self.slope * math.log(p / (1.0 - p)))
+
+
+_EPS = 1e-9
+_Z_MAX = 40.0   # exp() of more would overflow; the probability is 0 or 1 to double precision anyway
+
+
+def _sigmoid(z: float) -> float:
+    z = max(-_Z_MAX, min(_Z_MAX, z))
+    return 1.0 / (1.0 + math.exp(-z))
 
 
 @lru_cache(maxsize=1)

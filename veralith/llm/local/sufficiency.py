@@ -16,8 +16,9 @@ date or a number is insufficient when no sentence that mentions its words states
 number; that follows from the question itself, whatever the other signals say.
 
 The model is the shipped one (coefficients.json, "sufficiency") when it was fitted on exactly
-FEATURES. Each verdict's confidence is the model's probability that it is
-right: 1 - p(insufficient) for "yes", p(insufficient) for "no" (1.0 for an empty context).
+FEATURES. Each verdict's confidence is the probability that it is right, from the model's
+p(insufficient) calibrated on out-of-fold scores: 1 - p for "yes", p for "no" (1.0 for an empty
+context).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from veralith.llm.local.answer_types import (
 from veralith.llm.local.evidence import ChunkIndex, Term, coverage, piece_of, sentences_of, terms_of
 from veralith.llm.local.lexicon import WH_WORDS
 from veralith.llm.local.model import Logistic, load
+from veralith.llm.local.wordlists import words
 from veralith.llm.tasks import Evidence, SubQuestionIn, SufficiencyInput, SufficiencyItem, SufficiencyOutput
 
 __all__ = ["FEATURES", "active_model", "question_features", "sufficiency"]
@@ -51,10 +53,13 @@ FEATURES = [
 ]
 
 _QUOTE_MAX = 300
-_AUX_FIRST = frozenset("is are was were do does did can could will would should has have had".split())
-_REQUESTS = frozenset("describe explain list name tell give define compare show identify summarize summarise".split())
+_QUOTE_MIN = 20      # a verbatim prefix shorter than this is no quote; the chunk's start is quoted instead
+_LISTED = 8          # facts listed as required or missing
+_SECOND_CHUNK = 0.05  # coverage a second chunk must add to be cited as supporting too
+_AUX_FIRST = words("leading_auxiliaries")
+_REQUESTS = words("request_verbs")
 # Kinds whose absence a word's shape proves: no digits, month or time word means no date or number.
-_PROVABLE = ("date", "number")
+_PROVABLE = ("date", "number", "money")
 
 
 def active_model() -> Logistic:
@@ -164,7 +169,7 @@ def _quote(chunk_text: str, sentence: str) -> str:
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if quote[:mid] in flat else (lo, mid - 1)
-        quote = quote[:lo] if lo >= 20 else flat[:_QUOTE_MAX]
+        quote = quote[:lo] if lo >= _QUOTE_MIN else flat[:_QUOTE_MAX]
     return quote.rstrip()
 
 
@@ -186,25 +191,25 @@ def _reasons(r: _Reading, cid: str, sufficient: bool) -> tuple[str, list[str]]:
         words = [t.text for t in r.terms]
         if not words:
             return "Insufficient: the question has no content words to look for in the chunks.", []
-        return f"Insufficient: no chunk mentions {_listing(words)}.", words[:8]
+        return f"Insufficient: no chunk mentions {_listing(words)}.", words[:_LISTED]
     if r.type_absent and r.kind is not None:
         about = _listing(found) if found else "the question's subject"
         return (f"Insufficient: no chunk gives {kind_label(r.kind)} anywhere near {about}.",
                 [f"{kind_label(r.kind)} for {about}"])
     if r.missing_names:
         return (f"Insufficient: no chunk names {_listing(r.missing_names)}; chunk {cid} is about something else.",
-                r.missing_names[:8])
+                r.missing_names[:_LISTED])
     if r.kind is not None and r.type_where == "absent":
         about = _listing(found) if found else "the question's subject"
         what = f"{kind_label(r.kind)} for {about}"
-        return f"Insufficient: no chunk gives {what}.", [what] + lacking[:7]
+        return f"Insufficient: no chunk gives {what}.", [what] + lacking[:_LISTED - 1]
     if r.missing_cons:
         shown = ["a negation" if k == "not" else k for k in r.missing_cons]
         return (f"Insufficient: chunk {cid} is on topic but never states {_listing(shown)} as the question asks.",
-                [f"'{k}'" for k in shown][:8])
+                [f"'{k}'" for k in shown][:_LISTED])
     if lacking:
         head = f"chunk {cid} mentions {_listing(found)} but" if found else f"chunk {cid}"
-        return f"Insufficient: {head} says nothing about {_listing(lacking)}.", lacking[:8]
+        return f"Insufficient: {head} says nothing about {_listing(lacking)}.", lacking[:_LISTED]
     return (f"Insufficient: chunk {cid} uses the question's words, but no sentence there reads as an answer to it.",
             ["a sentence that answers the question"])
 
@@ -212,14 +217,15 @@ def _reasons(r: _Reading, cid: str, sufficient: bool) -> tuple[str, list[str]]:
 def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tuple[SufficiencyItem, float]:
     """One sub-question's item and the confidence (in [0, 1]) that its verdict is right."""
     if all(not text or text.isspace() for text in index.texts):  # (no strip(): chunks can be long)
-        required = [t.text for t in terms_of(sq.text)][:8]
+        required = [t.text for t in terms_of(sq.text)][:_LISTED]
         return SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=[], missing_facts=required,
                                reasoning="Insufficient: the context is empty, so nothing can answer this.",
                                sufficient="no", supporting_chunk_ids=[]), 1.0
     r = _Reading(sq.text, index)
-    required = [t.text for t in r.terms][:8]
+    required = [t.text for t in r.terms][:_LISTED]
     p_insufficient = model.probability(r.values)
     sufficient = r.chunk >= 0 and not r.type_absent and p_insufficient < model.threshold
+    p_insufficient = model.calibrated(p_insufficient)   # as a confidence: calibrated out of fold
     cid = index.ids[r.chunk] if r.chunk >= 0 else ""
     evidence = []
     if r.chunk >= 0:
@@ -232,7 +238,7 @@ def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tup
         ids = [cid]
         other = [i for i in r.chunks if i != r.chunk]
         if other and coverage(r.terms, [index.pieces[r.chunk], index.pieces[other[0]]]) > \
-                coverage(r.terms, [index.pieces[r.chunk]]) + 0.05:
+                coverage(r.terms, [index.pieces[r.chunk]]) + _SECOND_CHUNK:
             ids.append(index.ids[other[0]])  # the second chunk supplies terms the first lacks
         item = SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence, missing_facts=[],
                                reasoning=reasoning, sufficient="yes", supporting_chunk_ids=ids)
