@@ -280,20 +280,27 @@ def _input(record: Record) -> TraceInput:
 
 def existing_trace(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
     """For a record with an id: None when its knowledge base has no trace with that external id,
-    "unchanged" when that trace's result stands (same inputs, judged alike, and no `rejudge`),
-    else the trace's id, to re-judge in place.
+    "unchanged" when that trace's result stands (same inputs, judged alike, a verdict rather than
+    only judge errors, and no `rejudge`), else the trace's id, to re-judge in place.
 
     The one rule for what a re-run skips: `eval_jobs` applies it, and `veralith eval --dry-run`
     asks it over a read-only store to leave skipped records out of its estimate. It only reads
-    (`find_external`, `load_input`); `client` needs only `backend`, `model` and `prompt_version`."""
+    (`find_external`, `load_input`, `load_result`); `client` needs only `backend`, `model` and `prompt_version`."""
     assert record.external_id is not None
     info = store.find_external(record.knowledge_base, record.external_id)
     if info is None:
         return None
     if (not rejudge and info.status == "done" and info.has_result and judged_alike(info, client)
-            and store.load_input(info.trace_id).same_inputs(_input(record))):
+            and store.load_input(info.trace_id).same_inputs(_input(record))
+            and not _not_judged(store.load_result(info.trace_id))):
         return "unchanged"
     return info.trace_id
+
+
+def _not_judged(result: EvaluationResult) -> bool:
+    """A stored result that judge errors left without a verdict (an outage): never "already
+    evaluated", so re-running the file judges it again."""
+    return bool(result.errors) and result.status.quality_gate.value == "indeterminate"
 
 
 def judged_alike(info: TraceInfo, client: Any) -> bool:
