@@ -306,6 +306,29 @@ def test_without_a_token_only_loopback_host_names_are_answered(db):
     assert r.status_code == 403 and "Veralith" not in r.text
 
 
+def test_every_loopback_address_is_answered_without_a_token(db):
+    """`serve --host 127.0.0.2` binds a loopback address: its own Host must be answered (issue 22, item 6)."""
+    for host in ("127.0.0.2", "127.1.2.3", "[::1]"):
+        assert client(db, f"http://{host}:9").get("/").status_code == 200, host
+    for host in ("127.0.0.1.attacker.example", "0x7f000001", "2130706433"):  # names and numbers that are not IPs
+        assert client(db, "http://localhost:9").get("/", headers={"host": f"{host}:9"}).status_code == 403, host
+
+
+def test_serve_on_another_loopback_address_answers_its_own_host(db):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERALITH_")}
+    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "serve", "--db", str(db), "--host", "127.0.0.2",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"at (http://127\.0\.0\.2:\d+/)", line)
+        assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
+        with urllib.request.urlopen(match.group(1) + "traces", timeout=5) as reply:
+            assert reply.status == 200 and "Traces" in reply.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def test_a_token_is_checked_on_every_request(db):
     c = client(db, "http://192.0.2.1:8765", token=TOKEN)
     for url in ["/", "/traces", "/static/app.css", "/missing"]:

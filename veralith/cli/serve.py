@@ -9,7 +9,6 @@ runs, so the rest of the command line works without them.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import secrets
 import sys
@@ -23,21 +22,12 @@ import typer
 from rich.console import Console
 
 from veralith.cli import render
+from veralith.web.hosts import is_loopback
 
 __all__ = ["TOKEN_ENV", "is_loopback", "serve_command"]
 
 TOKEN_ENV = "VERALITH_SERVE_TOKEN"
 EXIT_INPUT = 1
-
-
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1): only this machine can connect."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
 
 
 def _fail(message: str) -> typer.Exit:

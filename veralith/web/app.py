@@ -9,8 +9,9 @@ Safety contract (tests/test_web*.py check each in a browser or over HTTP):
 - With a token, every request (static files too) must present it, compared in constant time; the
   `?token=` of the URL `veralith serve` prints sets an HttpOnly, SameSite=Strict cookie and is
   removed from the address by a redirect.
-- Without a token (loopback only), requests must name a loopback Host, so a web page that rebinds
-  its own domain name to 127.0.0.1 cannot read the history from the user's browser.
+- Without a token (loopback only), requests must name a loopback Host (`localhost` or a loopback
+  address literal, veralith.web.hosts: so `--host 127.0.0.2` answers its own address), so a web page
+  that rebinds its own domain name to 127.0.0.1 cannot read the history from the user's browser.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ from veralith.models import EvaluationResult
 from veralith.safe_text import visible
 from veralith.store import browse
 from veralith.web import chart, views
+from veralith.web.hosts import is_loopback
 
-__all__ = ["CSP", "LOOPBACK_HOSTS", "create_app"]
+__all__ = ["CSP", "create_app"]
 
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; font-src 'none'; "
@@ -49,7 +51,6 @@ CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self';
 _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
             (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
             (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_COOKIE = "veralith_token"
 PAGE_SIZE = 50
 DAYS = 30
@@ -101,9 +102,9 @@ class _Guard:
 
         request = Request(scope)
         if self.digest is None:
-            if _host_name(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
-                reply: Response = PlainTextResponse("this server only answers requests for 127.0.0.1 or localhost",
-                                                    status_code=403)
+            if not is_loopback(_host_name(request.headers.get("host", ""))):
+                reply: Response = PlainTextResponse("this server only answers requests for localhost or a "
+                                                    "loopback address such as 127.0.0.1", status_code=403)
                 return await reply(scope, receive, with_headers)
             return await self.app(scope, receive, with_headers)
         offered = request.query_params.get("token")
