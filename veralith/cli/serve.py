@@ -62,7 +62,7 @@ def serve_command(
         from veralith.web import create_app
     except ImportError as exc:
         raise _fail(f"`veralith serve` needs the web extra ({exc.name} is missing): "
-                    "pip install 'veralith[web]'") from None
+                    "pip install 'veralith-rag[web]' (in a checkout: pip install '.[web]')") from None
     from veralith.errors import StoreError
 
     path = db if db is not None else Path(settings.db_path)

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-INSTALL_HINT = 'LangChain is not installed; install the extra with: pip install "veralith[langchain]"'
+INSTALL_HINT = 'LangChain is not installed; install the extra with: pip install "veralith-rag[langchain]"'
 
 
 class VeralithAdapterWarning(UserWarning):
