@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'veralith[web]')")
-pytest.importorskip("jinja2", reason="the web extra is not installed (pip install 'veralith[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (pip install '.[web]')")
+pytest.importorskip("jinja2", reason="the web extra is not installed (pip install '.[web]')")
 
 from starlette.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402

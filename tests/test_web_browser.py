@@ -22,7 +22,7 @@ import pytest
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.is_file():
     pytest.skip(f"needs {CHROMIUM} (Debian's chromium package; .ci/run installs it)", allow_module_level=True)
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'veralith[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (pip install '.[web]')")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
 
 from web_support import CLOSER, HOSTILE_KB, IMG, LINK, SCRIPT, filled_db, live_server, trace_id  # noqa: E402
