@@ -368,20 +368,20 @@ def test_templates_and_static_files_ship_in_the_wheel():
 def test_serve_refuses_a_public_host_without_a_token(host, db, monkeypatch):
     monkeypatch.delenv("VERALITH_SERVE_TOKEN", raising=False)
     result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--host", host])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "token" in result.output and "VERALITH_SERVE_TOKEN" in result.output
 
 
 def test_serve_refuses_a_short_token_and_a_missing_database(db, tmp_path):
     result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--host", "0.0.0.0", "--token", "short"])
-    assert result.exit_code == 1 and "too short" in result.output
+    assert result.exit_code == 2 and "too short" in result.output
     result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "none.db")])
     assert result.exit_code == 1 and "no database" in result.output
     assert not (tmp_path / "none.db").exists()
 
 
-def test_serve_on_a_port_in_use_says_so_and_exits_1(db):
-    # uvicorn's own exit code (3) would read as "quality gate failed" (docs/ci.md).
+def test_serve_on_a_port_in_use_says_so_and_exits_2(db):
+    # uvicorn's own exit code (3) would read as "a check failed" (veralith.cli.exits).
     import socket
 
     with socket.socket() as taken:
@@ -389,7 +389,7 @@ def test_serve_on_a_port_in_use_says_so_and_exits_1(db):
         taken.listen()
         port = taken.getsockname()[1]
         result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--port", str(port)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert f"error: could not listen on 127.0.0.1:{port} (is the port in use?)" in result.output
 
 

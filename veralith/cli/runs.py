@@ -36,7 +36,7 @@ def pct(value: float | None) -> str:
 
 
 def runs_command(
-    limit: Annotated[int, typer.Option(min=1, help="Most recent runs to show.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, metavar="N", help="Most recent runs to show.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List runs (each `veralith eval`, and each run name logged traces used), newest first."""
