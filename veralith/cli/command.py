@@ -26,7 +26,7 @@ __all__ = ["EXAMPLES", "VeralithCommand", "VeralithGroup", "default_text", "epil
 # One or two lines a person can copy, per command; shown under its help and in docs/cli.md.
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "eval": ("veralith eval traces.jsonl --run-name main",
-             "veralith eval traces.jsonl --fail-under 0.9 --max-cell incomplete_ungrounded=0"),
+             "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0"),
     "resume": ("veralith resume", "veralith resume --failed"),
     "inspect": ("veralith inspect 12", "veralith inspect my-record-id --json"),
     "list": ("veralith list --cell incomplete_ungrounded --since 24h",),
@@ -59,6 +59,9 @@ def _wrap(text: str, width: int, indent: str = "") -> list[str]:
     return out
 
 
+_NARROWEST = 24  # the narrowest column a meaning is wrapped into beside the option names
+
+
 class _Formatter(HelpFormatter):
     """click's help layout with word-boundary wrapping only."""
 
@@ -75,11 +78,16 @@ class _Formatter(HelpFormatter):
             if not meaning:
                 self.write("\n")
                 continue
-            if len(term) <= first_col - col_spacing:
+            room = self.width - first_col - self.current_indent
+            if room < _NARROWEST:  # too narrow beside the names: the meaning goes under them
+                pad = " " * (self.current_indent + 4)
+                room = self.width - len(pad)
+                self.write("\n" + pad)
+            elif len(term) <= first_col - col_spacing:
                 self.write(" " * (first_col - len(term)))
             else:
                 self.write("\n" + pad)
-            lines = _wrap(meaning, self.width - first_col - self.current_indent)
+            lines = _wrap(meaning, room)
             self.write(lines[0] + "\n" + "".join(f"{pad}{line}\n" if line else "\n" for line in lines[1:]))
 
 
