@@ -147,12 +147,16 @@ class EvalRun:
         return self.id
 
     def finish(self) -> Any:
-        """Close the run; returns it (None when it never started)."""
+        """Close the run; returns it. None when it never started, or when it stored nothing (then
+        it is deleted: a run without traces is not a run anyone can list or compare)."""
         if self.id is None:
             return None
-        from veralith.store.runs import finish_run
+        from veralith.store.runs import discard_if_empty, finish_run
 
-        return finish_run(self.db, self.id)
+        run = finish_run(self.db, self.id)
+        if run.n_traces == 0 and discard_if_empty(self.db, self.id):
+            return None
+        return run
 
 
 def file_unchanged(store: Any, record: Any, run_id: int) -> None:

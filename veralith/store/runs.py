@@ -32,9 +32,9 @@ from veralith.errors import StoreError
 from veralith.store.db import write
 from veralith.store.rows import now_iso
 
-__all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "failure_details",
-           "finish_run", "get_run", "list_runs", "record_result", "resolve_run", "sdk_run_id", "start_run",
-           "tag_trace", "trace_rows"]
+__all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "discard_if_empty",
+           "failure_details", "finish_run", "get_run", "list_runs", "record_result", "resolve_run", "sdk_run_id",
+           "start_run", "tag_trace", "trace_rows"]
 
 MAX_RUN_NAME = 200
 
@@ -143,6 +143,17 @@ def finish_run(db: Database, run_id: int) -> Run:
                    " n_unevaluated = ?, usd = ?, usd_unknown = ? WHERE id = ?",
                    [now_iso(), *totals, run_id])
     return get_run(db, run_id)
+
+
+def discard_if_empty(db: Database, run_id: int) -> bool:
+    """Delete an eval run that holds no trace (every line of its input was bad, say), so that a run
+    that stored nothing is never listed or compared; True when it was deleted."""
+    with write(db):
+        cursor = db.execute(
+            "DELETE FROM runs WHERE id = ? AND source = 'eval'"
+            " AND NOT EXISTS (SELECT 1 FROM run_traces WHERE run_id = ?)"
+            " AND NOT EXISTS (SELECT 1 FROM traces WHERE run_id = ?)", [run_id, run_id, run_id])
+    return cursor.rowcount > 0
 
 
 def sdk_run_id(db: Database, name: str) -> int:
