@@ -326,6 +326,9 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     if model is not None:
         overrides["judge_model"] = model
     err, tally = _err(), batch.Tally(total=total)
+    from veralith.policy import fail_cells
+
+    fail_cells()  # a bad gate policy is one line now, not an error on every record
     sink = _open_output(output, newline=None) if output else None
     try:
         with settings.override(**overrides):
