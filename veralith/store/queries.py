@@ -36,7 +36,8 @@ def list_traces(db: Database, *, limit: int = 50, cell: str | None = None, kb: s
         where.append("created_at >= ?")
         params.append(since)
     sql = ("SELECT id, external_id, created_at, status, knowledge_base, failure_cell, quality_gate,"
-           " sufficiency_fraction, faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message"
+           " sufficiency_fraction, faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message,"
+           " needs_review"
            " FROM traces")
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -65,6 +66,7 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
     "unclassified"); `by_status` counts every trace. Each threshold is the one evaluation would use
     now (veralith.store.calibration.calibrate).
 
+    `needs_review` counts results whose deciding verdict is low-confidence (a person should look).
     Means are None when nothing was judged (never NaN). `usd` sums the known costs and
     `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
     as complete.
@@ -93,6 +95,9 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
         for key in sums:
             sums[key] += row[key] or 0
         usd += row["usd"] or 0.0
+    # Not in the rollup: one pass over the traces of the knowledge base (benchmarks/web_scale.py sizes).
+    review_sql = "SELECT COUNT(*) FROM traces WHERE needs_review = 1" + (" AND knowledge_base = ?" if kb else "")
+    needs_review = db.execute(review_sql, [kb] if kb else []).fetchone()[0]
     thresholds = {}
     for name in sorted(kbs if kb is None else {kb}):
         found = calibrate(SQLiteCalibration(db), name)
@@ -111,5 +116,6 @@ def stats(db: Database, *, kb: str | None = None) -> dict[str, Any]:
         "output_tokens": sums["output_tokens"],
         "usd": usd,
         "usd_unknown": sums["usd_unknown"],
+        "needs_review": needs_review,
         "thresholds": thresholds,
     }
