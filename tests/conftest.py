@@ -43,3 +43,30 @@ def _isolated(tmp_path, monkeypatch):
     yield
     monkeypatch.undo()
     settings.reload()
+
+
+# The web view's browser tests (test_web_browser.py, test_web_layout.py): Debian's Chromium driven by
+# Playwright, never `playwright install` (no browser download). Those modules skip without either.
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A page that records every dialog a payload might open and every CSP report."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900}, java_script_enabled=True)
+    pg = context.new_page()
+    pg.dialogs = []
+    pg.csp_reports = []
+    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
+    pg.on("console", lambda m: pg.csp_reports.append(m.text) if "Content Security Policy" in m.text else None)
+    yield pg
+    context.close()

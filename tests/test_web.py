@@ -420,3 +420,71 @@ def test_serve_command_end_to_end(db):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# --- the trace list, compare limits, failures, favicon ----------------------------------------------
+
+def test_the_trace_list_counts_sorts_and_says_why(db):
+    c = client(db)
+    html = c.get("/traces").text
+    total = len(all_ids(db))
+    assert f"{total} traces." in html
+    assert "not supported by any chunk" in html or "contradicted by chunk" in html  # the failing claim
+    assert f"{len(all_ids(db))} traces" not in c.get("/traces", params={"gate": "fail"}).text  # a filtered count
+    # Faithfulness, lowest first, walked page by page with the cursor the next link carries.
+    seen, url, pages = [], "/traces?sort=faith", 0
+    while url and pages < 20:
+        page = c.get(url.replace("&amp;", "&")).text
+        seen += [int(i) for i in re.findall(r'<td class="n"><a href="/traces/(\d+)', page)]
+        found = re.search(r'<a rel="next" href="([^"]+)"', page)
+        url, pages = (found.group(1) if found else None), pages + 1
+    assert sorted(seen) == sorted(all_ids(db)) and len(seen) == len(set(seen))
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        faith = dict(conn.execute("SELECT id, COALESCE(faithfulness_fraction, 2.0) FROM traces").fetchall())
+    assert [faith[i] for i in seen] == sorted(faith[i] for i in seen)
+    assert c.get("/traces", params={"sort": "nope"}).status_code == 400
+    assert c.get("/traces", params={"sort": "faith", "cursor": "x_1"}).status_code == 400
+
+
+def test_the_text_filter_matches_external_ids_and_metadata(db):
+    c = client(db)
+    assert "xss-2" in c.get("/traces", params={"q": "xss-2"}).text               # an external id
+    by_meta = c.get("/traces", params={"q": "javascript:alert('meta')"}).text   # a metadata value
+    ids = re.findall(r'<td class="n"><a href="/traces/(\d+)', by_meta)
+    assert ids == [str(trace_id(db, "What is the warranty of the Z9"))]
+
+
+def test_compare_lists_are_limited_like_the_cli(db):
+    c = client(db)
+    runs = browse.run_labels(browse.open_readonly(db))
+    a, b = str(runs[-1][0]), str(runs[0][0])
+    limited = c.get("/compare", params={"a": a, "b": b, "limit": 1}).text
+    assert "more (<a href=" in limited
+    assert "more (<a href=" not in c.get("/compare", params={"a": a, "b": b, "limit": 0}).text
+
+
+def test_a_database_that_cannot_be_read_is_an_error_page_not_a_traceback(db, tmp_path, monkeypatch):
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())
+    c = client(copy)
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(browse, "page_traces", locked)
+    r = c.get("/traces")
+    assert r.status_code == 503 and "Database unavailable" in r.text and "database is locked" in r.text
+    assert r.headers["content-security-policy"] == CSP and "Traceback" not in r.text
+
+    def vanished(*args, **kwargs):  # what the store raises for a file that is gone
+        raise StoreError(f"no database at {copy}")
+
+    monkeypatch.setattr(browse, "trace_row", vanished)
+    r = c.get("/traces/1")
+    assert r.status_code == 503 and "no database at" in r.text and "Traceback" not in r.text
+
+
+def test_a_favicon_is_served(db):
+    r = client(db).get("/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and b"<svg" in r.content
+    assert '<link rel="icon" href="/static/favicon.svg"' in client(db).get("/").text

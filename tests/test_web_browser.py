@@ -44,27 +44,6 @@ def base_url(db) -> str:
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        # Never `playwright install`: the system's Chromium, no download.
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1200, "height": 900}, java_script_enabled=True)
-    pg = context.new_page()
-    pg.dialogs = []            # every alert/confirm a payload might open
-    pg.csp_reports = []
-    pg.on("dialog", lambda d: (pg.dialogs.append(d.message), d.dismiss()))
-    pg.on("console", lambda m: pg.csp_reports.append(m.text) if "Content Security Policy" in m.text else None)
-    yield pg
-    context.close()
-
-
-@pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
     folder = Path(_SHOTS) if _SHOTS else tmp_path_factory.mktemp("shots")
     folder.mkdir(parents=True, exist_ok=True)
@@ -193,6 +172,7 @@ def test_hostile_knowledge_base_in_the_filter_form(page, base_url):
     page.goto(base_url + "/traces")
     page.select_option("select[name=kb]", HOSTILE_KB)
     page.get_by_role("button", name="Filter").click()
+    page.wait_for_url("**/traces?*kb=*")  # the filtered page, not the one the click left
     assert page.locator("table.traces tbody tr").count() == 1
     assert page.locator("table.traces td:nth-child(3)").inner_text() == HOSTILE_KB
     no_script_ran(page)
