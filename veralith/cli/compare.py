@@ -87,6 +87,9 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
     head.append("  →  B ")
     head.append_text(literal(_label(c.run_b), "bold"))
     parts.append(head)
+    if c.run_a.get("id") == c.run_b.get("id"):
+        parts.append(Text("A and B are the same run: a run compared with itself cannot change; name two runs "
+                          "(see `veralith runs`)", "yellow"))
     summary = Text()
     summary.append(f"{len(c.regressions)} regression(s)", "bold red" if c.regressions else "green")
     summary.append(f", {len(c.improvements)} improvement(s), {len(c.indeterminate_changes)} indeterminate "
