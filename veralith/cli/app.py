@@ -359,7 +359,9 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                     tally.interrupted = True
                     # an unchanged record's trace is done, not left pending (it was only to be read back)
                     cancelled = [job for job in stop.cancelled if not getattr(job, "unchanged", False)]
-                    tally.left_pending, tally.left_running = len(cancelled), len(stop.abandoned)
+                    # += : a trace stored but not yet handed over is already counted (batch.eval_jobs)
+                    tally.left_pending += len(cancelled)
+                    tally.left_running = len(stop.abandoned)
                     if persist:
                         batch.release(_store(), cancelled)
     finally:  # a ConfigError or StoreError (full disk, read-only file...) is shown by VeralithGroup

@@ -68,20 +68,24 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
     window: deque[_Slot[J]] = deque()
     source = iter(jobs)
     exhausted = False
+    taken: Any = _END  # a job read from `source` and not yet in the window (a Ctrl-C may land between)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-eval")
     try:
         while True:
             while not exhausted and len(window) < 2 * concurrency:
-                job = next(source, _END)
+                job = taken = next(source, _END)
                 if job is _END:
                     exhausted = True
                     break
                 window.append(_Slot(job, pool.submit(contextvars.copy_context().run, work, job)))
+                taken = _END
             if not window:
                 break
             _settle(window, on_done, on_flush, block=True)
     except KeyboardInterrupt:
         cancelled = [s.job for s in window if not s.done and s.future.cancel()]
+        if taken is not _END and all(s.job is not taken for s in window):
+            cancelled.append(taken)  # read but never started
         running = [s for s in window if not s.future.cancelled()]
         window = deque(running)
         try:
@@ -240,34 +244,43 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: TraceStore |
             tally.failed += 1
             report(f"{path}:{item.line}: {exc}")
             continue
-        if store is not None:
-            from veralith.store.errors import WritesStopped
-            from veralith.store.repository import DuplicateExternalId
+        created: int | None = None  # a trace stored for this record and not yet handed to the caller
+        try:
+            if store is not None:
+                from veralith.store.errors import WritesStopped
+                from veralith.store.repository import DuplicateExternalId
 
-            try:
-                if isinstance(existing, int):
-                    trace_id = existing  # re-judged in place: claimed (again) when its turn comes
-                    if run_id is not None:  # the run keeps it even if this evaluation fails
-                        from veralith.store.db import open_db
-                        from veralith.store.runs import tag_trace
+                try:
+                    if isinstance(existing, int):
+                        trace_id = existing  # re-judged in place: claimed (again) when its turn comes
+                        if run_id is not None:  # the run keeps it even if this evaluation fails
+                            from veralith.store.db import open_db
+                            from veralith.store.runs import tag_trace
 
-                        tag_trace(open_db(), run_id, trace_id)
-                else:
-                    # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
-                    trace_id = store.create_trace(_input(item), queued=True, run_id=run_id)
-                    tally.without_id += item.external_id is None
-            except WritesStopped:
-                raise
-            except DuplicateExternalId as exc:  # another run of this file stored it a moment ago
-                tally.skipped += 1
-                report(f"{path}:{item.line}: {exc}; left to the run that stored it")
-                continue
-            except Exception as exc:
-                tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
-                report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
-                continue
-            item = replace(item, trace_id=trace_id)
-        yield item
+                            tag_trace(open_db(), run_id, trace_id)
+                    else:
+                        # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
+                        trace_id = created = store.create_trace(_input(item), queued=True, run_id=run_id)
+                        tally.without_id += item.external_id is None
+                except WritesStopped:
+                    raise
+                except DuplicateExternalId as exc:  # another run of this file stored it a moment ago
+                    tally.skipped += 1
+                    report(f"{path}:{item.line}: {exc}; left to the run that stored it")
+                    continue
+                except Exception as exc:
+                    tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
+                    report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
+                    continue
+                item = replace(item, trace_id=trace_id)
+            yield item
+        except KeyboardInterrupt:
+            # Ctrl-C between storing the trace and handing it over: it is one of the traces left
+            # pending (counted and released like the cancelled ones), not a silent leftover.
+            if created is not None and store is not None:
+                tally.left_pending += 1
+                store.release(created)
+            raise
     tally.unread = False
 
 
