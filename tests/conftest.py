@@ -70,3 +70,26 @@ def page(browser):
     pg.on("console", lambda m: pg.csp_reports.append(m.text) if "Content Security Policy" in m.text else None)
     yield pg
     context.close()
+
+
+# `pytest -m "not slow"` is the quick loop. Slow: whole modules that start processes, servers or a
+# browser, and single tests that take seconds (benchmarked with `--durations`; see CONTRIBUTING.md).
+SLOW_MODULES = frozenset({"test_web_browser", "test_web_layout", "test_crash_safety", "test_concurrency",
+                          "test_sample_app", "test_cli_progress"})
+SLOW_TESTS = frozenset({
+    "test_11_invalid_setting_is_one_line_and_help_still_works", "test_concurrent_first_connections_migrate_once",
+    "test_threads_opening_a_fresh_file_at_once_all_get_a_connection", "test_python_blocks_run",
+    "test_quickstart_inspect_screen_is_what_inspect_prints", "test_a_new_process_on_the_same_database_hits_too",
+    "test_flaky_server_every_trace_done_or_carrying_its_judge_error", "test_13_cli_edge_inputs_are_messages_not_tracebacks",
+    "test_serve_command_end_to_end", "test_2_dotenv_is_read_from_the_working_directory_only",
+    "test_5_exit_with_a_hung_judge_waits_at_most_the_shutdown_timeout",
+    "test_serve_on_another_loopback_address_answers_its_own_host", "test_help_in_a_pipe_breaks_lines_between_words_only",
+    "test_a_rerun_after_an_outage_judges_again_and_never_passes_the_gate",
+    "test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishes_them",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__ in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
