@@ -83,7 +83,7 @@ SLOW_TESTS = frozenset({
     "test_flaky_server_every_trace_done_or_carrying_its_judge_error", "test_13_cli_edge_inputs_are_messages_not_tracebacks",
     "test_serve_command_end_to_end", "test_2_dotenv_is_read_from_the_working_directory_only",
     "test_5_exit_with_a_hung_judge_waits_at_most_the_shutdown_timeout",
-    "test_serve_on_another_loopback_address_answers_its_own_host", "test_help_in_a_pipe_breaks_lines_between_words_only",
+    "test_serve_on_another_loopback_address_answers_its_own_host",
     "test_a_rerun_after_an_outage_judges_again_and_never_passes_the_gate",
     "test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishes_them",
 })
