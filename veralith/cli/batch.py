@@ -389,7 +389,8 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
 
 
 class Reporter:
-    """Progress on stderr: a rich bar on a terminal, a plain line every 10 % (or 10 s) otherwise.
+    """Progress on stderr: a rich bar on a terminal, a plain line every 10 % (or 10 s) otherwise,
+    and a last one at the end.
 
     Only the batch's own thread calls it (run_ordered's callbacks), so it needs no lock.
     """
@@ -400,6 +401,7 @@ class Reporter:
         self._progress: Any = None
         self._last_print = time.monotonic()
         self._last_step = 0
+        self._printed = 0  # the count the last plain line showed
 
     def __enter__(self) -> Reporter:
         if self.live:
@@ -416,6 +418,8 @@ class Reporter:
         if self._progress is not None:
             self.advance()
             self._progress.stop()
+        elif self.tally.processed and self._printed != self.tally.processed:
+            self._line()  # a log always ends on where the run got to, however short it was
 
     def report(self, message: str) -> None:
         from veralith.cli.render import literal
@@ -434,9 +438,14 @@ class Reporter:
         since = now - self._last_print
         if (step > self._last_step and since >= 1.0) or since >= self.every_s:
             self._last_step, self._last_print = step, now
-            of = f"/{t.total}" if t.total else ""
-            self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
-                               soft_wrap=True, markup=False)
+            self._line()
+
+    def _line(self) -> None:
+        t = self.tally
+        self._printed = t.processed
+        of = f"/{t.total}" if t.total else ""
+        self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
+                           soft_wrap=True, markup=False)
 
 
 def release(store: TraceStore, cancelled: Iterable[Record]) -> None:
