@@ -6,7 +6,7 @@ ModuleNotFoundError traceback.
 
 import sys
 
-INSTALL = 'pip install "veralith[sample]"'
+INSTALL = 'pip install "veralith-rag[sample]"'
 
 
 def _missing_extra() -> str | None:

@@ -29,6 +29,7 @@ def cli_markdown() -> str:
     import typer
 
     from veralith.cli import app
+    from veralith.cli.command import EXAMPLES, placeholder
 
     # Typer may vendor its own click, so the objects are handled by their attributes, not isinstance.
     root = typer.main.get_command(app)
@@ -41,29 +42,32 @@ def cli_markdown() -> str:
     for name, command in commands:
         lines.append(f"| [`veralith {name}`](#veralith-{name}) | {_cell(command.get_short_help_str(limit=200))} |")
     for name, command in commands:
-        arguments = [p.metavar or p.name.upper() for p in command.params if p.param_type_name == "argument"]
+        arguments = [placeholder(p) for p in command.params if p.param_type_name == "argument"]
         usage = " ".join([f"veralith {name}", "[OPTIONS]", *arguments])
         lines += ["", f"## veralith {name}", "", "```text", usage, "```", ""]
         lines += [_cell(command.help or "").strip(), ""]
         lines += _params_table(command)
+        lines += ["", "```bash", *EXAMPLES[name], "```"]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _exit_codes() -> list[str]:
-    """The 'Exit codes:' paragraph of the CLI module's docstring, where the codes are defined."""
-    import veralith.cli
+    """The exit-code table, from veralith.cli.exits where the codes are defined once."""
+    from veralith.cli.exits import MEANING
 
-    for paragraph in (veralith.cli.__doc__ or "").split("\n\n"):
-        if paragraph.strip().startswith("Exit codes:"):
-            return [_cell(paragraph), ""]
-    return []
+    rows = [f"| {code.value} | {code.name} | {_cell(meaning)} |" for code, meaning in MEANING.items()]
+    return ["## Exit codes", "", "Every command exits with one of these codes:", "", "| code | name | meaning |",
+            "|---|---|---|", *rows, "", "When several apply, the more serious wins: 2 over 3 (a gate computed over a "
+            "run that lost records is no verdict), and 130 over everything.", ""]
 
 
 def _params_table(command: Any) -> list[str]:
+    from veralith.cli.command import placeholder
+
     rows = []
     for param in command.params:
         if param.param_type_name == "argument":
-            names = f"`{param.metavar or param.name.upper()}`"
+            names = f"`{placeholder(param)}`"
         else:
             names = ", ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
         if names == "`--help`":

@@ -185,9 +185,9 @@ def test_over_budget_records_are_reported_and_not_stored(runner, tmp_path, monke
 def test_output_must_not_be_the_input_and_must_be_writable(runner, tmp_path):
     path = _write(tmp_path / "g.jsonl", GOOD[:1])
     same = runner.invoke(app, ["eval", str(path), "-o", str(path)])
-    assert same.exit_code == 1 and "is the input file" in same.stderr and path.read_text().strip()
+    assert same.exit_code == 2 and "is the input file" in same.stderr and path.read_text().strip()
     unwritable = runner.invoke(app, ["eval", str(path), "-o", str(tmp_path / "no" / "such" / "dir.jsonl")])
-    assert unwritable.exit_code == 1 and "cannot write" in unwritable.stderr
+    assert unwritable.exit_code == 2 and "cannot write" in unwritable.stderr
 
 
 @pytest.mark.filterwarnings("ignore:no price known")

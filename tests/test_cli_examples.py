@@ -54,7 +54,7 @@ def test_sample_app_without_its_extra_prints_the_install_command():
     run = subprocess.run([sys.executable, "-c", code], cwd=EXAMPLES.parent, capture_output=True, text=True,
                          timeout=60)
     assert run.returncode == 1
-    assert 'pip install "veralith[sample]"' in run.stderr and "Traceback" not in run.stderr
+    assert 'pip install "veralith-rag[sample]"' in run.stderr and "Traceback" not in run.stderr
     assert run.stdout == ""
 
 

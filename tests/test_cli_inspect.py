@@ -68,7 +68,7 @@ def _styled(text) -> dict[str, set[str]]:
 def test_each_claim_is_tagged_after_its_sentence_and_coloured_by_verdict():
     shown = render._response(_result())
     assert shown.plain == ("The X200 has a two-year warranty. [k1 ✓] It also covers drops. [k2 ✗] "
-                           "Shipping is free. [k3 ✗]")
+                           "Shipping is free. [k3 ⊘]")
     styles = _styled(shown)
     assert "The X200 has a two-year warranty" in styles["green"]
     assert "It also covers drops" in styles["yellow"]
@@ -82,7 +82,8 @@ def test_legend_names_every_mark_and_the_claims_that_could_not_be_placed():
                      faithfulness=[_judged("k1", Relation.supported)],
                      gaps=[Gap(id="g1", text="Shipping is free.", char_start=56, char_end=73)])
     legend = _plain(render._legend(result))
-    for needle in ("✓ grounded", "✗ ungrounded", "✗ contradicted", "≠ conflicting", "? not judged", "gap"):
+    for needle in ("✓ grounded (a chunk supports it)", "✗ ungrounded (no chunk supports it)",
+                   "⊘ contradicted (a chunk says otherwise)", "≠ conflicting", "? not judged", "gap"):
         assert needle in legend, needle
     assert "not located in the response (reworded by the judge): k2, k3" in legend
     response = render._response(result).plain
@@ -93,7 +94,7 @@ def test_overlapping_claims_take_the_worst_colour_and_share_one_tag():
     claims = [Claim(id="k1", text="a", char_start=0, char_end=32), Claim(id="k2", text="b", char_start=4, char_end=32)]
     shown = render._response(_result(claims=claims, faithfulness=[_judged("k1", Relation.supported),
                                                                   _judged("k2", Relation.contradicted)]))
-    assert shown.plain.startswith("The X200 has a two-year warranty. [k1 ✓ k2 ✗] It also")
+    assert shown.plain.startswith("The X200 has a two-year warranty. [k1 ✓ k2 ⊘] It also")
     styles = _styled(shown)
     assert "The " in styles["green"] and "X200 has a two-year warranty" in styles["bold red"]
 
@@ -106,7 +107,7 @@ def test_hostile_response_is_escaped_and_spans_still_mark_the_right_words():
                                                      char_end=len(hostile) - 1)],
                      faithfulness=[_judged("k1", Relation.supported), _judged("k2", Relation.contradicted)])
     shown = render._response(result)
-    assert shown.plain == "Ok [red]x[/red]\\x1b[2J. [k1 ✓] Bad \\u202eclaim. [k2 ✗]"
+    assert shown.plain == "Ok [red]x[/red]\\x1b[2J. [k1 ✓] Bad \\u202eclaim. [k2 ⊘]"
     styles = _styled(shown)
     assert "Ok [red]x[/red]\\x1b[2J" in styles["green"] and "Bad \\u202eclaim" in styles["bold red"]
     console = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="truecolor")
@@ -133,8 +134,8 @@ def test_inspect_command_shows_the_marked_response_metadata_and_creation_time(st
     shown = CliRunner(env={"COLUMNS": "100"}).invoke(app, ["inspect", str(trace_id)])
     assert shown.exit_code == 0, shown.output
     out = shown.stdout
-    assert "It also covers drops. [k2 ✗] Shipping is free. [k3 ✗]" in out
-    assert "legend ✓ grounded  ✗ ungrounded  ✗ contradicted  ≠ conflicting" in out
+    assert "It also covers drops. [k2 ✗] Shipping is free. [k3 ⊘]" in out
+    assert "⊘ contradicted (a chunk says otherwise)" in " ".join(out.split())
     assert "metadata  run_id=r1  user_id=u1" in out
     assert re.search(r"created \d{4}-\d\d-\d\d \d\d:\d\d UTC", out)
 

@@ -85,7 +85,7 @@ def test_user_text_is_shown_literally_never_as_markup():
 def test_inspect_view_names_every_part():
     out = _text(render.result_view(_result()))
     for needle in ("Trace 7", "incomplete_ungrounded", "LOW", "threshold 1.00, fallback", "What is Y?",
-                   "✓ grounded", "✗ contradicted", "✗ ungrounded", "contradicted by c0", "extra claims: k3",
+                   "✓ grounded", "⊘ contradicted", "✗ ungrounded", "contradicted by c0", "extra claims: k3",
                    "Worst-case failure", "Raise retrieval-K.", "rate_limited", "cost unknown"):
         assert needle in out, needle
     q2 = next(line for line in out.splitlines() if "What is Y?" in line)

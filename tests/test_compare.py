@@ -270,7 +270,7 @@ def two_runs():
 @pytest.mark.usefixtures("store_url")
 def test_the_worked_example_finds_the_planted_regressions_and_fixes(two_runs):
     result = _cli("compare", "baseline", "candidate", "--json")
-    assert result.exit_code == 1                       # regressions > --max-regressions 0
+    assert result.exit_code == 3                       # regressions > --max-regressions 0: a check failed
     data = json.loads(result.output)
     regressions = {r["key"]: r for r in data["regressions"]}
     assert set(regressions) == {"support-001", "support-002"}
@@ -286,8 +286,9 @@ def test_the_worked_example_finds_the_planted_regressions_and_fixes(two_runs):
 
 def test_max_regressions_sets_the_exit_code(two_runs):
     assert _cli("compare", "1", "2", "--max-regressions", "2").exit_code == 0
-    assert _cli("compare", "1", "2", "--max-regressions", "1").exit_code == 1
-    assert _cli("compare", "2", "2").exit_code == 0     # a run against itself: nothing moved
+    assert _cli("compare", "1", "2", "--max-regressions", "1").exit_code == 3
+    itself = _cli("compare", "2", "2")
+    assert itself.exit_code == 0 and "same run" in itself.output  # a run against itself: nothing moved, and said
 
 
 def test_text_json_and_markdown_say_the_same(two_runs):

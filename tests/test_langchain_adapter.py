@@ -640,7 +640,7 @@ def test_importing_veralith_or_the_adapter_does_not_import_langchain():
 
 def test_install_without_langchain_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "langchain_core.callbacks", None)
-    with warnings.catch_warnings(), pytest.raises(ImportError, match=r'pip install "veralith\[langchain\]"'):
+    with warnings.catch_warnings(), pytest.raises(ImportError, match=r'pip install "veralith-rag\[langchain\]"'):
         adapter.install()
     assert not adapter.is_installed()
 

@@ -59,7 +59,7 @@ def test_version_is_written_once():
     assert "version" not in PROJECT.get("dynamic", [])
     assert re.fullmatch(r"\d+\.\d+\.\d+(?:(?:a|b|rc)\d+)?", PROJECT["version"])
     # The installed metadata is what veralith.__version__ reports; a stale editable install shows here.
-    assert importlib.metadata.version("veralith") == PROJECT["version"]
+    assert importlib.metadata.version(PROJECT["name"]) == PROJECT["version"]
     changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
     assert f"## [{PROJECT['version']}]" in changelog, "CHANGELOG.md has no section for this version"
     assert "## [Unreleased]" in changelog
@@ -134,3 +134,36 @@ def test_pre_commit_runs_the_pinned_ruff():
     config = (REPO / ".pre-commit-config.yaml").read_text(encoding="utf-8")
     rev = re.search(r"ruff-pre-commit\s+rev:\s*v(\S+)", config)
     assert rev and pin == f"ruff=={rev.group(1)}", "the pre-commit hook and the dev extra run different ruffs"
+
+
+# `veralith` on the package index is another project; this one is distributed as veralith-rag.
+DISTRIBUTION = "veralith-rag"
+_INSTALL = re.compile(r"""pip install\s+(?:-[qe]\s+)*(?P<what>"[^"]+"|'[^']+'|\S+)""")
+
+
+def test_the_distribution_name_is_not_the_other_projects():
+    assert PROJECT["name"] == DISTRIBUTION
+    assert PROJECT["scripts"]["veralith"] == "veralith.cli:main"   # the command keeps its name
+    assert (REPO / "veralith" / "__init__.py").is_file()             # and so does the import package
+
+
+def _install_lines() -> list[tuple[str, str]]:
+    places = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "sample_app" / "README.md",
+              *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "veralith").rglob("*.py")),
+              *sorted((REPO / "sample_app").glob("*.py"))]
+    found = []
+    for path in places:
+        for match in _INSTALL.finditer(path.read_text(encoding="utf-8")):
+            found.append((f"{path.relative_to(REPO)}: {match.group(0)}", match.group("what").strip("\"'")))
+    return found
+
+
+def test_every_install_line_installs_this_project():
+    """Each `pip install` a user is told to run installs this checkout or veralith-rag, never `veralith`."""
+    lines = _install_lines()
+    assert len(lines) >= 8, lines
+    for where, what in lines:
+        if what in ("uv", "pre-commit"):  # the tools, not Veralith
+            continue
+        ours = what.startswith((".", DISTRIBUTION)) and not what.startswith("..")
+        assert ours, f"{where} does not install this project (use a checkout path or {DISTRIBUTION})"

@@ -82,7 +82,7 @@ def test_1_export_and_eval_refuse_the_database_as_output(runner, tmp_path, suffi
     for args in (["export", "-o", str(target)],
                  ["eval", str(_jsonl(tmp_path / "in.jsonl", [GOOD])), "-o", str(target)]):
         result = runner.invoke(app, args)
-        assert result.exit_code == 1 and "destroy the stored traces" in result.stderr, result.output
+        assert result.exit_code == 2 and "destroy the stored traces" in result.stderr, result.output
     assert db_file.stat().st_size >= before and load_result(trace_id).trace_id == trace_id
 
 
@@ -446,7 +446,7 @@ def test_13_cli_edge_inputs_are_messages_not_tracebacks(runner, tmp_path):
         assert result.exit_code == 2 and not isinstance(result.exception, (OverflowError, ValueError)), args
     assert "pending, running, done, error" in runner.invoke(app, ["list", "--status", "bogus"]).stderr
     out = _cli(["list"], {"VERALITH_DB_PATH": os.devnull})
-    assert out.returncode == 1 and out.stderr.startswith("error:") and "Traceback" not in out.stderr
+    assert out.returncode == 2 and out.stderr.startswith("error:") and "Traceback" not in out.stderr
 
 
 def test_13_bidi_marks_are_escaped_and_terminal_exports_are_inert():
@@ -487,7 +487,7 @@ def test_13_a_damaged_page_is_reported_and_export_goes_on(runner, tmp_path):
     assert f"trace {ids[1]} cannot be read" in result.stderr, result.stderr
     assert exported == [ids[0], ids[2]], result.stderr
     bad = runner.invoke(app, ["inspect", str(ids[1])])
-    assert bad.exit_code == 1 and "cannot be read" in bad.stderr
+    assert bad.exit_code == 2 and "cannot be read" in bad.stderr
     assert bad.exception is None or isinstance(bad.exception, SystemExit)
 
 

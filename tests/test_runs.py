@@ -226,3 +226,19 @@ def test_a_failed_re_judging_leaves_the_trace_in_the_new_run_without_an_outcome(
     assert rows == {1: "pass", run_2: None}
     run = store.get_run(run_2)
     assert (run.n_traces, run.n_unevaluated, run.pass_rate) == (1, 1, None)
+
+
+def test_a_run_that_stored_nothing_is_not_recorded(tmp_path):
+    """Every line bad: nothing was stored, so there is no run to list or compare (issue 26)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"query": "q"}\nnot json\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["eval", str(bad), "--run-name", "empty"])
+    assert result.exit_code == 2, result.output
+    assert "recorded" not in result.output
+    from veralith.store.db import open_db
+    from veralith.store.runs import list_runs
+
+    assert list_runs(open_db()) == []
+    good = _write(tmp_path / "good.jsonl", RECORDS[:1])
+    assert CliRunner().invoke(app, ["eval", str(good), "--run-name", "real"]).exit_code == 0
+    assert [r.name for r in list_runs(open_db())] == ["real"]

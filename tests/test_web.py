@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'veralith[web]')")
-pytest.importorskip("jinja2", reason="the web extra is not installed (pip install 'veralith[web]')")
+pytest.importorskip("starlette", reason="the web extra is not installed (pip install '.[web]')")
+pytest.importorskip("jinja2", reason="the web extra is not installed (pip install '.[web]')")
 
 from starlette.testclient import TestClient  # noqa: E402
 from store_support import sql  # noqa: E402
@@ -339,6 +339,29 @@ def test_without_a_token_only_loopback_host_names_are_answered(served):
     assert r.status_code == 403 and "Veralith" not in r.text
 
 
+def test_every_loopback_address_is_answered_without_a_token(db):
+    """`serve --host 127.0.0.2` binds a loopback address: its own Host must be answered (issue 22, item 6)."""
+    for host in ("127.0.0.2", "127.1.2.3", "[::1]"):
+        assert client(db, f"http://{host}:9").get("/").status_code == 200, host
+    for host in ("127.0.0.1.attacker.example", "0x7f000001", "2130706433"):  # names and numbers that are not IPs
+        assert client(db, "http://localhost:9").get("/", headers={"host": f"{host}:9"}).status_code == 403, host
+
+
+def test_serve_on_another_loopback_address_answers_its_own_host(db):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VERALITH_")}
+    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "serve", "--db", str(db), "--host", "127.0.0.2",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"at (http://127\.0\.0\.2:\d+/)", line)
+        assert match, (line, proc.stderr.read() if proc.poll() is not None else "")
+        with urllib.request.urlopen(match.group(1) + "traces", timeout=5) as reply:
+            assert reply.status == 200 and "Traces" in reply.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def test_a_token_is_checked_on_every_request(served):
     db = served
     c = client(db, "http://192.0.2.1:8765", token=TOKEN)
@@ -379,20 +402,20 @@ def test_templates_and_static_files_ship_in_the_wheel():
 def test_serve_refuses_a_public_host_without_a_token(host, db, monkeypatch):
     monkeypatch.delenv("VERALITH_SERVE_TOKEN", raising=False)
     result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--host", host])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "token" in result.output and "VERALITH_SERVE_TOKEN" in result.output
 
 
 def test_serve_refuses_a_short_token_and_a_missing_database(db, tmp_path):
     result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--host", "0.0.0.0", "--token", "short"])
-    assert result.exit_code == 1 and "too short" in result.output
+    assert result.exit_code == 2 and "too short" in result.output
     result = CliRunner().invoke(cli, ["serve", "--db", str(tmp_path / "none.db")])
     assert result.exit_code == 1 and "no database" in result.output
     assert not (tmp_path / "none.db").exists()
 
 
-def test_serve_on_a_port_in_use_says_so_and_exits_1(db):
-    # uvicorn's own exit code (3) would read as "quality gate failed" (docs/ci.md).
+def test_serve_on_a_port_in_use_says_so_and_exits_2(db):
+    # uvicorn's own exit code (3) would read as "a check failed" (veralith.cli.exits).
     import socket
 
     with socket.socket() as taken:
@@ -400,7 +423,7 @@ def test_serve_on_a_port_in_use_says_so_and_exits_1(db):
         taken.listen()
         port = taken.getsockname()[1]
         result = CliRunner().invoke(cli, ["serve", "--db", str(db), "--port", str(port)])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert f"error: could not listen on 127.0.0.1:{port} (is the port in use?)" in result.output
 
 
@@ -437,3 +460,71 @@ def test_serve_command_end_to_end(served):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# --- the trace list, compare limits, failures, favicon ----------------------------------------------
+
+def test_the_trace_list_counts_sorts_and_says_why(db):
+    c = client(db)
+    html = c.get("/traces").text
+    total = len(all_ids(db))
+    assert f"{total} traces." in html
+    assert "not supported by any chunk" in html or "contradicted by chunk" in html  # the failing claim
+    assert f"{len(all_ids(db))} traces" not in c.get("/traces", params={"gate": "fail"}).text  # a filtered count
+    # Faithfulness, lowest first, walked page by page with the cursor the next link carries.
+    seen, url, pages = [], "/traces?sort=faith", 0
+    while url and pages < 20:
+        page = c.get(url.replace("&amp;", "&")).text
+        seen += [int(i) for i in re.findall(r'<td class="n"><a href="/traces/(\d+)', page)]
+        found = re.search(r'<a rel="next" href="([^"]+)"', page)
+        url, pages = (found.group(1) if found else None), pages + 1
+    assert sorted(seen) == sorted(all_ids(db)) and len(seen) == len(set(seen))
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        faith = dict(conn.execute("SELECT id, COALESCE(faithfulness_fraction, 2.0) FROM traces").fetchall())
+    assert [faith[i] for i in seen] == sorted(faith[i] for i in seen)
+    assert c.get("/traces", params={"sort": "nope"}).status_code == 400
+    assert c.get("/traces", params={"sort": "faith", "cursor": "x_1"}).status_code == 400
+
+
+def test_the_text_filter_matches_external_ids_and_metadata(db):
+    c = client(db)
+    assert "xss-2" in c.get("/traces", params={"q": "xss-2"}).text               # an external id
+    by_meta = c.get("/traces", params={"q": "javascript:alert('meta')"}).text   # a metadata value
+    ids = re.findall(r'<td class="n"><a href="/traces/(\d+)', by_meta)
+    assert ids == [str(trace_id(db, "What is the warranty of the Z9"))]
+
+
+def test_compare_lists_are_limited_like_the_cli(db):
+    c = client(db)
+    runs = browse.run_labels(browse.open_readonly(db))
+    a, b = str(runs[-1][0]), str(runs[0][0])
+    limited = c.get("/compare", params={"a": a, "b": b, "limit": 1}).text
+    assert "more (<a href=" in limited
+    assert "more (<a href=" not in c.get("/compare", params={"a": a, "b": b, "limit": 0}).text
+
+
+def test_a_database_that_cannot_be_read_is_an_error_page_not_a_traceback(db, tmp_path, monkeypatch):
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(db.read_bytes())
+    c = client(copy)
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(browse, "page_traces", locked)
+    r = c.get("/traces")
+    assert r.status_code == 503 and "Database unavailable" in r.text and "database is locked" in r.text
+    assert r.headers["content-security-policy"] == CSP and "Traceback" not in r.text
+
+    def vanished(*args, **kwargs):  # what the store raises for a file that is gone
+        raise StoreError(f"no database at {copy}")
+
+    monkeypatch.setattr(browse, "trace_row", vanished)
+    r = c.get("/traces/1")
+    assert r.status_code == 503 and "no database at" in r.text and "Traceback" not in r.text
+
+
+def test_a_favicon_is_served(db):
+    r = client(db).get("/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and b"<svg" in r.content
+    assert '<link rel="icon" href="/static/favicon.svg"' in client(db).get("/").text

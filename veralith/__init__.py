@@ -31,7 +31,8 @@ from veralith.sdk.log import log, resume, shutdown
 from veralith.sdk.trace import TraceContext, TraceReturn, trace
 
 try:
-    __version__ = _version("veralith")  # written once, in pyproject.toml
+    # Written once, in pyproject.toml, under the distribution name (not "veralith": another project's).
+    __version__ = _version("veralith-rag")
 except _PackageNotFoundError:  # imported from a source tree that was never installed: no metadata
     __version__ = "0+unknown"
 

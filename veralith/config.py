@@ -122,6 +122,11 @@ class Settings(BaseModel):
         200_000, ge=1, description="The most characters the offline `local` judge reads in one call: the "
         "query with the response, or with the context. A longer trace is not judged by it: `indeterminate`, "
         "reason `input_too_large`.")
+    gate_fail_cells: tuple[str, ...] = Field(
+        ("complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded", "extra_grounded", "extra_ungrounded"),
+        description="Failure cells that fail the quality gate, comma-separated (default: every cell but "
+        "complete_grounded, which always passes). A cell left out passes; a trace without a cell stays "
+        "indeterminate and a response without claims still fails. Applies when a trace is judged (veralith.policy).")
     pricing: dict[str, dict[str, float]] | None = Field(
         None, description='JSON price overrides in USD per 1M tokens, e.g. '
         '{"my-model": {"input": 0.5, "cached_input": 0.25, "output": 1.5}}.')
@@ -139,6 +144,16 @@ class Settings(BaseModel):
                 if not math.isfinite(price) or price < 0:
                     raise ValueError(f"price {kind!r} of {model!r} must be a finite number >= 0, got {price}")
         return value
+
+    @field_validator("gate_fail_cells", mode="before")
+    @classmethod
+    def _split_gate_fail_cells(cls, value: Any) -> tuple[str, ...]:
+        # "a, b" from the environment; the names are checked against the cells by veralith.policy.
+        names = [n.strip() for n in value.split(",")] if isinstance(value, str) else list(value)
+        cells = tuple(dict.fromkeys(n for n in names if n))
+        if not cells:  # an empty variable must not silently let every trace pass
+            raise ValueError("name at least one failure cell (unset the variable for the default)")
+        return cells
 
     @field_validator("base_url")
     @classmethod

@@ -1,7 +1,9 @@
 """The status layers and the quality gate, as pure functions of what was judged.
 
 `status()` is the one place that turns a judged trace into `Status`: execution (did the phases
-run), availability (was there anything to assess), and the gate. The gate never says `pass` when
+run), availability (was there anything to assess), and the gate. Which cells fail the gate is the
+project's policy (`fail_cells()`, from VERALITH_GATE_FAIL_CELLS; by default every cell but
+complete_grounded); the rules below hold whatever it says. The gate never says `pass` when
 nothing was assessed: no cell means `indeterminate`, and a response without claims that is not a
 refusal fails.
 
@@ -12,6 +14,7 @@ uncovered is one the context cannot answer (per-sub-question sufficiency, not th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from veralith.models import (
@@ -26,7 +29,7 @@ from veralith.models import (
     Status,
 )
 
-__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "quality_gate", "status"]
+__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "fail_cells", "quality_gate", "status"]
 
 REFUSAL_KINDS = frozenset({ResponseKind.full_refusal, ResponseKind.partial_refusal})
 # Judge error kinds that say the judge declined the input itself (the offline judge: too large for
@@ -34,13 +37,39 @@ REFUSAL_KINDS = frozenset({ResponseKind.full_refusal, ResponseKind.partial_refus
 INPUT_REFUSALS = frozenset({"input_too_large", "unsupported_language"})
 
 
+def fail_cells() -> frozenset[FailureCell]:
+    """The cells that fail the gate under the configured policy (VERALITH_GATE_FAIL_CELLS; default:
+    every cell but complete_grounded). The one place the policy is read; a name that is not a cell,
+    or complete_grounded (which always passes), is a ConfigError naming the variable."""
+    from veralith.config import settings
+
+    return _cells(settings.gate_fail_cells)
+
+
+@functools.lru_cache(maxsize=8)
+def _cells(names: tuple[str, ...]) -> frozenset[FailureCell]:
+    from veralith.config import ConfigError
+
+    unknown = [n for n in names if n not in FailureCell.__members__]
+    if unknown:
+        allowed = ", ".join(c.value for c in FailureCell if c is not FailureCell.complete_grounded)
+        raise ConfigError(f"VERALITH_GATE_FAIL_CELLS: {', '.join(map(repr, unknown))} is not a failure cell; "
+                          f"give a comma-separated list of {allowed}")
+    if FailureCell.complete_grounded.value in names:
+        raise ConfigError("VERALITH_GATE_FAIL_CELLS: complete_grounded always passes the gate; leave it out")
+    return frozenset(FailureCell(n) for n in names)
+
+
 def quality_gate(*, failure_cell: FailureCell | None, availability: Availability,
                  response_kind: ResponseKind | None = None, coverage: Mapping[str, Coverage] | None = None,
-                 sufficient: Mapping[str, bool] | None = None, n_extra_claims: int = 0) -> tuple[Gate, str, str]:
+                 sufficient: Mapping[str, bool] | None = None, n_extra_claims: int = 0,
+                 failing: frozenset[FailureCell] | None = None) -> tuple[Gate, str, str]:
     """Return (gate, reason code, one-sentence summary).
 
     `coverage` is per sub-question (veralith.models.Coverage); `sufficient` says per sub-question
-    whether the context can answer it, None when the Sufficiency judge failed.
+    whether the context can answer it, None when the Sufficiency judge failed. `failing`: the cells
+    that fail the gate (default: the configured policy, `fail_cells()`); a cell outside it passes,
+    refusal or not, with reason `cell_allowed`.
     """
     if availability is Availability.not_evaluated or failure_cell is None:
         return (Gate.indeterminate, "not_classified",
@@ -49,6 +78,9 @@ def quality_gate(*, failure_cell: FailureCell | None, availability: Availability
         return Gate.fail, "no_assessable_claims", "The response makes no claim that answers the query."
     if failure_cell is FailureCell.complete_grounded:
         return Gate.pass_, "complete_grounded", "Every part of the query is answered by claims grounded in the context."
+    if failure_cell not in (fail_cells() if failing is None else failing):
+        return (Gate.pass_, "cell_allowed", f"The trace is {failure_cell.value}, a cell this project's gate policy "
+                "lets pass (VERALITH_GATE_FAIL_CELLS).")
     if response_kind in REFUSAL_KINDS:
         return _refusal_gate(failure_cell, response_kind, coverage or {}, sufficient, n_extra_claims)
     return Gate.fail, failure_cell.value, _FAIL_SUMMARY[failure_cell]

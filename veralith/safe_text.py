@@ -12,9 +12,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["UNSAFE", "json_safe", "visible"]
+__all__ = ["DIRECTION_MARKS", "UNSAFE", "json_safe", "laid_out", "visible"]
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+DIRECTION_MARKS = frozenset("\u061c\u200e\u200f")  # ALM, LRM, RLM: weak marks, not overrides
+_LINE_BREAKS = re.compile("\r\n?|\f")
 
 
 def visible(text: Any) -> str:
@@ -28,3 +30,10 @@ def json_safe(text: str) -> str:
     """Like `visible`, but always \\uNNNN, which is also a valid escape inside a JSON string, so a
     JSON line written to a terminal stays JSON."""
     return UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def laid_out(text: Any) -> str:
+    """`visible` for a page that lays text out: line breaks (CR LF, CR, form feed) become newlines and
+    the direction marks stay; every other unsafe character is written out as `visible` does."""
+    value = _LINE_BREAKS.sub("\n", text if isinstance(text, str) else str(text))
+    return UNSAFE.sub(lambda m: m.group() if m.group() in DIRECTION_MARKS else visible(m.group()), value)

@@ -4,12 +4,7 @@ Commands only wire options to the library and choose exit codes; reading and run
 in veralith.cli.batch, and everything shown is built by veralith.cli.render. Heavy modules are imported
 inside the commands so `veralith --help` stays instant.
 
-Exit codes: 0 clean; 1 missing or empty input, unknown trace, bad invocation; 2 finished with
-per-record errors (bad lines, failed records, judge errors), an option value no command can use
-(an unknown --status, --cell, --kb or --since, as for click's own checks), an invalid VERALITH_*
-setting, or a database that stopped accepting writes (full disk, read-only); 3 the quality gate of
-`eval --fail-under/--max-cell` failed (veralith.cli.gate; `compare` exits 1 on regressions, see
-veralith.cli.compare); 130 interrupted by Ctrl-C.
+Exit codes: the one table in veralith.cli.exits (ExitCode), documented in docs/cli.md.
 Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 """
 
@@ -28,6 +23,8 @@ import typer
 from rich.console import Console
 
 from veralith.cli import batch, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
+from veralith.cli.command import VeralithCommand, VeralithGroup, epilog
+from veralith.cli.exits import ExitCode, fail, print_error
 from veralith.llm.local.about import about
 
 if TYPE_CHECKING:
@@ -37,18 +34,25 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(name="veralith", help="Diagnose why a RAG answer went wrong.\n\nJudges: an OpenAI-compatible "
                   f"model when OPENAI_API_KEY or VERALITH_BASE_URL is set, else the {about()}", add_completion=False,
-                  pretty_exceptions_enable=False)
+                  pretty_exceptions_enable=False, cls=VeralithGroup, rich_markup_mode=None)
 
 # Shown under the help when `veralith` runs with no command: the loop a new user starts with.
-GETTING_STARTED = """Getting started:
+GETTING_STARTED = """
+Getting started:
   veralith eval traces.jsonl   judge a file of query/context/response records
   veralith list                the stored traces, newest first, with their cell
   veralith inspect ID          why one trace failed, claim by claim, and the fix"""
 
-EXIT_INPUT, EXIT_RECORD_ERRORS, EXIT_INTERRUPTED = 1, 2, 130
-EXIT_CONFIG = 2
-EXIT_BAD_OPTION = 2  # an option value no command can use, as click exits for its own checks
 MAX_ID = 2**63 - 1  # SQLite's largest integer; larger ids cannot exist and would overflow the driver
+
+
+_SINCE_HELP = ("Only traces created at or after this ISO date/time (UTC unless it names a zone) or this long "
+               "ago: 30m, 24h, 7d, 2w.")
+
+
+def _command(name: str) -> Any:
+    """Register a subcommand with the shared help layout and its example (veralith.cli.command)."""
+    return app.command(name, cls=VeralithCommand, epilog=epilog(name))
 
 
 def _print_version(value: bool) -> None:
@@ -95,16 +99,7 @@ def _err() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
-    _err().print(render.literal(f"error: {_redacted(message)}", "red"), soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _redacted(message: object) -> str:
-    """The message with the API key and any URL password masked (veralith.redact)."""
-    from veralith.config import redact_configured
-
-    return redact_configured(message)
+_fail = fail  # one error line, then the exit code (veralith.cli.exits)
 
 
 def _check_output(output: Path) -> None:
@@ -113,14 +108,14 @@ def _check_output(output: Path) -> None:
 
     problem = output_conflict(output)
     if problem is not None:
-        raise _fail(f"--output {problem}")
+        raise _fail(f"--output {problem}", ExitCode.ERROR)
 
 
 def _open_output(path: Path, *, newline: str | None) -> Any:
     try:
         return path.open("w", encoding="utf-8", newline=newline)
     except OSError as exc:
-        raise _fail(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+        raise _fail(f"--output {path}: cannot write ({exc.strerror or exc})", ExitCode.ERROR) from None
 
 
 def _store() -> Store:
@@ -131,16 +126,13 @@ def _store() -> Store:
 
 
 def _resolve(store: TraceStore, ref: str, kb: str | None) -> int:
-    """The trace id a person means by `ref`: a trace id, else their own record id (see resolve)."""
-    from veralith.errors import StoreError
-
+    """The trace id a person means by `ref`: a trace id, else their own record id (see resolve).
+    Not found, or a record id used in several knowledge bases: StoreError, shown by VeralithGroup."""
     _known_kb(kb)
     try:
         return store.resolve(ref, knowledge_base=kb)
-    except StoreError as exc:  # not found; or a record id used in several knowledge bases: name one
-        raise _fail(str(exc)) from None
     except sqlite3.DatabaseError as exc:  # a damaged page: a message, not a traceback
-        raise _fail(f"trace {ref} cannot be read: {exc} (the database file is damaged)") from None
+        raise _fail(f"trace {ref} cannot be read: {exc} (the database file is damaged)", ExitCode.ERROR) from None
 
 
 def _known_kb(kb: str | None) -> str | None:
@@ -150,7 +142,7 @@ def _known_kb(kb: str | None) -> str | None:
     try:
         return kb if db is None else filters.knowledge_base(kb, db.knowledge_bases)
     except filters.BadOption as exc:
-        raise _fail(str(exc), EXIT_BAD_OPTION) from None
+        raise _fail(str(exc), ExitCode.ERROR) from None
 
 
 def _kb_needs_ids(kb: str | None, refs: list[str] | None) -> None:
@@ -158,7 +150,7 @@ def _kb_needs_ids(kb: str | None, refs: list[str] | None) -> None:
     it would be ignored and every knowledge base exported or resumed, so it is a bad option."""
     if kb is not None and not refs:
         raise _fail(f"--kb {kb!r} names the knowledge base of the ids given, and no id was given; "
-                    "give the ids (trace ids or your own record ids) too", EXIT_BAD_OPTION)
+                    "give the ids (trace ids or your own record ids) too", ExitCode.ERROR)
 
 
 def _resolve_all(store: TraceStore, refs: list[str], kb: str | None) -> list[int]:
@@ -171,23 +163,26 @@ def _existing_db() -> Store | None:
     return found
 
 
-@app.command("eval")
+@_command("eval")
 def eval_command(
-    file: Annotated[Path, typer.Argument(help="JSONL: one {query, context, response} per line; optional id, "
-                                               "knowledge_base, metadata. A .csv file: a header row naming the "
-                                               "same columns. RAGAS and DeepEval field names are read too.",
-                                          show_default=False)],
+    file: Annotated[Path, typer.Argument(
+        metavar="FILE", help="JSONL: one {query, context, response} per line; optional id, knowledge_base, "
+        "metadata. A .csv file: a header row naming the same columns. RAGAS and DeepEval field names are read too.",
+        show_default=False)],
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", "-c", min=1, max=256, help="Traces evaluated in parallel (default: from settings)")] = None,
+        "--concurrency", "-c", min=1, max=256, metavar="N",
+        help="Traces evaluated in parallel, 1-256 (default: from settings)")] = None,
     no_persist: Annotated[bool, typer.Option(
         "--no-persist", help="Judge, but write nothing to the database (--dry-run calls no judge).")] = False,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
-    model: Annotated[str | None, typer.Option(help="Judge model name (default: from settings)")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write one full result per line "
+    model: Annotated[str | None, typer.Option(metavar="NAME", help="Judge model name (default: from settings)")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write one full result per line "
                                                 "(JSON), in input order.")] = None,
-    kb: Annotated[str, typer.Option("--kb", help="Knowledge base of records that name none.")] = "default",
+    kb: Annotated[str, typer.Option("--kb", metavar="NAME", help="Knowledge base of records that name none.")] \
+        = "default",
     run_name: Annotated[str | None, typer.Option(
-        "--run-name", help="Name this run (every eval is a run; see `veralith runs`, `veralith compare A B`).")]
+        "--run-name", metavar="NAME",
+        help="Name this run (every eval is a run; see `veralith runs`, `veralith compare A B`).")]
     = None,
     fail_under: Annotated[float | None, typer.Option(
         "--fail-under", min=0.0, max=1.0, metavar="RATE",
@@ -213,7 +208,8 @@ def eval_command(
     if not file.is_file():
         raise _fail(f"{file}: not a regular file")
     if output is not None and output.exists() and output.resolve() == file.resolve():
-        raise _fail(f"--output {output} is the input file; it would be overwritten before it is read")
+        raise _fail(f"--output {output} is the input file; it would be overwritten before it is read",
+                    ExitCode.ERROR)
     if output is not None:
         _check_output(output)
     try:
@@ -232,14 +228,14 @@ def eval_command(
         # --no-persist has no stored results to skip by: a real run would judge every record, as with --rejudge.
         bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
                        err=_err(), rejudge=rejudge or no_persist)
-        raise typer.Exit(EXIT_RECORD_ERRORS if bad else 0)
+        raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
     from veralith.cli.gate import EvalHooks
 
     try:  # the run (--run-name) and the CI gate (--fail-under, --max-cell)
         hooks = EvalHooks(file, persist=persist, run_name=run_name, fail_under=fail_under, max_cell=max_cell)
     except (TypeError, ValueError) as exc:
-        raise _fail(str(exc), EXIT_BAD_OPTION) from None
+        raise _fail(str(exc), ExitCode.ERROR) from None
 
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.eval_jobs(file, default_kb=kb, persist=persist, store=_store() if persist else None,
@@ -259,19 +255,21 @@ def eval_command(
                               where=lambda r: f"{file}:{r.line}"), _out())
 
 
-@app.command("resume")
+@_command("resume")
 def resume_command(
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", "-c", min=1, max=256, help="Traces evaluated in parallel (default: from settings)")] = None,
+        "--concurrency", "-c", min=1, max=256, metavar="N",
+        help="Traces evaluated in parallel, 1-256 (default: from settings)")] = None,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
-    model: Annotated[str | None, typer.Option(help="Judge model name (default: from settings)")] = None,
+    model: Annotated[str | None, typer.Option(metavar="NAME", help="Judge model name (default: from settings)")] = None,
     failed: Annotated[bool, typer.Option(
         "--failed", help="Instead re-judge stored traces whose last evaluation failed (judge errors, e.g. an "
         "outage); earlier errors stay in their history.")] = False,
     refs: Annotated[list[str] | None, typer.Argument(
-        metavar="[ID]...", help="Only these traces (trace ids or your own record ids).", show_default=False)]
+        metavar="ID", help="Only these traces (trace ids or your own record ids).", show_default=False)]
     = None,
-    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the record ids given.")] = None,
+    kb: Annotated[str | None, typer.Option("--kb", metavar="NAME", help="Knowledge base of the record ids given.")] \
+        = None,
 ) -> None:
     """Evaluate traces left pending (or abandoned by a crashed process); with --failed, re-judge failed ones."""
     _kb_needs_ids(kb, refs)
@@ -311,9 +309,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
     from collections import deque
 
-    from veralith.config import ConfigError, settings
-    from veralith.errors import JudgeServerDown, StoreError
-    from veralith.store.errors import WritesStopped
+    from veralith.config import settings
+    from veralith.errors import JudgeServerDown
 
     # A dry run must not create or touch the database, and the judge-reply cache lives in it.
     overrides: dict[str, Any] = {} if persist else {"cache": False}
@@ -322,6 +319,9 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
     if model is not None:
         overrides["judge_model"] = model
     err, tally = _err(), batch.Tally(total=total)
+    from veralith.policy import fail_cells
+
+    fail_cells()  # a bad gate policy is one line now, not an error on every record
     sink = _open_output(output, newline=None) if output else None
     down_line = None  # the judge server went down: the one line that says so
     try:
@@ -356,20 +356,16 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                     tally.interrupted = True
                     # an unchanged record's trace is done, not left pending (it was only to be read back)
                     cancelled = [job for job in stop.cancelled if not getattr(job, "unchanged", False)]
-                    tally.left_pending, tally.left_running = len(cancelled), len(stop.abandoned)
+                    # += : a trace stored but not yet handed over is already counted (batch.eval_jobs)
+                    tally.left_pending += len(cancelled)
+                    tally.left_running = len(stop.abandoned)
                     if persist:
                         batch.release(_store(), cancelled)
-    except ConfigError as exc:
-        raise _fail(str(exc), EXIT_CONFIG) from None
-    except WritesStopped as exc:  # full disk, read-only file: what was committed stays
-        raise _fail(str(exc), EXIT_RECORD_ERRORS) from None
-    except StoreError as exc:  # locked for longer than the busy timeout, unreachable, newer schema...
-        raise _fail(str(exc), EXIT_RECORD_ERRORS) from None
-    finally:
+    finally:  # a ConfigError or StoreError (full disk, read-only file...) is shown by VeralithGroup
         if sink is not None:
             sink.close()
     if down_line is not None:
-        raise _fail(down_line, EXIT_RECORD_ERRORS)
+        raise _fail(down_line, ExitCode.ERROR)
     tally.finished = time.monotonic()
     _out().print(render.summary_view(tally, title=title))
     if tally.interrupted:
@@ -379,35 +375,34 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
             # `veralith resume` reclaims them as stale.
             sys.stdout.flush()
             sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
-        raise typer.Exit(EXIT_INTERRUPTED)
+            os._exit(ExitCode.INTERRUPTED)
+        raise typer.Exit(ExitCode.INTERRUPTED)
     if tally.errors:
-        raise typer.Exit(EXIT_RECORD_ERRORS)
+        raise typer.Exit(ExitCode.ERROR)
 
 
-@app.command("inspect")
+@_command("inspect")
 def inspect_command(
     ref: Annotated[str, typer.Argument(metavar="ID", help="Trace id (see `veralith list`; #N is always trace N), or "
                                        "your own id: the `id` of the record it came from.", show_default=False)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
-    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the id, when your own id is used in "
+    kb: Annotated[str | None, typer.Option(
+        "--kb", metavar="NAME", help="Knowledge base of the id, when your own id is used in "
                                            "several.")] = None,
 ) -> None:
     """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only)."""
-    from veralith.errors import StoreError
 
     store = _existing_db()
     if store is None:
         raise _fail(f"trace {ref} not found: no database yet")
     trace_id = _resolve(store, ref, kb)
-    try:
+    try:  # a trace with no result yet (pending, running, error) is a StoreError: VeralithGroup shows it
         result = store.load_result(trace_id)
         info = store.trace_info(trace_id)
         run = store.trace_run(trace_id)
-    except StoreError as exc:  # a trace with no result yet (pending, running, error)
-        raise _fail(str(exc)) from None
     except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
-        raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)") from None
+        raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)",
+                    ExitCode.ERROR) from None
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
@@ -415,16 +410,17 @@ def inspect_command(
                                     app_latency=info.app_latency_ms))
 
 
-@app.command("list")
+@_command("list")
 def list_command(
-    limit: Annotated[int, typer.Option(min=1, max=MAX_ID, help="Most recent traces to show.")] = 50,
-    cell: Annotated[str | None, typer.Option(help="Only this failure cell, e.g. incomplete_ungrounded.")] = None,
-    kb: Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")] = None,
-    status: Annotated[str | None, typer.Option(help="Only traces in this state: pending, running, done, error.")]
+    limit: Annotated[int, typer.Option(min=1, max=MAX_ID, metavar="N", help="Most recent traces to show.")] = 50,
+    cell: Annotated[str | None, typer.Option(
+        metavar="CELL", help="Only this failure cell, e.g. incomplete_ungrounded.")] = None,
+    kb: Annotated[str | None, typer.Option("--kb", metavar="NAME", help="Only this knowledge base.")] = None,
+    status: Annotated[str | None, typer.Option(
+        metavar="STATUS", help="Only traces in this state: pending, running, done, error.")]
     = None,
     since: Annotated[str | None, typer.Option(
-        help="Only traces created at or after this ISO date/time (UTC unless it names a zone) or this long "
-        "ago: 30m, 24h, 7d, 2w.")] = None,
+        metavar="WHEN", help=_SINCE_HELP)] = None,
     wide: Annotated[bool, typer.Option("--wide", help="Every column and the whole query, however wide the "
                                        "terminal.")] = False,
 ) -> None:
@@ -435,7 +431,7 @@ def list_command(
     try:
         cell, status, when = filters.cell(cell), filters.status(status), filters.since(since)
     except filters.BadOption as exc:
-        raise _fail(str(exc), EXIT_BAD_OPTION) from None
+        raise _fail(str(exc), ExitCode.ERROR) from None
     kb = _known_kb(kb)
     db = _existing_db()
     out = _out()
@@ -455,8 +451,9 @@ def list_command(
     out.print(table)
 
 
-@app.command("stats")
-def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this knowledge base.")] = None) -> None:
+@_command("stats")
+def stats_command(kb: Annotated[str | None, typer.Option("--kb", metavar="NAME", help="Only this knowledge base.")]
+                  = None) -> None:
     """Failure-cell distribution, gate counts, mean fractions, cost and thresholds."""
     store = _existing_db()
     if store is None:
@@ -468,19 +465,20 @@ def stats_command(kb: Annotated[str | None, typer.Option("--kb", help="Only this
     _out().print(render.stats_view(store.stats(kb=_known_kb(kb)), judge))
 
 
-@app.command("export")
+@_command("export")
 def export_command(
     fmt: Annotated[Format, typer.Option("--format", help="jsonl: full results; csv: one flat row each.")]
     = Format.jsonl,
     since: Annotated[str | None, typer.Option(
-        help="Only traces created at or after this ISO date/time (UTC unless it names a zone) or this long "
-        "ago: 30m, 24h, 7d, 2w.")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")]
+        metavar="WHEN", help=_SINCE_HELP)] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", metavar="FILE", help="File to write (default: stdout).")]
     = None,
     refs: Annotated[list[str] | None, typer.Argument(
-        metavar="[ID]...", help="Only these traces (trace ids or your own record ids).", show_default=False)]
+        metavar="ID", help="Only these traces (trace ids or your own record ids).", show_default=False)]
     = None,
-    kb: Annotated[str | None, typer.Option("--kb", help="Knowledge base of the record ids given.")] = None,
+    kb: Annotated[str | None, typer.Option("--kb", metavar="NAME", help="Knowledge base of the record ids given.")] \
+        = None,
 ) -> None:
     """Export stored results (traces with a result), oldest first, with when each trace was created,
     updated and evaluated, its external id, backend, model, prompt versions and usage."""
@@ -489,7 +487,7 @@ def export_command(
     try:
         when = filters.since(since)  # the same dates and durations as `list --since`
     except filters.BadOption as exc:
-        raise _fail(str(exc), EXIT_BAD_OPTION) from None
+        raise _fail(str(exc), ExitCode.ERROR) from None
     _kb_needs_ids(kb, refs)
     if output is not None:
         _check_output(output)
@@ -511,7 +509,7 @@ def export_command(
     try:
         count = write_stored(results, sink, fmt.value, escape=escape)
     except sqlite3.DatabaseError as exc:  # the listing itself hit a damaged page
-        raise _fail(f"the database file is damaged ({exc}); export stopped", EXIT_RECORD_ERRORS) from None
+        raise _fail(f"the database file is damaged ({exc}); export stopped", ExitCode.ERROR) from None
     finally:
         if output:
             sink.close()
@@ -519,39 +517,35 @@ def export_command(
         _err().print(render.literal(f"exported {count} traces to {output}"))
     if unreadable:
         raise _fail(f"{len(unreadable)} trace(s) could not be read (damaged database pages): "
-                    f"{', '.join(map(str, unreadable[:20]))}", EXIT_RECORD_ERRORS)
+                    f"{', '.join(map(str, unreadable[:20]))}", ExitCode.ERROR)
 
 
 # The web view lives in its own module (it needs the optional `web` extra, imported when it runs).
-app.command("serve")(serve.serve_command)
+_command("serve")(serve.serve_command)
 # Runs and their comparison; the comparison itself is veralith.compare, shared with the web view.
-app.command("runs")(runs.runs_command)
-app.command("compare")(compare.compare_command)
+_command("runs")(runs.runs_command)
+_command("compare")(compare.compare_command)
 # Fleet mode: judging pending traces from any host, and copying a history into another store.
-app.command("worker")(worker.worker_command)
-app.command("migrate")(migrate.migrate_command)
+_command("worker")(worker.worker_command)
+_command("migrate")(migrate.migrate_command)
 # Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
-app.command("import")(importing.import_command)
+_command("import")(importing.import_command)
 
 
 def main() -> None:
-    """Console-script entry point (pyproject: veralith = "veralith.cli:main")."""
+    """Console-script entry point (pyproject: veralith = "veralith.cli:main"). Errors raised out of a
+    command are shown by VeralithGroup; this only catches what happens around it."""
     from veralith.config import ConfigError
     from veralith.errors import VeralithError
 
     try:
         app()
-    except ConfigError as exc:    # an invalid VERALITH_* value: `error: VERALITH_X: ...`
-        _err().print(render.literal(f"error: {_redacted(exc)}", "red"), soft_wrap=True)
-        sys.exit(EXIT_CONFIG)
-    except VeralithError as exc:  # e.g. a database newer than this code: a message, not a traceback
-        _err().print(render.literal(f"error: {_redacted(exc)}", "red"), soft_wrap=True)
-        sys.exit(EXIT_INPUT)
+    except (ConfigError, VeralithError) as exc:  # raised outside a command (e.g. while parsing)
+        print_error(exc)
+        sys.exit(ExitCode.ERROR)
     except KeyboardInterrupt:     # Ctrl-C before a batch started (imports, opening the database)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(ExitCode.INTERRUPTED)
     except BrokenPipeError:       # `veralith export | head`: the reader left; no traceback for that
         # Point stdout at devnull so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(EXIT_INPUT)
-
-
+        sys.exit(ExitCode.OK)

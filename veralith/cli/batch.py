@@ -69,20 +69,24 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
     window: deque[_Slot[J]] = deque()
     source = iter(jobs)
     exhausted = False
+    taken: Any = _END  # a job read from `source` and not yet in the window (a Ctrl-C may land between)
     pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-eval")
     try:
         while True:
             while not exhausted and len(window) < 2 * concurrency:
-                job = next(source, _END)
+                job = taken = next(source, _END)
                 if job is _END:
                     exhausted = True
                     break
                 window.append(_Slot(job, pool.submit(contextvars.copy_context().run, work, job)))
+                taken = _END
             if not window:
                 break
             _settle(window, on_done, on_flush, block=True)
     except KeyboardInterrupt:
         cancelled = [s.job for s in window if not s.done and s.future.cancel()]
+        if taken is not _END and all(s.job is not taken for s in window):
+            cancelled.append(taken)  # read but never started
         running = [s for s in window if not s.future.cancelled()]
         window = deque(running)
         try:
@@ -242,30 +246,39 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
             tally.failed += 1
             report(f"{path}:{item.line}: {exc}")
             continue
-        if store is not None:
-            from veralith.store.errors import DuplicateExternalId, WritesStopped
+        created: int | None = None  # a trace stored for this record and not yet handed to the caller
+        try:
+            if store is not None:
+                from veralith.store.errors import DuplicateExternalId, WritesStopped
 
-            try:
-                if isinstance(existing, int):
-                    trace_id = existing  # re-judged in place: claimed (again) when its turn comes
-                    if run_id is not None:  # the run keeps it even if this evaluation fails
-                        store.tag_trace(run_id, trace_id)
-                else:
-                    # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
-                    trace_id = store.create_trace(_input(item), queued=True, run_id=run_id)
-                    tally.without_id += item.external_id is None
-            except WritesStopped:
-                raise
-            except DuplicateExternalId as exc:  # another run of this file stored it a moment ago
-                tally.skipped += 1
-                report(f"{path}:{item.line}: {exc}; left to the run that stored it")
-                continue
-            except Exception as exc:
-                tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
-                report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
-                continue
-            item = replace(item, trace_id=trace_id)
-        yield item
+                try:
+                    if isinstance(existing, int):
+                        trace_id = existing  # re-judged in place: claimed (again) when its turn comes
+                        if run_id is not None:  # the run keeps it even if this evaluation fails
+                            store.tag_trace(run_id, trace_id)
+                    else:
+                        # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
+                        trace_id = created = store.create_trace(_input(item), queued=True, run_id=run_id)
+                        tally.without_id += item.external_id is None
+                except WritesStopped:
+                    raise
+                except DuplicateExternalId as exc:  # another run of this file stored it a moment ago
+                    tally.skipped += 1
+                    report(f"{path}:{item.line}: {exc}; left to the run that stored it")
+                    continue
+                except Exception as exc:
+                    tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
+                    report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
+                    continue
+                item = replace(item, trace_id=trace_id)
+            yield item
+        except KeyboardInterrupt:
+            # Ctrl-C between storing the trace and handing it over: it is one of the traces left
+            # pending (counted and released like the cancelled ones), not a silent leftover.
+            if created is not None and store is not None:
+                tally.left_pending += 1
+                store.release(created)
+            raise
     tally.unread = False
 
 
@@ -279,20 +292,27 @@ def _input(record: Record) -> TraceInput:
 
 def existing_trace(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
     """For a record with an id: None when its knowledge base has no trace with that external id,
-    "unchanged" when that trace's result stands (same inputs, judged alike, and no `rejudge`),
-    else the trace's id, to re-judge in place.
+    "unchanged" when that trace's result stands (same inputs, judged alike, a verdict rather than
+    only judge errors, and no `rejudge`), else the trace's id, to re-judge in place.
 
     The one rule for what a re-run skips: `eval_jobs` applies it, and `veralith eval --dry-run`
     asks it over a read-only store to leave skipped records out of its estimate. It only reads
-    (`find_external`, `load_input`); `client` needs only `backend`, `model` and `prompt_version`."""
+    (`find_external`, `load_input`, `load_result`); `client` needs only `backend`, `model` and `prompt_version`."""
     assert record.external_id is not None
     info = store.find_external(record.knowledge_base, record.external_id)
     if info is None:
         return None
     if (not rejudge and info.status == "done" and info.has_result and judged_alike(info, client)
-            and store.load_input(info.trace_id).same_inputs(_input(record))):
+            and store.load_input(info.trace_id).same_inputs(_input(record))
+            and not _not_judged(store.load_result(info.trace_id))):
         return "unchanged"
     return info.trace_id
+
+
+def _not_judged(result: EvaluationResult) -> bool:
+    """A stored result that judge errors left without a verdict (an outage): never "already
+    evaluated", so re-running the file judges it again."""
+    return bool(result.errors) and result.status.quality_gate.value == "indeterminate"
 
 
 def judged_alike(info: TraceInfo, client: Any) -> bool:
@@ -369,7 +389,8 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
 
 
 class Reporter:
-    """Progress on stderr: a rich bar on a terminal, a plain line every 10 % (or 10 s) otherwise.
+    """Progress on stderr: a rich bar on a terminal, a plain line every 10 % (or 10 s) otherwise,
+    and a last one at the end.
 
     Only the batch's own thread calls it (run_ordered's callbacks), so it needs no lock.
     """
@@ -380,6 +401,7 @@ class Reporter:
         self._progress: Any = None
         self._last_print = time.monotonic()
         self._last_step = 0
+        self._printed = 0  # the count the last plain line showed
 
     def __enter__(self) -> Reporter:
         if self.live:
@@ -396,6 +418,8 @@ class Reporter:
         if self._progress is not None:
             self.advance()
             self._progress.stop()
+        elif self.tally.processed and self._printed != self.tally.processed:
+            self._line()  # a log always ends on where the run got to, however short it was
 
     def report(self, message: str) -> None:
         from veralith.cli.render import literal
@@ -414,9 +438,14 @@ class Reporter:
         since = now - self._last_print
         if (step > self._last_step and since >= 1.0) or since >= self.every_s:
             self._last_step, self._last_print = step, now
-            of = f"/{t.total}" if t.total else ""
-            self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
-                               soft_wrap=True, markup=False)
+            self._line()
+
+    def _line(self) -> None:
+        t = self.tally
+        self._printed = t.processed
+        of = f"/{t.total}" if t.total else ""
+        self.console.print(f"veralith: {t.processed}{of} done, {t.errors} errors, {t.wall_s:.1f} s",
+                           soft_wrap=True, markup=False)
 
 
 def recent(jobs: Iterable[J], window: deque[J]) -> Iterator[J]:

@@ -4,8 +4,8 @@ The comparison itself is veralith.compare (shared with the web view); this modul
 output (a rich view, `--json`, `--format markdown`) and the exit code. Heavy modules load inside
 the commands so `veralith --help` stays instant.
 
-Exit codes: 0 no more regressions than allowed; 1 more regressions than `--max-regressions`, or
-a bad invocation (unknown run, no database).
+Exit codes (veralith.cli.exits): 0 no more regressions than allowed; 3 (CHECK_FAILED) more
+regressions than `--max-regressions`; 1 (NOT_FOUND) an unknown run or no database.
 """
 
 from __future__ import annotations
@@ -20,26 +20,19 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from veralith.cli.exits import ExitCode, fail
 from veralith.cli.render import literal
 from veralith.cli.runs import existing_db, pct
 
 __all__ = ["EXIT_REGRESSIONS", "compare_command", "comparison_view"]
 
-EXIT_REGRESSIONS = 1
+EXIT_REGRESSIONS = ExitCode.CHECK_FAILED
 
 
 class CompareFormat(str, Enum):
     text = "text"
     markdown = "markdown"
     json = "json"
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    from veralith.config import redact_configured
-
-    Console(stderr=True, highlight=False).print(literal(f"error: {redact_configured(message)}", "red"),
-                                                soft_wrap=True)
-    return typer.Exit(code)
 
 
 def compare_command(
@@ -51,22 +44,19 @@ def compare_command(
         "--format", help="text (terminal), markdown (a pull-request comment) or json; all carry the same content.")]
     = CompareFormat.text,
     max_regressions: Annotated[int, typer.Option(
-        "--max-regressions", min=0, help="Exit 1 when more traces than this went from pass to fail.")] = 0,
+        "--max-regressions", min=0, metavar="N",
+        help="Exit 3 when more than N traces went from pass to fail.")] = 0,
     limit: Annotated[int, typer.Option(
-        "--limit", min=0, help="Traces shown per list in text and markdown (0: all); counts are always complete "
-        "and --json lists every trace.")] = 50,
+        "--limit", min=0, metavar="N", help="Traces shown per list in text and markdown (0: all); counts are "
+        "always complete and --json lists every trace.")] = 50,
 ) -> None:
     """Compare two runs: cell transitions, pass rates with a paired test, regressions with reasons."""
     from veralith.compare import compare_runs, to_markdown
-    from veralith.errors import StoreError
 
     db = existing_db()
     if db is None:
-        raise _fail("no database yet: run `veralith eval FILE --run-name NAME` first")
-    try:
-        comparison = compare_runs(db, run_a, run_b)
-    except StoreError as exc:
-        raise _fail(str(exc)) from None
+        raise fail("no database yet: run `veralith eval FILE --run-name NAME` first", ExitCode.NOT_FOUND)
+    comparison = compare_runs(db, run_a, run_b)  # an unknown run: RunNotFound, exit 1 (VeralithGroup)
     if as_json or fmt is CompareFormat.json:
         typer.echo(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
     elif fmt is CompareFormat.markdown:
@@ -97,6 +87,9 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
     head.append("  →  B ")
     head.append_text(literal(_label(c.run_b), "bold"))
     parts.append(head)
+    if c.run_a.get("id") == c.run_b.get("id"):
+        parts.append(Text("A and B are the same run: a run compared with itself cannot change; name two runs "
+                          "(see `veralith runs`)", "yellow"))
     summary = Text()
     summary.append(f"{len(c.regressions)} regression(s)", "bold red" if c.regressions else "green")
     summary.append(f", {len(c.improvements)} improvement(s), {len(c.indeterminate_changes)} indeterminate "

@@ -3,9 +3,11 @@
 The gate is checked over the run's traces: those it evaluated and those of a re-run file whose
 stored result stands (without the database, `--no-persist`, over the records evaluated). The pass
 rate is pass / traces: an `indeterminate` trace (a judge could not run) and one whose evaluation
-failed count as not passing, because nothing is ever reported as pass when nothing was assessed;
-with no trace at all the gate fails. `--max-cell indeterminate=N` bounds traces without a cell. When the gate fails,
-the command exits 3 and names the worst traces, worst cell first (veralith.compare.severity).
+failed count as not passing, because nothing is ever reported as pass when nothing was assessed:
+with no trace at all, or none with a verdict ("not judged"), the gate fails, and a run that exits 2
+(record or judge errors) never prints "passed". `--max-cell indeterminate=N` bounds traces without
+a cell. When the gate fails, the command exits 3 and names the worst traces, worst cell first
+(veralith.compare.severity).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ __all__ = ["EXIT_GATE", "Collector", "GateResult", "GateSpec", "Outcome", "check
 
 EXIT_GATE = 3
 WORST_SHOWN = 10
+NOT_JUDGED = "indeterminate"  # the cell name of a trace without a verdict
 _CELL_NAMES = ("complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
-               "extra_grounded", "extra_ungrounded", "indeterminate")
+               "extra_grounded", "extra_ungrounded", NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -119,12 +122,16 @@ def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
     passed_n = sum(o.gate == "pass" for o in outcomes)
     rate = passed_n / len(outcomes) if outcomes else None
     failures = []
-    if spec.fail_under is not None:
-        if rate is None:
-            failures.append(f"pass rate: no trace in the run (--fail-under {spec.fail_under:g})")
-        elif rate < spec.fail_under:
-            failures.append(f"pass rate {rate:.1%} ({passed_n}/{len(outcomes)}) is under --fail-under "
-                            f"{spec.fail_under:g}")
+    # Nothing is ever reported as passed when nothing was assessed: a run whose traces all lack a
+    # verdict (judge errors, an outage) fails whatever the limits say.
+    if spec.active and not outcomes:
+        failures.append("not judged: the run has no trace with a result")
+    elif spec.active and cells[NOT_JUDGED] == len(outcomes):
+        failures.append(f"not judged: none of the {len(outcomes)} trace(s) has a verdict (judge errors); "
+                        "nothing was assessed")
+    if spec.fail_under is not None and rate is not None and rate < spec.fail_under:
+        failures.append(f"pass rate {rate:.1%} ({passed_n}/{len(outcomes)}) is under --fail-under "
+                        f"{spec.fail_under:g}")
     for cell, limit in spec.max_cells.items():
         if cells[cell] > limit:
             failures.append(f"{cells[cell]} trace(s) in {cell}, more than --max-cell {cell}={limit}")
@@ -138,13 +145,18 @@ def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
                       failures=failures, worst=bad[:WORST_SHOWN] if failures else [])
 
 
-def gate_view(result: GateResult, *, where: str) -> RenderableType:
-    """The gate's verdict; on failure, each broken rule and the worst traces (`where` names the input)."""
+def gate_view(result: GateResult, *, where: str, errors: bool = False) -> RenderableType:
+    """The gate's verdict; on failure, each broken rule and the worst traces (`where` names the input).
+    `errors`: the run had record or judge errors (it exits 2), so rules that held are no pass."""
+    if result.passed and errors:
+        return Text(f"quality gate not passed: not judged: the run had record or judge errors (above); the "
+                    f"rules held only over the {result.evaluated} trace(s) read back", "yellow")
     if result.passed:
         rate = "n/a" if result.pass_rate is None else f"{result.pass_rate:.1%}"
         return Text(f"quality gate passed: pass rate {rate} over {result.evaluated} trace(s)", "green")
-    parts: list[RenderableType] = [Text("quality gate FAILED", "bold red")]
-    parts += [Text(f"  {line}", "red") for line in result.failures]
+    # One line that says why (CI logs are read by their first line), then the worst traces.
+    parts: list[RenderableType] = [Text.assemble(("quality gate FAILED", "bold red"),
+                                                 (": " + "; ".join(result.failures), "red"))]
     if result.worst:
         parts.append(Text("worst traces:"))
     for o in result.worst:
@@ -243,10 +255,11 @@ class EvalHooks:
             console.print(literal(f"run {run.label} recorded; compare it with an earlier run: "
                                   f"veralith compare EARLIER {ref}", "dim"), soft_wrap=True)
         outcomes = self._run_outcomes(run) if run is not None else self.outcomes.outcomes
-        if not self.spec.active or exit_code not in (0, 2) or (exit_code == 2 and not outcomes):
+        if not self.spec.active or exit_code not in (0, 2):
             return
         result = check_gate(outcomes, self.spec)
-        console.print(gate_view(result, where=self.where), soft_wrap=True)  # one line per trace in CI logs
+        # one line per trace in CI logs
+        console.print(gate_view(result, where=self.where, errors=exit_code == 2), soft_wrap=True)
         if not result.passed and not exit_code:
             raise typer.Exit(EXIT_GATE)
 

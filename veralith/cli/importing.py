@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from veralith.cli.exits import ExitCode
+
 if TYPE_CHECKING:
     from veralith.cli.records import BadLine, Record
     from veralith.importers import Imported
@@ -88,12 +90,12 @@ def import_command(
     try:
         chosen = cli.Backend(backend) if backend is not None else None
     except ValueError:
-        raise cli._fail(f"--backend {backend!r}: expected auto, openai or local", cli.EXIT_BAD_OPTION) from None
+        raise cli._fail(f"--backend {backend!r}: expected auto, openai or local", ExitCode.ERROR) from None
     persist = not no_persist
     try:
         hooks = EvalHooks(file, persist=persist, run_name=run_name, fail_under=fail_under, max_cell=max_cell)
     except (TypeError, ValueError) as exc:
-        raise cli._fail(str(exc), cli.EXIT_BAD_OPTION) from None
+        raise cli._fail(str(exc), ExitCode.ERROR) from None
 
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.eval_jobs(file, default_kb=kb, persist=persist, store=cli._store() if persist else None,

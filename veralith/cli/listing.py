@@ -31,8 +31,9 @@ def traces_table(rows: Sequence[Mapping[str, Any]], *, width: int = 80, wide: bo
 
     Fits `width` columns while keeping the query at least _QUERY_MIN wide (see _NARROWING); with
     `wide`, every column is kept and nothing is cut, whatever the width (the caller prints it on a
-    console as wide as the table). Times are ages (`5m ago`, `3d ago`), a date past a week; with
-    `wide`, UTC date-times."""
+    console as wide as the table). A result whose deciding verdict is low-confidence says
+    "review" beside its gate (`inspect` shows which verdicts). Times are ages (`5m ago`, `3d ago`),
+    a date past a week; with `wide`, UTC date-times."""
     now = now or dt.datetime.now(dt.timezone.utc)
     cells = [_list_cells(row, now=now, wide=wide) for row in rows]
     shown = [c for c in _LIST_COLUMNS if c != "ext id" or any(row.get("external_id") is not None for row in rows)]
@@ -85,7 +86,8 @@ def _list_cells(row: Mapping[str, Any], *, now: dt.datetime, wide: bool) -> dict
         "status": literal(row["status"], "red" if row["status"] == "error" else "" if done else "yellow"),
         "kb": literal(row["knowledge_base"]),
         "cell": literal(row["failure_cell"] or "—"),
-        "gate": Text(gate, style=GATE_STYLE.get(gate, "")),
+        "gate": Text.assemble((gate, GATE_STYLE.get(gate, "")), (" review", "bold yellow")
+                              if row.get("needs_review") else ""),
         "suff": Text(fmt_fraction(row["sufficiency_fraction"])),
         "faith": Text(fmt_fraction(row["faithfulness_fraction"])),
         "cost": Text(fmt_usd(row["usd"]) if done else "—"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -23,8 +24,6 @@ def migrate_command(
     """Copy every trace, result, run, history entry and cached judge reply into another store, e.g.
     a laptop's SQLite history into the team's PostgreSQL. Running it again copies nothing twice; it
     ends by comparing counts (exit 1 when they differ).
-
-    Example: veralith migrate --to postgresql://veralith@db.internal/veralith
     """
     from veralith.config import redact_configured
     from veralith.errors import StoreError
@@ -38,6 +37,10 @@ def migrate_command(
         if src_url == dst_url:
             err.print(literal("error: --to names the store being copied from; nothing to do", "red"), soft_wrap=True)
             raise typer.Exit(2)
+        if src_url.startswith("sqlite:///") and not os.path.exists(src_url[len("sqlite:///"):]):
+            err.print(literal(f"error: no database at {src_url[len('sqlite:///'):]} to copy from", "red"),
+                      soft_wrap=True)
+            raise typer.Exit(1)
         src, dst = open_store(src_url), open_store(dst_url)
         if not (isinstance(src, SqlStore) and isinstance(dst, SqlStore)):
             raise StoreError("both stores must be SQL stores")

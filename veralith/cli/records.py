@@ -325,7 +325,8 @@ def _python_list_of_texts(text: str) -> list[str] | None:
 
 CSV_FIELDS = ["trace_id", "knowledge_base", "failure_cell", "quality_gate", "execution", "availability",
               "sufficiency_level", "sufficiency_fraction", "faithfulness_fraction", "threshold", "threshold_source",
-              "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "refusal", "errors",
+              "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "refusal", "needs_review",
+              "errors",
               "calls", "cache_hits", "input_tokens", "output_tokens", "usd", "backend", "judge_model",
               "suggestion", "query", "response", "metadata"]
 
@@ -345,6 +346,7 @@ def csv_row(result: EvaluationResult) -> dict[str, Any]:
         "n_sub_questions": len(result.sub_questions), "n_claims": len(result.claims),
         "n_uncovered_sub_questions": d.n_uncovered_sub_questions if d else None,
         "n_extra_claims": d.n_extra_claims if d else None, "refusal": result.refusal,
+        "needs_review": d.needs_review if d else None,
         "errors": "; ".join(f"{e.phase.value}:{e.kind}" for e in result.errors),
         "calls": u.calls, "cache_hits": u.cache_hits, "input_tokens": u.input_tokens,
         "output_tokens": u.output_tokens, "usd": u.usd, "backend": result.backend,

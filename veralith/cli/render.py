@@ -27,8 +27,13 @@ RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungroun
                   Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
 _RELATION_STYLE = {Relation.supported: "green", Relation.unsupported: "yellow",
                    Relation.contradicted: "bold red", Relation.conflicting: "magenta"}
-_RELATION_MARK = {Relation.supported: "✓", Relation.unsupported: "✗", Relation.contradicted: "✗",
+# Each verdict its own mark, so they read apart without colour (a pipe, a log, a screen reader).
+_RELATION_MARK = {Relation.supported: "✓", Relation.unsupported: "✗", Relation.contradicted: "⊘",
                   Relation.conflicting: "≠"}
+# What each verdict means, in the legend: contradicted (the context says otherwise) is worse than
+# unsupported (the context does not say), and a person must be able to tell them apart.
+_RELATION_MEANS = {Relation.supported: "a chunk supports it", Relation.unsupported: "no chunk supports it",
+                   Relation.contradicted: "a chunk says otherwise", Relation.conflicting: "chunks disagree"}
 GATE_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
 _CHUNK_PREVIEW = 240
 
@@ -162,7 +167,8 @@ def _sub_questions(result: EvaluationResult) -> RenderableType:
         suff = (Text("not judged", "dim") if judged is None else
                 Text.assemble(("yes" if judged.verdict is Verdict.Y else "no",
                                "green" if judged.verdict is Verdict.Y else "yellow"), " ",
-                              _ids(judged.chunk_ids) if judged.chunk_ids else "", _sure(judged.confidence)))
+                              _ids(judged.chunk_ids) if judged.chunk_ids else "", _sure(judged.confidence),
+                              _why(judged.reasoning)))
         table.add_row(literal(q.id, "cyan"), literal(q.text), suff, _coverage(result, q.id))
     return table
 
@@ -190,6 +196,13 @@ def _coverage(result: EvaluationResult, question_id: str) -> Text:
         Coverage.unanswered: Text(" no claim answers it", style="dim"),
     }[coverage]
     return Text.assemble(("no", "red"), why)
+
+
+def _why(reasoning: str | None) -> Text:
+    """A verdict's reasoning on a line of its own under it ("why: ..."), or nothing."""
+    if not reasoning or not reasoning.strip():
+        return Text()
+    return Text.assemble(("\nwhy: ", "dim"), literal(one_line(reasoning, 400), "italic"))
 
 
 def _sure(confidence: float | None) -> Text:
@@ -264,7 +277,8 @@ def _response(result: EvaluationResult) -> Text:
 
 def _legend(result: EvaluationResult) -> Text:
     """What the colours and marks of the response mean, and which claims could not be placed in it."""
-    entries = [Text(f"{_RELATION_MARK[r]} {RELATION_LABEL[r]}", style=_RELATION_STYLE[r]) for r in Relation]
+    entries = [Text.assemble((f"{_RELATION_MARK[r]} {RELATION_LABEL[r]}", _RELATION_STYLE[r]),
+                             (f" ({_RELATION_MEANS[r]})", "dim")) for r in Relation]
     judged = _judgments(result)
     if any(c.id not in judged for c in result.claims):
         entries.append(Text("? not judged", style=_UNJUDGED_STYLE))
@@ -299,6 +313,7 @@ def _claims(result: EvaluationResult) -> RenderableType:
                         else Text.assemble(_ids(judged.grounding_chunk_ids)))
             if judged.contradicting_chunk_ids:
                 evidence = Text.assemble(evidence, " contradicted by ", _ids(judged.contradicting_chunk_ids))
+            evidence.append_text(_why(judged.reasoning))
             for quote in judged.evidence[:2]:
                 # For an unsupported claim a quote is the nearest passage the judge found, not support.
                 evidence = Text.assemble(evidence, "\n", ("nearest " if unsupported else ""),
@@ -444,7 +459,10 @@ def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
     gates = "  ".join(f"{g} {n}" for g, n in stats["by_gate"].items())
     usd = fmt_usd(stats["usd"]) + (f" + {stats['usd_unknown']} trace(s) of unknown price" if stats["usd_unknown"]
                                    else "")
-    lines = Text(f"status  {status or '—'}\ngate    {gates or '—'}\n"
+    review = stats.get("needs_review")  # a store that does not count them leaves the line out
+    review_line = (f"review  {review} result(s) decided by a low-confidence verdict (`veralith list` marks "
+                   "them; `inspect` shows which)\n" if review else "")
+    lines = Text(f"status  {status or '—'}\ngate    {gates or '—'}\n{review_line}"
                  f"mean sufficiency {fmt_fraction(stats['mean_sufficiency_fraction'])}  "
                  f"mean faithfulness {fmt_fraction(stats['mean_faithfulness_fraction'])}\n"
                  f"calls {stats['calls']}  tokens {stats['input_tokens']} in / {stats['output_tokens']} out  "

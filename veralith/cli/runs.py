@@ -35,7 +35,7 @@ def pct(value: float | None) -> str:
 
 
 def runs_command(
-    limit: Annotated[int, typer.Option(min=1, help="Most recent runs to show.")] = 50,
+    limit: Annotated[int, typer.Option(min=1, metavar="N", help="Most recent runs to show.")] = 50,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
     """List runs (each `veralith eval`, and each run name logged traces used), newest first."""
@@ -143,10 +143,14 @@ class EvalRun:
         return self.id
 
     def finish(self) -> Any:
-        """Close the run; returns it (None when it never started)."""
+        """Close the run; returns it. None when it never started, or when it stored nothing (then
+        it is deleted: a run without traces is not a run anyone can list or compare)."""
         if self.id is None:
             return None
-        return self.db.finish_run(self.id)
+        run = self.db.finish_run(self.id)
+        if run.n_traces == 0 and self.db.discard_if_empty(self.id):
+            return None   # a run that stored nothing is not recorded
+        return run
 
 
 def file_unchanged(store: Any, record: Any, run_id: int) -> None:

@@ -9,7 +9,6 @@ runs, so the rest of the command line works without them.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import secrets
 import sys
@@ -23,37 +22,29 @@ import typer
 from rich.console import Console
 
 from veralith.cli import render
+from veralith.cli.exits import ExitCode, fail
+from veralith.web.hosts import is_loopback
 
 __all__ = ["TOKEN_ENV", "is_loopback", "serve_command"]
 
 TOKEN_ENV = "VERALITH_SERVE_TOKEN"
-EXIT_INPUT = 1
 
 
-def is_loopback(host: str) -> bool:
-    """True for localhost and loopback addresses (127.0.0.0/8, ::1): only this machine can connect."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
-
-
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True, highlight=False).print(render.literal(f"error: {message}", "red"), soft_wrap=True)
-    return typer.Exit(EXIT_INPUT)
+def _fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
+    return fail(message, code)
 
 
 def serve_command(
-    db: Annotated[Path | None, typer.Option("--db", help="Database file (default: the configured store, "
-                                            "VERALITH_DB_URL or VERALITH_DB_PATH).", show_default=False)] = None,
-    host: Annotated[str, typer.Option(help="Address to listen on. Anything but a loopback address needs a token.")]
-    = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")] = 8765,
+    db: Annotated[Path | None, typer.Option(
+        "--db", metavar="FILE", help="Database file (default: the configured store, VERALITH_DB_URL or "
+        "VERALITH_DB_PATH).", show_default=False)] = None,
+    host: Annotated[str, typer.Option(
+        metavar="HOST", help="Address to listen on. Anything but a loopback address needs a token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        min=0, max=65535, metavar="N", help="Port to listen on (0: any free port).")] = 8765,
     token: Annotated[str | None, typer.Option(
-        help=f"Require this token on every request (or set {TOKEN_ENV}; the variable keeps it out of the process "
-             "list). Required for a non-loopback --host.", show_default=False)] = None,
+        metavar="TOKEN", help=f"Require this token on every request (or set {TOKEN_ENV}; the variable keeps it out "
+        "of the process list). Required for a non-loopback --host.", show_default=False)] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the overview in the default browser.")] = False,
 ) -> None:
     """Browse the stored history in a web browser: overview, traces, one trace's evidence (read-only)."""
@@ -72,15 +63,14 @@ def serve_command(
         from veralith.web import create_app
     except ImportError as exc:
         raise _fail(f"`veralith serve` needs the web extra ({exc.name} is missing): "
-                    "pip install 'veralith[web]'") from None
-    from veralith.errors import StoreError
+                    "pip install 'veralith-rag[web]' (in a checkout: pip install '.[web]')") from None
     from veralith.store import open_store, store_url
 
     where = store_url(db)  # --db, else the configured store: a SQLite file or PostgreSQL (VERALITH_DB_URL)
-    try:
-        app = create_app(where, token=token)
-    except StoreError as exc:
-        raise _fail(str(exc)) from None
+    if where.startswith("sqlite:///") and not Path(where[len("sqlite:///"):]).exists():
+        raise _fail(f"no database at {where[len('sqlite:///'):]} (run `veralith eval FILE.jsonl` first, or pass --db)",
+                    ExitCode.NOT_FOUND)
+    app = create_app(where, token=token)  # a store it cannot read: StoreError, exit 2 (VeralithGroup)
     served = open_store(where, read_only=True).url  # a password masked
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,

@@ -30,8 +30,6 @@ def worker_command(
 
     App servers that only record set VERALITH_EVALUATE=remote; any number of workers share the work
     (VERALITH_DB_URL names the store).
-
-    Example: VERALITH_DB_URL=postgresql://veralith@db/veralith veralith worker --concurrency 8
     """
     from veralith.config import ConfigError, settings
     from veralith.errors import StoreError

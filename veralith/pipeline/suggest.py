@@ -53,10 +53,12 @@ SUGGESTIONS: dict[tuple[FailureCell, SufficiencyLevel], Suggestion] = {
         actions=["Raise retrieval-K or add multi-query retrieval (one query per sub-question).",
                  "Add hybrid (keyword + vector) search for names, numbers and codes that embeddings miss.",
                  "Check that the knowledge base holds documents for this topic at all; index what is missing."]),
+    # With good retrieval an invented claim is the generator's doing (a generator hallucination); only
+    # when retrieval also fell short is this the worst case: two stages failed at once.
     (C.incomplete_ungrounded, H): Suggestion(
-        title="Worst-case failure",
-        summary="Part of the query is unanswered and the response invents claims, although the context "
-                "held the answer.",
+        title="Generator hallucination",
+        summary="The context held the answer, yet the response invents claims and leaves part of the query "
+                "unanswered: the generator, not retrieval, is at fault.",
         actions=["Lower the generator's temperature.",
                  "Instruct the generator to answer only from the context, to cover every part of the "
                  "question, and to cite a chunk id per sentence.",

@@ -19,14 +19,16 @@ from typing import Any
 
 from veralith.store.sql import Db, Dialect
 
-__all__ = ["CELLS", "GATES", "SCAN_WINDOW", "Neighbours", "TraceFilter", "TracePage", "daily_figures",
-           "kb_figures", "knowledge_bases", "neighbours", "page_traces", "run_cells", "run_labels", "trace_row"]
+__all__ = ["CELLS", "GATES", "SCAN_WINDOW", "SORTS", "Neighbours", "SortedPage", "TraceFilter", "TracePage",
+           "count_traces", "daily_figures", "kb_figures", "knowledge_bases", "neighbours", "page_sorted", "page_traces",
+           "run_cells", "run_labels", "trace_row"]
 
 CELLS = ("complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
          "extra_grounded", "extra_ungrounded")
 GATES = ("pass", "fail", "indeterminate")
 _LIST_COLUMNS = ("id, created_at, status, knowledge_base, failure_cell, quality_gate, sufficiency_fraction,"
-                 " faithfulness_fraction, usd, needs_review, substr(query, 1, 160) AS query_preview")
+                 " faithfulness_fraction, usd, needs_review, external_id, substr(error_message, 1, 300) AS error,"
+                 " substr(query, 1, 160) AS query_preview")
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,8 @@ class TraceFilter:
     """What the traces page and a trace's neighbour links select. Empty fields select everything.
 
     `since`/`until` are UTC dates (inclusive), `text` a case-insensitive (ASCII) substring of the
-    query or the response. Values are validated by the caller (the web layer) before they get here.
+    query, the response, the external id or the metadata (as stored JSON). Values are validated by
+    the caller (the web layer) before they get here.
     """
 
     cell: str | None = None       # a failure cell, or "unclassified" (a result without one)
@@ -81,8 +84,9 @@ class TraceFilter:
         if self.text:
             pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             like = dialect.ilike
-            clauses.append(f"(query {like} ? ESCAPE '\\' OR response {like} ? ESCAPE '\\')")
-            params += [pattern, pattern]
+            clauses.append(f"(query {like} ? ESCAPE '\\' OR response {like} ? ESCAPE '\\' OR external_id {like} ?"
+                           f" ESCAPE '\\' OR metadata {like} ? ESCAPE '\\')")
+            params += [pattern] * 4
         return clauses, params
 
 
@@ -97,6 +101,56 @@ class TracePage:
 # A text filter has no index to walk: each page (and each neighbour lookup) examines at most this
 # many ids, then offers to go on, so a word that occurs nowhere costs one window, not the table.
 SCAN_WINDOW = 50_000
+
+
+# How the traces page may be ordered: the default walks ids newest first (see page_traces); the others
+# walk (key, id) ascending, a missing fraction (no result yet) sorting after every value.
+SORTS = {"oldest": "id", "faith": "COALESCE(faithfulness_fraction, 2.0)", "suff": "COALESCE(sufficiency_fraction, 2.0)"}
+
+
+@dataclass(frozen=True)
+class SortedPage:
+    rows: list[dict[str, Any]]
+    next: tuple[float, int] | None   # the cursor of the next page, None on the last
+    searched_to: int | None = None   # with a text filter: only ids from here up were searched
+
+
+def page_sorted(db: Db, flt: TraceFilter, *, sort: str, limit: int = 50,
+                cursor: tuple[float, int] | None = None) -> SortedPage:
+    """One page of traces matching `flt` in `sort` order (a key of SORTS), from just after `cursor`
+    (the (key, id) of the last row shown; None: the first page). Keyset, never OFFSET. With a text
+    filter only the newest SCAN_WINDOW ids are searched (`searched_to` says from where)."""
+    key = SORTS[sort]
+    clauses, params = flt.where(db.dialect)
+    searched_to = None
+    if flt.text:
+        high = db.execute("SELECT max(id) FROM traces").fetchone()[0] or 0
+        low = db.execute("SELECT min(id) FROM traces").fetchone()[0] or 0
+        floor = int(high) + 1 - SCAN_WINDOW
+        if low < floor:
+            clauses.append(f"id >= {floor}")
+            searched_to = floor
+    if cursor is not None:
+        clauses.append(f"({key}, id) > (?, ?)")
+        params += [cursor[0], cursor[1]]
+    sql = f"SELECT {_LIST_COLUMNS}, {key} AS sort_key FROM traces"
+    if clauses:
+        sql += " WHERE " + " AND ".join(clauses)
+    rows = list(db.query(sql + f" ORDER BY {key}, id LIMIT ?", [*params, limit + 1]))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return SortedPage(rows, (rows[-1]["sort_key"], rows[-1]["id"]) if more else None, searched_to)
+
+
+def count_traces(db: Db, flt: TraceFilter) -> int | None:
+    """How many traces match `flt`; None with a text filter (it has no index: counting would read
+    every trace, see SCAN_WINDOW). Without a filter the running totals answer at once."""
+    if flt.text:
+        return None
+    if flt.is_empty():
+        return int(db.execute("SELECT COALESCE(SUM(n), 0) FROM trace_rollup").fetchone()[0])
+    clauses, params = flt.where(db.dialect)
+    return int(db.execute("SELECT COUNT(*) FROM traces WHERE " + " AND ".join(clauses), params).fetchone()[0])
 
 
 def page_traces(db: Db, flt: TraceFilter, *, limit: int = 50, before: int | None = None,

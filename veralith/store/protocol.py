@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from veralith.models import ContextChunk, EvaluationResult
 
 if TYPE_CHECKING:
-    from veralith.store.browse import Neighbours, TraceFilter, TracePage
+    from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.runs import Run
 
 __all__ = ["BrowseStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
@@ -247,8 +247,9 @@ class RunStore(Protocol):
 
     def finish_run(self, run_id: int) -> Run: ...
 
-    def discard_run(self, run_id: int) -> None:
-        """Forget an eval run that stored nothing (its traces, if any, are kept)."""
+    def discard_if_empty(self, run_id: int) -> bool:
+        """Delete an eval run that holds no trace (a run that stored nothing is not recorded); True
+        when it was deleted."""
         ...
 
     def get_run(self, run_id: int) -> Run: ...
@@ -281,6 +282,15 @@ class BrowseStore(Protocol):
 
     def page_traces(self, flt: TraceFilter, *, limit: int = 50, before: int | None = None,
                     after: int | None = None) -> TracePage: ...
+
+    def page_sorted(self, flt: TraceFilter, *, sort: str, limit: int = 50,
+                    cursor: tuple[float, int] | None = None) -> SortedPage:
+        """One page in `sort` order (a key of veralith.store.browse.SORTS), keyset from `cursor`."""
+        ...
+
+    def count_traces(self, flt: TraceFilter) -> int | None:
+        """How many traces match `flt`; None with a text filter (it has no index to count by)."""
+        ...
 
     def neighbours(self, trace_id: int, flt: TraceFilter) -> Neighbours: ...
 

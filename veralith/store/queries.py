@@ -37,7 +37,8 @@ def list_traces(db: Db, *, limit: int = 50, cell: str | None = None, kb: str | N
         where.append("created_at >= ?")
         params.append(since)
     sql = ("SELECT id, external_id, created_at, status, knowledge_base, failure_cell, quality_gate,"
-           " sufficiency_fraction, faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message"
+           " sufficiency_fraction, faithfulness_fraction, substr(query, 1, ?) AS query_preview, usd, error_message,"
+           " needs_review"
            " FROM traces")
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -66,6 +67,7 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     "unclassified"); `by_status` counts every trace. Each threshold is the one evaluation would use
     now (veralith.store.calibration.calibrate).
 
+    `needs_review` counts results whose deciding verdict is low-confidence (a person should look).
     Means are None when nothing was judged (never NaN). `usd` sums the known costs and
     `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
     as complete. `app_latency` holds, per knowledge base whose traces recorded the app's own
@@ -80,7 +82,7 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     by_gate: dict[str, int] = {}
     by_status = dict.fromkeys(STATUSES, 0)
     sums = dict.fromkeys(("s_sum", "s_n", "f_sum", "f_n", "calls", "input_tokens", "output_tokens",
-                          "usd_unknown"), 0)
+                          "usd_unknown", "review_n"), 0)
     usd = 0.0
     kbs: set[str] = set()
     total = 0
@@ -116,6 +118,7 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
         "output_tokens": sums["output_tokens"],
         "usd": usd,
         "usd_unknown": sums["usd_unknown"],
+        "needs_review": sums["review_n"],
         "thresholds": thresholds,
         "app_latency": latency,
     }

@@ -31,7 +31,7 @@ from veralith.store.rows import now_iso
 from veralith.store.sql import Db
 from veralith.validate import MAX_RUN_NAME, check_run_name
 
-__all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "discard_run",
+__all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "discard_if_empty",
            "failure_details", "finish_run", "get_run", "list_runs", "record_result", "resolve_run", "sdk_run_id",
            "start_run", "tag_trace", "trace_rows"]
 
@@ -128,13 +128,15 @@ def finish_run(db: Db, run_id: int) -> Run:
     return get_run(db, run_id)
 
 
-def discard_run(db: Db, run_id: int) -> None:
-    """Forget an eval run that stored nothing: the run and its copies go; traces that named it as
-    their latest run keep their outcome and name none."""
+def discard_if_empty(db: Db, run_id: int) -> bool:
+    """Delete an eval run that holds no trace (every line of its input was bad, say), so that a run
+    that stored nothing is never listed or compared; True when it was deleted."""
     with db.write():
-        db.execute("UPDATE traces SET run_id = NULL WHERE run_id = ?", [run_id])
-        db.execute("DELETE FROM run_traces WHERE run_id = ?", [run_id])
-        db.execute("DELETE FROM runs WHERE id = ? AND source = 'eval'", [run_id])
+        cursor = db.execute(
+            "DELETE FROM runs WHERE id = ? AND source = 'eval'"
+            " AND NOT EXISTS (SELECT 1 FROM run_traces WHERE run_id = ?)"
+            " AND NOT EXISTS (SELECT 1 FROM traces WHERE run_id = ?)", [run_id, run_id, run_id])
+    return cursor.rowcount > 0
 
 
 def sdk_run_id(db: Db, name: str) -> int:

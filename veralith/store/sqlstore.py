@@ -33,7 +33,7 @@ from veralith.store.sql import Db
 if TYPE_CHECKING:
     import datetime as dt
 
-    from veralith.store.browse import Neighbours, TraceFilter, TracePage
+    from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.runs import Run
 
 __all__ = ["SqlStore"]
@@ -299,9 +299,9 @@ class SqlStore(abc.ABC):
             return run_sql.finish_run(db, run_id)
 
     @_writing
-    def discard_run(self, run_id: int) -> None:
+    def discard_if_empty(self, run_id: int) -> bool:
         with self.connection() as db:
-            run_sql.discard_run(db, run_id)
+            return run_sql.discard_if_empty(db, run_id)
 
     @_guarded
     def get_run(self, run_id: int) -> Run:
@@ -357,6 +357,17 @@ class SqlStore(abc.ABC):
                     after: int | None = None) -> TracePage:
         with self.connection() as db:
             return browse.page_traces(db, flt, limit=limit, before=before, after=after)
+
+    @_guarded
+    def page_sorted(self, flt: TraceFilter, *, sort: str, limit: int = 50,
+                    cursor: tuple[float, int] | None = None) -> SortedPage:
+        with self.connection() as db:
+            return browse.page_sorted(db, flt, sort=sort, limit=limit, cursor=cursor)
+
+    @_guarded
+    def count_traces(self, flt: TraceFilter) -> int | None:
+        with self.connection() as db:
+            return browse.count_traces(db, flt)
 
     @_guarded
     def neighbours(self, trace_id: int, flt: TraceFilter) -> Neighbours:

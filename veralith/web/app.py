@@ -13,8 +13,9 @@ Safety contract (tests/test_web*.py check each in a browser or over HTTP):
 - With a token, every request (static files too) must present it, compared in constant time; the
   `?token=` of the URL `veralith serve` prints sets an HttpOnly, SameSite=Strict cookie and is
   removed from the address by a redirect.
-- Without a token (loopback only), requests must name a loopback Host, so a web page that rebinds
-  its own domain name to 127.0.0.1 cannot read the history from the user's browser.
+- Without a token (loopback only), requests must name a loopback Host (`localhost` or a loopback
+  address literal, veralith.web.hosts: so `--host 127.0.0.2` answers its own address), so a web page
+  that rebinds its own domain name to 127.0.0.1 cannot read the history from the user's browser.
 """
 
 from __future__ import annotations
@@ -33,18 +34,19 @@ from urllib.parse import urlencode
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from veralith.errors import StoreError
 from veralith.llm.local.about import about
 from veralith.models import EvaluationResult
-from veralith.safe_text import visible
+from veralith.safe_text import laid_out
 from veralith.store import Store, browse, open_store
 from veralith.web import chart, views
+from veralith.web.hosts import is_loopback
 
-__all__ = ["CSP", "LOOPBACK_HOSTS", "create_app"]
+__all__ = ["CSP", "create_app"]
 
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; font-src 'none'; "
@@ -52,9 +54,9 @@ CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self';
 _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
             (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
             (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 TOKEN_COOKIE = "veralith_token"
 PAGE_SIZE = 50
+COMPARE_LIMIT = 50  # traces per list on the compare page, as `veralith compare --limit` defaults
 DAYS = 30
 RUNS_SHOWN = 12
 
@@ -80,9 +82,12 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/traces", pages.traces, name="traces"),
         Route("/traces/{trace_id:int}", pages.trace, name="trace"),
         Route("/compare", pages.compare, name="compare"),
+        Route("/favicon.ico", pages.favicon, name="favicon"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: pages.not_found, 405: pages.not_allowed})
+    app = Starlette(routes=routes, exception_handlers={404: pages.not_found, 405: pages.not_allowed,
+                                                       StoreError: pages.unavailable,
+                                                       sqlite3.Error: pages.unavailable})
     return _Guard(app, token)
 
 
@@ -104,9 +109,9 @@ class _Guard:
 
         request = Request(scope)
         if self.digest is None:
-            if _host_name(request.headers.get("host", "")) not in LOOPBACK_HOSTS:
-                reply: Response = PlainTextResponse("this server only answers requests for 127.0.0.1 or localhost",
-                                                    status_code=403)
+            if not is_loopback(_host_name(request.headers.get("host", ""))):
+                reply: Response = PlainTextResponse("this server only answers requests for localhost or a "
+                                                    "loopback address such as 127.0.0.1", status_code=403)
                 return await reply(scope, receive, with_headers)
             return await self.app(scope, receive, with_headers)
         offered = request.query_params.get("token")
@@ -152,7 +157,9 @@ class _Pages:
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
             enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
             trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(visible=visible, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
+        # `visible`: user text as the page lays it out (line breaks, direction marks), every character
+        # that could spoof written out (veralith.safe_text.laid_out).
+        self.env.filters.update(visible=laid_out, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
@@ -184,14 +191,27 @@ class _Pages:
             before, after = _int_param(request, "before"), _int_param(request, "after")
             if before is not None and after is not None:
                 raise _BadFilter("give before or after, not both")
+            sort, cursor = _sort(request)
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
-        page = self.store.page_traces(flt, limit=self.page_size, before=before, after=after)
-        kbs = self.store.knowledge_bases()
-        runs = self.store.run_labels()
-        return self.render("traces.html", page="traces", flt=flt, rows=page.rows, newer=page.newer,
-                           older=page.older, searched_to=page.searched_to, window=browse.SCAN_WINDOW, kbs=kbs,
-                           runs=runs,
+        store = self.store
+        if sort is None:
+            page = store.page_traces(flt, limit=self.page_size, before=before, after=after)
+            rows, newer, older, searched_to, next_cursor = page.rows, page.newer, page.older, page.searched_to, None
+        else:
+            sorted_page = store.page_sorted(flt, sort=sort, limit=self.page_size, cursor=cursor)
+            rows, newer, older, next_cursor = sorted_page.rows, None, None, sorted_page.next
+            searched_to = sorted_page.searched_to
+        total = store.count_traces(flt)
+        reasons = views.row_reasons(store, rows)
+        kbs = store.knowledge_bases()
+        runs = store.run_labels()
+        return self.render("traces.html", page="traces", flt=flt, rows=rows, newer=newer, older=older,
+                           searched_to=searched_to, window=browse.SCAN_WINDOW, kbs=kbs, runs=runs, total=total,
+                           reasons=reasons, sort=sort, first=cursor is None and after is None and before is None,
+                           next_link=None if next_cursor is None else _link(
+                               "/traces", flt, sort=sort, cursor=f"{next_cursor[0]!r}_{next_cursor[1]}"),
+                           sort_link=lambda key: _link("/traces", flt, sort=key),
                            link=lambda **extra: _link("/traces", flt, **extra),
                            trace_link=lambda trace_id: _link(f"/traces/{trace_id}", flt))
 
@@ -216,7 +236,9 @@ class _Pages:
             return self.render("error.html", 500, page="traces", title="Unreadable trace",
                                message=f"Trace {trace_id} cannot be read: {exc}")
         near = self.store.neighbours(trace_id, flt)
+        earlier = self.store.history(trace_id)
         context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt, "about_local": about(),
+                                   "history": earlier,
                                    "metadata": json.loads(row["metadata"] or "{}"),
                                    "newer": _neighbour(near.newer, near.newer_unsearched, "after", trace_id, flt),
                                    "older": _neighbour(near.older, near.older_unsearched, "before", trace_id, flt),
@@ -230,10 +252,16 @@ class _Pages:
         return self.render("trace.html", **context)
 
     def compare(self, request: Request) -> Response:
-        """Two runs side by side: the content of `veralith compare A B` (veralith.compare)."""
+        """Two runs side by side: the content of `veralith compare A B` (veralith.compare), each list
+        cut at `limit` traces (default COMPARE_LIMIT, 0: all) as the command's text view is."""
         from veralith.compare import compare_runs
         from veralith.store.runs import RunNotFound
 
+        try:
+            limit = _int_param(request, "limit")
+        except _BadFilter as exc:
+            return self.render("error.html", 400, page="compare", title="Bad limit", message=str(exc))
+        limit = COMPARE_LIMIT if limit is None else limit
         labels = self.store.run_labels(limit=200)
         a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
         if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
@@ -247,8 +275,24 @@ class _Pages:
                 comparison = compare_runs(self.store, a, b)
             except RunNotFound as exc:
                 return self.render("error.html", 404, page="compare", title="No such run", message=str(exc))
-        return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison,
+        # The form selects the runs compared, by id, whether they were asked for by id or by name.
+        chosen = (comparison.run_a["id"], comparison.run_b["id"]) if comparison else (None, None)
+        for run in (comparison.run_a, comparison.run_b) if comparison else ():
+            if all(run_id != run["id"] for run_id, _ in labels):  # older than the newest 200: offer it too
+                labels.append((run["id"], f"#{run['id']}" + (f" {run['name']}" if run.get("name") else "")))
+        return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison, chosen=chosen,
+                           same=comparison is not None and chosen[0] == chosen[1], limit=limit or None,
                            cells=comparison_cells())
+
+    def favicon(self, request: Request) -> Response:
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
+    async def unavailable(self, request: Request, exc: Exception) -> Response:
+        """A database that cannot be read now (locked past the busy timeout, vanished, damaged): an
+        error page, never a traceback."""
+        return self.render("error.html", 503, page="", title="Database unavailable",
+                           message=f"The database cannot be read right now ({exc}). Try again in a moment; if it "
+                                   "persists, check the file `veralith serve` was started on.")
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.render("error.html", 404, page="", title="Not found", message="There is no page at this address.")
@@ -288,6 +332,26 @@ def _filter(request: Request) -> browse.TraceFilter:
         raise _BadFilter("the text filter is limited to 200 characters")
     return browse.TraceFilter(cell=cell, gate=gate, kb=opt("kb"), since=dates["since"], until=dates["until"],
                               text=text, run=_int_param(request, "run"))
+
+
+def _sort(request: Request) -> tuple[str | None, tuple[float, int] | None]:
+    """The traces page's order (None: newest first) and, for another order, where the page starts."""
+    sort = request.query_params.get("sort") or None
+    if sort in (None, "newest"):
+        return None, None
+    if sort not in browse.SORTS:
+        raise _BadFilter(f"sort must be one of newest, {', '.join(browse.SORTS)}")
+    raw = request.query_params.get("cursor")
+    if not raw:
+        return sort, None
+    key, sep, ident = raw.rpartition("_")
+    try:
+        value = float(key)
+        if not sep or not ident.isdigit() or len(ident) > 18 or value != value or abs(value) > 2**53:
+            raise ValueError
+    except ValueError:
+        raise _BadFilter("cursor must be the one a page's next link gives") from None
+    return sort, (value, int(ident))
 
 
 def _int_param(request: Request, name: str) -> int | None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from veralith.models import Coverage, EvaluationResult, FaithfulnessJudgment, Relation, Verdict
 
-__all__ = ["ClaimView", "Segment", "claim_views", "coverage_reason", "quote_in_chunk", "response_segments"]
+__all__ = ["ClaimView", "Segment", "claim_views", "coverage_reason", "quote_in_chunk", "response_segments",
+           "row_reasons"]
 
 RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
                   Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
@@ -142,3 +144,15 @@ def coverage_reason(result: EvaluationResult, question_id: str) -> tuple[str, st
         Coverage.unanswered: "no claim answers it",
     }[coverage]
     return coverage.value, why
+
+
+def row_reasons(store: Any, rows: list[dict[str, Any]]) -> dict[int, str]:
+    """Why each listed trace did not pass, in the one line `veralith compare` uses (its failing claim,
+    its unanswered sub-question, its judge errors), or its failure message when it has no result."""
+    from veralith.compare.reasons import failure_reason
+
+    failing = [r["id"] for r in rows if r["quality_gate"] not in (None, "pass")]
+    details = store.failure_details(failing) if failing else {}
+    out = {trace_id: failure_reason(detail) for trace_id, detail in details.items()}
+    out.update({r["id"]: r["error"] for r in rows if r["quality_gate"] is None and r.get("error")})
+    return out

@@ -9,7 +9,7 @@ from veralith.adapters._common import Counters, Options, VeralithAdapterWarning
 
 __all__ = ["INSTALL_HINT", "Options", "VeralithAdapterWarning", "count", "counters", "stats", "warn_once"]
 
-INSTALL_HINT = 'LangChain is not installed; install the extra with: pip install "veralith[langchain]"'
+INSTALL_HINT = 'LangChain is not installed; install the extra with: pip install "veralith-rag[langchain]"'
 
 lock = threading.RLock()
 installed = False

@@ -1,0 +1,157 @@
+"""`veralith serve` in a real browser, for what a person sees beyond security: the compare form keeps
+the runs it was asked for, a trace shows its history, text keeps its line breaks and right-to-left
+marks, every page fits a 390 px phone without scrolling sideways, and axe-core finds no
+accessibility violation on any page (WCAG 2 A/AA rules, contrast included).
+
+axe-core is vendored under tests/vendor/axe-core (MPL-2.0, its licence beside it): nothing is
+downloaded at test time. It is injected into a context that bypasses the page's Content-Security-
+Policy, which forbids every script, the page's own included.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import CHROMIUM
+from web_support import EXAMPLES, live_server, run_eval
+
+if not CHROMIUM.is_file():
+    pytest.skip(f"needs {CHROMIUM} (Debian's chromium package; .ci/run installs it)", allow_module_level=True)
+pytest.importorskip("starlette", reason="the web extra is not installed (pip install '.[web]')")
+pytest.importorskip("playwright.sync_api", reason="needs playwright (the dev extra)")
+
+from veralith.web import create_app  # noqa: E402
+
+pytestmark = pytest.mark.slow
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+LAYOUT = {"id": "layout-1", "knowledge_base": "layout",
+          "query": "Which two lines?\r\nSay both.",
+          "context": ["First page.\fSecond page.", "مرحبا\u200f بالعالم (the store's Arabic greeting)"],
+          "response": "Line one.\r\nLine two. مرحبا\u200f بالعالم\fAfter the form feed. Spoof: \u202eevil"}
+
+
+def _eval(db: Path, path: Path, *args: str) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+    env.update(VERALITH_DB_PATH=str(db), VERALITH_BACKEND="local")
+    done = subprocess.run([sys.executable, "-m", "veralith.cli", "eval", str(path), *args], env=env,
+                          cwd=path.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 2), done.stderr
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("layout")
+    db = folder / "web.db"
+    _eval(db, EXAMPLES, "--run-name", "baseline")
+    _eval(db, EXAMPLES.with_name("traces_v2.jsonl"), "--run-name", "candidate")  # same ids: re-judged in place
+    layout = folder / "layout.jsonl"
+    layout.write_text(json.dumps(LAYOUT) + "\n", encoding="utf-8")
+    run_eval(db, layout)
+    return db
+
+
+@pytest.fixture(scope="module")
+def base_url(db) -> str:
+    with live_server(create_app(db, page_size=8)) as url:
+        yield url
+
+
+def _trace_with_history(db: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        row = conn.execute("SELECT trace_id FROM trace_history ORDER BY id LIMIT 1").fetchone()
+    assert row is not None, "the candidate run re-judged no trace"
+    return int(row[0])
+
+
+def _layout_trace(db: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        return int(conn.execute("SELECT id FROM traces WHERE external_id = 'layout-1'").fetchone()[0])
+
+
+def _selected(page) -> tuple[str, str]:
+    return (page.eval_on_selector("select[name=a]", "s => s.options[s.selectedIndex].text"),
+            page.eval_on_selector("select[name=b]", "s => s.options[s.selectedIndex].text"))
+
+
+def test_the_compare_form_keeps_named_runs_and_resubmits_the_same_comparison(page, base_url):
+    page.goto(base_url + "/compare?a=baseline&b=candidate")
+    assert _selected(page) == ("#1 baseline", "#2 candidate")
+    verdict = page.inner_text("p.verdict")
+    with page.expect_navigation():
+        page.click("form.filters button[type=submit]")
+    assert "a=1" in page.url and "b=2" in page.url  # the form sends the runs by id
+    assert _selected(page) == ("#1 baseline", "#2 candidate")
+    assert page.inner_text("p.verdict") == verdict and "regression" in verdict
+
+
+def test_comparing_a_run_with_itself_says_so(page, base_url):
+    page.goto(base_url + "/compare?a=candidate&b=2")
+    assert "same run" in page.inner_text("p.verdict")
+    assert page.locator("table.changes").count() == 0
+
+
+def test_a_trace_page_shows_its_earlier_outcomes(page, base_url, db):
+    page.goto(f"{base_url}/traces/{_trace_with_history(db)}")
+    rows = page.locator("table.history tbody tr")
+    assert rows.count() >= 1
+    assert page.locator("table.history td .badge, table.history td .status").count() >= 1
+
+
+def test_line_breaks_and_direction_marks_are_layout_and_overrides_stay_escaped(page, base_url, db):
+    page.goto(f"{base_url}/traces/{_layout_trace(db)}")
+    response = page.inner_text("p.response")
+    assert "Line one.\nLine two." in response and "\nAfter the form feed." in response
+    assert "\u200f" in response and "\\u200f" not in response
+    assert "\\u202e" in response and "\u202e" not in response       # an override can spoof: written out
+    body = page.inner_text("main")
+    assert "\\x0d" not in body and "\\x0c" not in body
+    assert "Which two lines?\nSay both." in page.inner_text("p.query")
+
+
+def _pages(db: Path) -> list[str]:
+    return ["/", "/traces", "/traces?sort=faith", f"/traces/{_trace_with_history(db)}",
+            f"/traces/{_layout_trace(db)}", "/compare", "/compare?a=1&b=1", "/traces/999999", "/traces?gate=nope"]
+
+
+@pytest.mark.parametrize("width", [390])
+def test_every_page_fits_a_phone_without_scrolling_sideways(browser, base_url, db, width):
+    context = browser.new_context(viewport={"width": width, "height": 844}, device_scale_factor=1)
+    try:
+        pg = context.new_page()
+        for path in _pages(db):
+            pg.goto(base_url + path)
+            overflow = pg.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, (path, overflow)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("width", [1200, 390])
+def test_axe_finds_no_accessibility_violation_on_any_page(browser, base_url, db, width):
+    source = AXE.read_text(encoding="utf-8")
+    context = browser.new_context(viewport={"width": width, "height": 900}, bypass_csp=True)
+    try:
+        pg = context.new_page()
+        found = {}
+        for path in _pages(db):
+            pg.goto(base_url + path)
+            pg.add_script_tag(content=source)
+            violations = pg.evaluate("""async () => (await axe.run(document, {
+                runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']}
+            })).violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')
+                + ' ' + (n.failureSummary || '').split('\\n').slice(0, 2).join(' '))}))""")
+            if violations:
+                found[path] = violations
+        assert not found, json.dumps(found, indent=1, ensure_ascii=False)[:6000]
+    finally:
+        context.close()
