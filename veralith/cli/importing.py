@@ -72,6 +72,9 @@ def import_command(
     # The command module (not the package's `app` attribute, the Typer object): imported here,
     # since it imports this module to register the command.
     cli = importlib.import_module("veralith.cli.app")
+    from veralith.config import settings
+
+    settings.current  # an invalid VERALITH_* setting is the one line this command prints (VeralithGroup)  # noqa: B018
     if not file.is_file():
         raise cli._fail(f"{file}: no such file" if not file.exists() else f"{file}: not a regular file")
     if output is not None:
@@ -83,7 +86,7 @@ def import_command(
     except OSError as exc:
         raise cli._fail(f"{file}: cannot read ({exc.strerror or exc})") from None
     items = import_records(imported, default_kb=kb)
-    cli._err().print(f"{file}: {imported.format}, {imported.spans} spans in {len(items)} traces", markup=False,
+    cli._out().print(f"{file}: {imported.format}, {imported.spans} spans in {len(items)} traces", markup=False,
                      soft_wrap=True)
     if not items:
         raise cli._fail(f"{file} holds no spans")

@@ -44,7 +44,7 @@ def migrate_command(
         src, dst = open_store(src_url), open_store(dst_url)
         if not (isinstance(src, SqlStore) and isinstance(dst, SqlStore)):
             raise StoreError("both stores must be SQL stores")
-        err.print(literal(f"copying {src.url} into {dst.url}"), soft_wrap=True)
+        out.print(literal(f"copying {src.url} into {dst.url}"), soft_wrap=True)
         report = copy_history(src, dst, report=lambda line: err.print(literal(line, "dim"), soft_wrap=True))
     except StoreError as exc:
         err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
