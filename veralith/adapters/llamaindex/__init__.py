@@ -31,7 +31,7 @@ from veralith.adapters._common import Options, VeralithAdapterWarning, checked_o
 
 __all__ = ["VeralithAdapterWarning", "install", "is_installed", "stats", "uninstall"]
 
-INSTALL_HINT = 'LlamaIndex is not installed; install the extra with: pip install "veralith[llamaindex]"'
+INSTALL_HINT = 'LlamaIndex is not installed; install the extra with: pip install "veralith-rag[llamaindex]"'
 _lock = threading.Lock()
 
 

@@ -48,7 +48,7 @@ class PostgresStore(SqlStore):
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
         except ImportError:
-            raise StoreError("a postgresql:// store needs the `postgres` extra: pip install 'veralith[postgres]'") \
+            raise StoreError("a postgresql:// store needs the `postgres` extra: pip install 'veralith-rag[postgres]' (in a checkout: pip install '.[postgres]')") \
                 from None
         self.url = redact_url(url) or url
         self.key = self.url
