@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,17 @@ for _var in [v for v in os.environ if v.startswith("VERALITH_")]:
     os.environ.pop(_var)
 if (SHARED / "tiktoken").is_dir():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
+
+# A process keeps one spool and one id-counter descriptor open per store it logged to (one store in
+# an application; a fresh temporary one per test here). A test process touches a few hundred
+# stores, so lift the soft limit of open files (1,024 on many machines) to the hard limit.
+if sys.platform != "win32":
+    import resource
+
+    _soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if _hard == resource.RLIM_INFINITY or _soft < _hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (_hard if _hard != resource.RLIM_INFINITY else 65536, _hard))
 
 
 @pytest.fixture(autouse=True)

@@ -15,14 +15,13 @@ CONTEXT = ["The warranty lasts 36 months from the date of purchase."]
 
 
 def _stored(*, review: bool) -> int:
-    from veralith.store.db import open_db
-    from veralith.store.repository import save_result
+    from veralith.store import open_store
 
     result = veralith.evaluate("How long is the warranty?", CONTEXT, "The warranty lasts 24 months.", persist=False)
     if review:
         diagnosis = result.diagnosis.model_copy(update={"needs_review": True, "review_ids": ["k1"]})
         result = result.model_copy(update={"diagnosis": diagnosis})
-    return save_result(open_db(), result)
+    return open_store().save_result(result)
 
 
 def _run(*args: str):

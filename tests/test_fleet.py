@@ -184,7 +184,8 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     assert copy.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE)) > max(first)
 
 
-def test_migrate_refuses_the_same_store_and_an_unreachable_one(store_url, tmp_path):
+def test_migrate_refuses_the_same_store_and_an_unreachable_one(store, store_url, tmp_path):
+    store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE))  # a source to copy from
     same = subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to", store_url], env=_env(),
                           capture_output=True, text=True, timeout=60)
     assert same.returncode == 2 and "nothing to do" in same.stderr

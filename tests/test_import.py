@@ -151,7 +151,7 @@ def test_import_judges_the_traces_stores_them_by_trace_id_and_a_second_run_skips
     runner = CliRunner()
     first = runner.invoke(app, ["import", str(FIXTURES / "otlp_openinference.json"), "--kb", "kettles"])
     assert first.exit_code == 0, first.output
-    assert "otlp, 4 spans in 2 traces" in first.stderr and "not a RAG answer, skipped" in first.stderr
+    assert "otlp, 4 spans in 2 traces" in first.stdout and "not a RAG answer, skipped" in first.stderr
     (row,) = open_store().list_traces()
     store = open_store()
     stored = store.load_input(row["id"])

@@ -324,7 +324,7 @@ def test_bad_options_and_a_missing_llamaindex_say_what_to_do(monkeypatch):
     with pytest.raises(ValueError, match="run must be"):
         adapter.install(run=" ")
     monkeypatch.setitem(sys.modules, "llama_index.core.instrumentation", None)
-    with pytest.raises(ImportError, match=r'pip install "veralith\[llamaindex\]"'):
+    with pytest.raises(ImportError, match=r'pip install "veralith-rag\[llamaindex\]"'):
         adapter.install()
     assert not adapter.is_installed()
 
@@ -332,15 +332,13 @@ def test_bad_options_and_a_missing_llamaindex_say_what_to_do(monkeypatch):
 def test_a_logged_query_is_stored_with_its_ranks_scores_and_timings():
     from veralith.sdk.log import shutdown
     from veralith.store import open_store
-    from veralith.store.db import open_db
-    from veralith.store.repository import list_traces
 
     adapter.install()
     with warnings.catch_warnings():
         warnings.simplefilter("error", veralith.adapters.llamaindex.VeralithAdapterWarning)
         _engine().query(QUESTION)
     shutdown(wait=True)
-    (row,) = list_traces(open_db())
+    (row,) = open_store().list_traces()
     store = open_store()
     stored = store.load_result(row["id"])
     assert [(c.id, c.rank, c.score, c.source) for c in stored.context] == [("n0", 1, 3.0, "doc0.md"),

@@ -354,15 +354,13 @@ def test_wrap_leaves_the_client_as_it_was_and_checks_its_arguments(openai_server
 def test_a_wrapped_completion_is_stored_with_its_chunks_and_latency(openai_server):
     from veralith.sdk.log import shutdown
     from veralith.store import open_store
-    from veralith.store.db import open_db
-    from veralith.store.repository import list_traces
 
     _, client = _clients(openai_server)
     openai_server.enqueue(ANSWER)
     with veralith.context([{"text": DOCS[0], "id": "d1", "rank": 1, "score": 0.8}]):
         _ask(client)
     shutdown(wait=True)
-    (row,) = list_traces(open_db())
+    (row,) = open_store().list_traces()
     store = open_store()
     assert [(c.id, c.rank, c.score) for c in store.load_input(row["id"]).context] == [("d1", 1, 0.8)]
     assert set(store.trace_info(row["id"]).app_latency_ms) == {"generation"}

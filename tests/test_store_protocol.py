@@ -103,9 +103,11 @@ class MemoryStore:
             row["status"], row["updated_at"] = "running", self._now()
             return True
 
-    def claim_batch(self, limit: int) -> list[int]:
+    def claim_batch(self, limit: int, *, knowledge_base: str | None = None) -> list[int]:
         taken = []
         for trace_id in self.resumable():
+            if knowledge_base is not None and self.traces[trace_id]["input"].knowledge_base != knowledge_base:
+                continue
             if len(taken) < limit and self.claim(trace_id):
                 taken.append(trace_id)
         return taken
@@ -188,6 +190,9 @@ class MemoryStore:
             return [i for i, r in self.traces.items()
                     if r["status"] == "error" or (r["result"] is not None and r["result"].errors)]
         return [i for i, r in self.traces.items() if r["status"] == "pending"]
+
+    def abandoned(self) -> list[int]:
+        return []  # one process: nothing can be left behind by another one
 
     def history(self, trace_id: int) -> list[dict[str, Any]]:
         return [{"failure_cell": cell} for i, cell in self.past if i == trace_id]

@@ -57,6 +57,7 @@ def worker_command(
 
         workers = concurrency or settings.concurrency
         store = open_store()
+        store.abandoned()  # opens the store now: a store that cannot be used is one error line, no banner
         client = get_client()
         say(f"judging the traces of {store.url}{f' (knowledge base {kb})' if kb else ''} with "
             f"{getattr(client, 'backend', '?')}/{getattr(client, 'model', '?')}, {workers} at a time"

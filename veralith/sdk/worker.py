@@ -168,6 +168,9 @@ def progress_line(store: Store, totals: WorkerReport, in_flight: int, knowledge_
 
 
 def _ends_the_run(exc: StoreError) -> bool:
-    from veralith.store.errors import WritesStopped
+    """Only a store that is unavailable for now (locked, a server restarting, a file moved) is worth
+    waiting for; any other store error (writes stopped, a file that is not a database, a newer schema)
+    stays until a person acts, so the worker stops with it (exit 2) instead of waiting forever."""
+    from veralith.store.errors import StoreUnavailable
 
-    return isinstance(exc, WritesStopped)
+    return not isinstance(exc, StoreUnavailable)
