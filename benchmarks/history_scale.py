@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/history_scale.py [--traces 1000000] [--db PATH | --db-url URL | --pg] [--repeat 5]
 
 Fills a store with synthetic traces (rolled-up columns only: the child tables do not take part in
-these queries) spread over 5 knowledge bases, the six cells plus unclassified, and all four work
+these queries) spread over 5 knowledge bases, the six cells plus indeterminate (no cell), and all four work
 states, 90 % of them with the app's own latency recorded (so `stats` computes a p50 and p95 per
 knowledge base); then times each query through the store (veralith.store: what `veralith stats`
 and `list` call) `--repeat` times after one warm-up, and prints the median and the worst, in

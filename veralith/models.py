@@ -53,6 +53,33 @@ class FailureCell(str, Enum):
     extra_ungrounded = "extra_ungrounded"
 
 
+# The cell vocabulary, defined here once; the CLI, the store's statistics, `compare`, the CI gate and
+# the web view all read it from here.
+# A trace without a cell (a judge failed, or nothing could be assessed) is "indeterminate", the same
+# word its quality gate uses.
+NO_CELL = "indeterminate"
+# Display order: the completeness rows, each grounded then ungrounded (the enum's order).
+CELLS: tuple[str, ...] = tuple(cell.value for cell in FailureCell)
+# Worst first: the order regressions and the CI gate's "worst traces" are listed in. Ungrounded
+# claims (a fabricated or contradicted fact) rank above a gap in the answer; a trace without a cell
+# ranks below every failure, since nothing is known about it; complete_grounded is last.
+CELLS_BY_SEVERITY: tuple[str, ...] = ("incomplete_ungrounded", "complete_ungrounded", "extra_ungrounded",
+                                      "incomplete_grounded", "extra_grounded", NO_CELL, "complete_grounded")
+
+
+def cell_name(cell: FailureCell | str | None) -> str:
+    """The name a cell is shown and counted under: its value, or NO_CELL for none."""
+    if cell is None or cell == "":
+        return NO_CELL
+    return cell.value if isinstance(cell, FailureCell) else cell
+
+
+def cell_severity(cell: FailureCell | str | None) -> int:
+    """Rank of a cell, 0 the worst (CELLS_BY_SEVERITY); None or an unknown name counts as NO_CELL."""
+    name = cell_name(cell)
+    return CELLS_BY_SEVERITY.index(name if name in CELLS_BY_SEVERITY else NO_CELL)
+
+
 class SufficiencyLevel(str, Enum):
     high = "high"
     low = "low"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veralith.cli.records import BadLine, Record, read_records
 from veralith.errors import JudgeServerDown
-from veralith.models import EvaluationResult
+from veralith.models import EvaluationResult, cell_name
 from veralith.usage import CallUsage
 
 if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
@@ -161,7 +161,7 @@ class Tally:
         if stored and result.trace_id is not None:
             low, high = self.ids or (result.trace_id, result.trace_id)
             self.ids = (min(low, result.trace_id), max(high, result.trace_id))
-        self.cells[result.failure_cell.value if result.failure_cell else "unclassified"] += 1
+        self.cells[cell_name(result.failure_cell)] += 1
         self.gates[result.status.quality_gate.value] += 1
         self.with_judge_errors += bool(result.errors)
         self.usage.add(result.usage)

@@ -7,7 +7,7 @@ failed count as not passing, because nothing is ever reported as pass when nothi
 with no trace at all, or none with a verdict ("not judged"), the gate fails, and a run that exits 2
 (record or judge errors) never prints "passed". `--max-cell indeterminate=N` bounds traces without
 a cell. When the gate fails, the command exits 3 and names the worst traces, worst cell first
-(veralith.compare.severity).
+(veralith.models.cell_severity).
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from veralith.cli.render import literal
+from veralith.models import CELLS, NO_CELL, cell_name, cell_severity
 
 __all__ = ["EXIT_GATE", "Collector", "GateResult", "GateSpec", "Outcome", "check_gate", "gate_view", "parse_spec"]
 
 EXIT_GATE = 3
 WORST_SHOWN = 10
-NOT_JUDGED = "indeterminate"  # the cell name of a trace without a verdict
-_CELL_NAMES = ("complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
-               "extra_grounded", "extra_ungrounded", NOT_JUDGED)
+_CELL_NAMES = (*CELLS, NO_CELL)  # what --max-cell accepts
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Outcome:
     line: int | None              # input line, when this invocation read it
     trace_id: int | None
     key: str                      # the record's external id, else its query
-    cell: str                     # failure cell, or "indeterminate"
+    cell: str                     # failure cell, or NO_CELL
     gate: str                     # pass | fail | indeterminate
     faithfulness: float | None
     reason: str | None            # why it did not pass, one line
@@ -102,7 +101,7 @@ class Collector:
         diagnosis = result.diagnosis
         outcome = Outcome(
             line=record.line, trace_id=result.trace_id, key=str(external) if external is not None else result.query,
-            cell=result.failure_cell.value if result.failure_cell else "indeterminate",
+            cell=cell_name(result.failure_cell),
             gate=result.status.quality_gate.value,
             faithfulness=diagnosis.faithfulness_fraction if diagnosis else None, reason=result_reason(result))
         with self._lock:
@@ -116,8 +115,6 @@ class Collector:
 
 def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
     """Apply the gate (a pure function of the outcomes)."""
-    from veralith.compare import severity
-
     cells = Counter(o.cell for o in outcomes)
     passed_n = sum(o.gate == "pass" for o in outcomes)
     rate = passed_n / len(outcomes) if outcomes else None
@@ -126,7 +123,7 @@ def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
     # verdict (judge errors, an outage) fails whatever the limits say.
     if spec.active and not outcomes:
         failures.append("not judged: the run has no trace with a result")
-    elif spec.active and cells[NOT_JUDGED] == len(outcomes):
+    elif spec.active and cells[NO_CELL] == len(outcomes):
         failures.append(f"not judged: none of the {len(outcomes)} trace(s) has a verdict (judge errors); "
                         "nothing was assessed")
     if spec.fail_under is not None and rate is not None and rate < spec.fail_under:
@@ -138,7 +135,7 @@ def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
     bad = [o for o in outcomes if o.gate != "pass"]
     # The cells a broken --max-cell names come first, then the usual worst-first order.
     named = {cell for cell, limit in spec.max_cells.items() if cells[cell] > limit}
-    bad.sort(key=lambda o: (o.cell not in named, severity(None if o.cell == "indeterminate" else o.cell),
+    bad.sort(key=lambda o: (o.cell not in named, cell_severity(o.cell),
                             o.faithfulness if o.faithfulness is not None else 2.0, o.line or 0,
                             o.trace_id or 0))
     return GateResult(passed=not failures, evaluated=len(outcomes), pass_rate=rate, cells=dict(cells),
@@ -274,6 +271,6 @@ class EvalHooks:
             r = TraceRow._make(raw)
             out.append(Outcome(line=lines.get(r.id), trace_id=r.id,
                                key=r.external_id if r.external_id is not None else r.query,
-                               cell=r.failure_cell or "indeterminate", gate=r.quality_gate or "indeterminate",
+                               cell=cell_name(r.failure_cell), gate=r.quality_gate or "indeterminate",
                                faithfulness=r.faithfulness_fraction, reason=r.reason))
         return sorted(out, key=lambda o: (o.line is None, o.line or 0, o.trace_id or 0))

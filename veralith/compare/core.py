@@ -20,18 +20,15 @@ from typing import Any, NamedTuple
 
 from veralith.compare.reasons import failure_reason
 from veralith.compare.stats import PairedTest, paired_test
+from veralith.models import CELLS_BY_SEVERITY, NO_CELL, cell_severity
 
 __all__ = ["CELLS", "INDETERMINATE", "Change", "Comparison", "Only", "TraceRow", "cell_of", "compare_rows", "gate_of",
            "severity", "with_reasons"]
 
-INDETERMINATE = "indeterminate"
-# Worst first: the order regressions and the CI gate's "worst traces" are listed in. Ungrounded
-# claims (a fabricated or contradicted fact) rank above a gap in the answer; a trace without a
-# cell ranks below every failure, since nothing is known about it; complete_grounded is last.
-CELLS = ("incomplete_ungrounded", "complete_ungrounded", "extra_ungrounded", "incomplete_grounded",
-         "extra_grounded", "complete_grounded", INDETERMINATE)
-_SEVERITY = {"incomplete_ungrounded": 0, "complete_ungrounded": 1, "extra_ungrounded": 2,
-             "incomplete_grounded": 3, "extra_grounded": 4, INDETERMINATE: 5, "complete_grounded": 6}
+# A gate or a cell that is not there reads as "indeterminate" (the one name, veralith.models.NO_CELL).
+INDETERMINATE = NO_CELL
+# Worst first (veralith.models.CELLS_BY_SEVERITY): the transition matrix's rows and columns.
+CELLS = CELLS_BY_SEVERITY
 
 
 class TraceRow(NamedTuple):
@@ -61,7 +58,7 @@ def gate_of(row: TraceRow) -> str:
 
 def severity(cell: str | None) -> int:
     """Rank of a cell, 0 the worst (CELLS order); None counts as indeterminate."""
-    return _SEVERITY.get(cell or INDETERMINATE, _SEVERITY[INDETERMINATE])
+    return cell_severity(cell)
 
 
 @dataclass(frozen=True)

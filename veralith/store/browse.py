@@ -17,14 +17,13 @@ import datetime as dt
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from veralith.models import CELLS, NO_CELL, cell_name
 from veralith.store.sql import Db, Dialect
 
 __all__ = ["CELLS", "GATES", "SCAN_WINDOW", "SORTS", "Neighbours", "SortedPage", "TraceFilter", "TracePage",
            "count_traces", "daily_figures", "kb_figures", "knowledge_bases", "neighbours", "page_sorted", "page_traces",
            "run_cells", "run_labels", "trace_row"]
 
-CELLS = ("complete_grounded", "complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded",
-         "extra_grounded", "extra_ungrounded")
 GATES = ("pass", "fail", "indeterminate")
 _LIST_COLUMNS = ("id, created_at, status, knowledge_base, failure_cell, quality_gate, sufficiency_fraction,"
                  " faithfulness_fraction, usd, needs_review, external_id, substr(error_message, 1, 300) AS error,"
@@ -40,7 +39,7 @@ class TraceFilter:
     the caller (the web layer) before they get here.
     """
 
-    cell: str | None = None       # a failure cell, or "unclassified" (a result without one)
+    cell: str | None = None       # a failure cell, or NO_CELL (a result without one)
     gate: str | None = None
     kb: str | None = None
     since: dt.date | None = None
@@ -58,7 +57,7 @@ class TraceFilter:
         """SQL conditions (ANDed) and their parameters; values are always bound, never spliced."""
         clauses: list[str] = []
         params: list[Any] = []
-        if self.cell == "unclassified":
+        if self.cell == NO_CELL:
             clauses.append("failure_cell IS NULL AND quality_gate IS NOT NULL")
         elif self.cell is not None:
             clauses.append("failure_cell = ?")
@@ -259,7 +258,7 @@ def kb_figures(db: Db) -> dict[str, dict[str, Any]]:
         kb["usd_unknown"] += row["usd_unknown"] or 0
         if row["quality_gate"]:  # '' marks "no stored result"
             kb["results"] += row["n"]
-            cell = row["failure_cell"] or "unclassified"
+            cell = cell_name(row["failure_cell"])
             kb["by_cell"][cell] = kb["by_cell"].get(cell, 0) + row["n"]
             kb["by_gate"][row["quality_gate"]] = kb["by_gate"].get(row["quality_gate"], 0) + row["n"]
     for kb in out.values():
@@ -287,7 +286,7 @@ def daily_figures(db: Db, *, days: int = 30) -> dict[str, Any]:
                       " WHERE day >= ?", [first.isoformat()]).fetchall()
     for day, kb, cell, gate, n, usd, unknown in rows:
         slot = by_kb.setdefault(kb, {}).setdefault(day, {"cells": {}, "results": 0, "passes": 0})
-        name = cell or "unclassified"
+        name = cell_name(cell)
         slot["cells"][name] = slot["cells"].get(name, 0) + n
         slot["results"] += n
         slot["passes"] += n if gate == "pass" else 0
@@ -311,7 +310,7 @@ def run_cells(db: Db, runs: list[tuple[int, str]]) -> dict[int, dict[str, Any]]:
                 f"SELECT run_id, failure_cell, quality_gate, COUNT(*) FROM {table}"
                 f" WHERE run_id IN ({marks}) AND quality_gate IS NOT NULL GROUP BY 1, 2, 3", ids).fetchall():
             slot = out[run_id]
-            name = cell or "unclassified"
+            name = cell_name(cell)
             slot["cells"][name] = slot["cells"].get(name, 0) + n
             slot["results"] += n
             slot["passes"] += n if gate == "pass" else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from veralith.models import cell_name
 from veralith.store.calibration import SqlCalibration, calibrate
 from veralith.store.sql import Db
 
@@ -64,8 +65,8 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     """Counts by cell, gate and status; mean fractions; usage totals; the threshold per KB.
 
     `by_cell` and `by_gate` count stored results (a result without a cell counts as
-    "unclassified"); `by_status` counts every trace. Each threshold is the one evaluation would use
-    now (veralith.store.calibration.calibrate).
+    veralith.models.NO_CELL, "indeterminate"); `by_status` counts every trace. Each threshold is
+    the one evaluation would use now (veralith.store.calibration.calibrate).
 
     `needs_review` counts results whose deciding verdict is low-confidence (a person should look).
     Means are None when nothing was judged (never NaN). `usd` sums the known costs and
@@ -91,7 +92,7 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
         total += row["n"]
         by_status[row["status"]] = by_status.get(row["status"], 0) + row["n"]
         if row["quality_gate"]:  # a stored result ('' marks none)
-            cell = row["failure_cell"] or "unclassified"
+            cell = cell_name(row["failure_cell"])
             by_cell[cell] = by_cell.get(cell, 0) + row["n"]
             by_gate[row["quality_gate"]] = by_gate.get(row["quality_gate"], 0) + row["n"]
         for key in sums:

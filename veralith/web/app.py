@@ -160,7 +160,8 @@ class _Pages:
         # `visible`: user text as the page lays it out (line breaks, direction marks), every character
         # that could spoof written out (veralith.safe_text.laid_out).
         self.env.filters.update(visible=laid_out, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
-        self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER)
+        self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER,
+                                NO_CELL=browse.NO_CELL)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
@@ -316,8 +317,8 @@ def _filter(request: Request) -> browse.TraceFilter:
         return value or None
 
     cell, gate = opt("cell"), opt("gate")
-    if cell is not None and cell not in (*browse.CELLS, "unclassified"):
-        raise _BadFilter(f"cell must be one of {', '.join(browse.CELLS)} or unclassified")
+    if cell is not None and cell not in (*browse.CELLS, browse.NO_CELL):
+        raise _BadFilter(f"cell must be one of {', '.join(browse.CELLS)} or {browse.NO_CELL}")
     if gate is not None and gate not in browse.GATES:
         raise _BadFilter(f"gate must be one of {', '.join(browse.GATES)}")
     dates = {}

@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from veralith.models import CELLS_BY_SEVERITY
+
 __all__ = ["CELL_ORDER", "Chart", "cell_chart"]
 
-CELL_ORDER = ("complete_grounded", "extra_grounded", "incomplete_grounded", "complete_ungrounded",
-              "extra_ungrounded", "incomplete_ungrounded", "unclassified")
+# Best first, so the passing cell sits at the bottom of each stacked bar and the worst on top: the
+# severity order of veralith.models, reversed.
+CELL_ORDER = tuple(reversed(CELLS_BY_SEVERITY))
 
 WIDTH, HEIGHT, LEFT, BOTTOM, TOP = 640, 180, 36, 22, 8
 

@@ -48,8 +48,8 @@ class PostgresStore(SqlStore):
             import psycopg  # noqa: F401
             import psycopg_pool  # noqa: F401
         except ImportError:
-            raise StoreError("a postgresql:// store needs the `postgres` extra: pip install 'veralith-rag[postgres]' (in a checkout: pip install '.[postgres]')") \
-                from None
+            raise StoreError("a postgresql:// store needs the `postgres` extra: pip install 'veralith-rag[postgres]'"
+                             " (in a checkout: pip install '.[postgres]')") from None
         self.url = redact_url(url) or url
         self.key = self.url
         self.spool_url = url
