@@ -154,7 +154,11 @@ def main() -> None:
     judge = FakeOpenAIServer(latency_s=args.latency).start()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
     base.update(PYTHONPATH=str(REPO), VERALITH_BACKEND="openai", VERALITH_BASE_URL=judge.base_url,
-                VERALITH_API_KEY="test", VERALITH_CACHE="0", VERALITH_SPOOL_DIR=os.path.join(tmp, "spool"))
+                VERALITH_API_KEY="test", VERALITH_CACHE="0", VERALITH_SPOOL_DIR=os.path.join(tmp, "spool"),
+                # The fake judge stands for a hosted API, which takes calls in parallel. On 127.0.0.1 it
+                # would otherwise be taken for a local model server, allowed one call at a time per
+                # process (VERALITH_SERVER_CONCURRENCY's default), and each worker would run at 1/threads.
+                VERALITH_SERVER_CONCURRENCY=str(max(64, args.threads * 4)))
     out: dict[str, object] = {"cpus": os.cpu_count(), "latency_s": args.latency}
     stores = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     server = None

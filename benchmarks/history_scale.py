@@ -75,7 +75,7 @@ def _flush(db, batch) -> None:
             db.executemany(
                 "INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, metadata, failure_cell,"
                 " quality_gate, sufficiency_fraction, faithfulness_fraction, calls, input_tokens, output_tokens,"
-                " usd, query, response, app_latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " usd, query, response, app_latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 batch)
         batch.clear()
 
