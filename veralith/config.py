@@ -55,6 +55,10 @@ class Settings(BaseModel):
         "auto", description="Judge backend: `openai` (any OpenAI-compatible server), `local` (offline "
         "heuristics) or `auto` (openai when an API key or base URL is configured, else local).")
     judge_model: str = Field("gpt-4o", description="Model name sent to the OpenAI-compatible server.")
+    decomposer_model: str | None = Field(
+        None, min_length=1, description="Model for the two decomposition calls (the query into sub-questions, the "
+        "response into claims), on the same server; the three judges keep `JUDGE_MODEL`. Unset: the judge model. "
+        "A small model (`gpt-4o-mini`) costs much less; `veralith eval FILE --dry-run` shows the difference.")
     base_url: str | None = Field(
         None, description="Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp, Azure...). "
         "Falls back to OPENAI_BASE_URL. A URL carrying user info (`user:password@host`) is refused: put the "

@@ -2,8 +2,10 @@
 
 Each record is read and validated exactly as `veralith eval` reads it, then priced by the budget
 guard's own estimate (veralith.pipeline.budget.estimate_trace: the prompts the trace would send,
-the pipeline's batching, tiktoken counts and an output allowance) for the configured backend and
-judge model. The offline backend makes no paid calls, so it estimates 0 calls and $0.
+the pipeline's batching, tiktoken counts and an output allowance) for the configured backend, judge
+model and decomposer model. When the decomposer model differs from the judge model, the totals are
+also shown per model, each priced at its own price. The offline backend makes no paid calls, so it
+estimates 0 calls and $0.
 
 A real run skips records already evaluated (same id, inputs and judge configuration); so does the
 estimate. When the database exists it is opened read-only (SQLite `mode=ro`, `query_only`) and each
@@ -22,7 +24,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -30,6 +32,9 @@ from rich.table import Table
 from veralith.cli import render
 from veralith.cli.records import BadLine, Record, read_records
 from veralith.usage import CallUsage
+
+if TYPE_CHECKING:   # the estimator loads when a dry run starts, not when the CLI does
+    from veralith.pipeline.budget import ModelCost
 
 __all__ = ["DryRunRow", "FileEstimate", "dry_run", "estimate_file"]
 
@@ -43,8 +48,9 @@ class DryRunRow:
     calls: int
     input_tokens: int
     output_tokens: int
-    usd: float | None        # None: the model's price is unknown
+    usd: float | None        # None: a called model's price is unknown
     over_budget: bool
+    by_model: tuple[ModelCost, ...] = ()   # the same split by model (budget.TraceEstimate.by_model)
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ def estimate_file(path: Path, *, default_kb: str, report: Any, skip: SkipRule | 
         over = budget is not None and est.usd is not None and est.usd > budget
         rows.append(DryRunRow(line=item.line, label=item.external_id or f"line {item.line}", calls=est.calls,
                               input_tokens=est.input_tokens, output_tokens=est.output_tokens, usd=est.usd,
-                              over_budget=over))
+                              over_budget=over, by_model=est.by_model))
     return FileEstimate(rows=rows, bad=bad, method=method, skipped=skipped, database=database)
 
 
@@ -190,6 +196,7 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
         report(f"note: {message}")
     rows = found.rows
     backend, model, budget = resolve_backend(), settings.judge_model, settings.per_trace_budget_usd
+    decomposer = settings.decomposer_model or model
     table = Table(title=render.literal(f"Estimated judge cost of {path.name}"), title_justify="left")
     for name, justify in (("trace", "left"), ("calls", "right"), ("prompt tokens", "right"),
                           ("output tokens", "right"), ("est. cost", "right")):
@@ -210,12 +217,18 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
     label = f"total ({len(rows)} traces" + (f"; {found.skipped} skipped)" if found.skipped else ")")
     table.add_row(render.literal(label, "bold"), f"{total.calls:,}",
                   f"{total.input_tokens:,}", f"{total.output_tokens:,}", render.literal(_usd(total_usd), "bold"))
+    if backend != "local" and decomposer != model:
+        for role, name, part in (("decomposer", decomposer, _model_total(rows, decomposer)),
+                                 ("judges", model, _model_total(rows, model))):
+            table.add_row(render.literal(f"  {role} ({name})"), f"{part.calls:,}", f"{part.input_tokens:,}",
+                          f"{part.output_tokens:,}", render.literal(_usd(part.usd)))
     out.print(table)
     if found.skipped:
         out.print(render.literal(f"{found.skipped} would be skipped (already evaluated): their results in "
                                  f"{found.database} stand (same id, inputs and judges); --rejudge estimates them "
                                  "too."))
-    where = "offline heuristics, no paid calls" if backend == "local" else f"judge model {model}"
+    where = "offline heuristics, no paid calls" if backend == "local" else f"judge model {model}" + (
+        f", decomposer model {decomposer}" if decomposer != model else "")
     written = " (the database was only read)" if found.database else ""
     out.print(render.literal(f"Dry run: no model was called and nothing was written{written}. Backend {backend} "
                              f"({where}); tokens counted by {found.method}; output tokens are an "
@@ -223,12 +236,25 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
     if backend == "local":
         out.print(render.literal("To estimate an OpenAI-compatible judge: --backend openai --model NAME."))
     if rows and total_usd is None:
-        out.print(render.literal(f"The price of {model!r} is unknown: set VERALITH_PRICING to estimate its cost."))
+        unknown = sorted({m.model for row in rows for m in row.by_model if m.usd is None}) or [model]
+        out.print(render.literal(f"The price of {' and '.join(map(repr, unknown))} is unknown: set VERALITH_PRICING "
+                                 "to estimate its cost."))
     over = sum(r.over_budget for r in rows)
     if budget is not None:
         out.print(render.literal(f"{over} of {len(rows)} traces over the per-trace budget ${budget:.6g} "
                                  "(VERALITH_PER_TRACE_BUDGET_USD): `veralith eval` would refuse them."))
     return found.bad
+
+
+def _model_total(rows: list[DryRunRow], model: str) -> CallUsage:
+    """The rows' calls, tokens and USD for `model` alone (CallUsage.add: an unknown price stays unknown)."""
+    total = CallUsage(model=model)
+    for row in rows:
+        for part in row.by_model:
+            if part.model == model:
+                total.add(CallUsage(calls=part.calls, input_tokens=part.input_tokens,
+                                    output_tokens=part.output_tokens, usd=part.usd))
+    return total
 
 
 def _usd(usd: float | None) -> str:

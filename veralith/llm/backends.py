@@ -80,8 +80,9 @@ def get_client(backend: str | None = None) -> JudgeClient:
                           "VERALITH_API_KEY), or VERALITH_BASE_URL for a local OpenAI-compatible server; "
                           "`--backend local` (VERALITH_BACKEND=local) works offline without either")
     secret = current.api_key.get_secret_value() if current.api_key else ""
-    ident = json.dumps([current.judge_model, current.base_url, hashlib.sha256(secret.encode()).hexdigest(),
-                        current.timeout_s, current.max_retries, current.temperature])
+    ident = json.dumps([current.judge_model, current.decomposer_model, current.base_url,
+                        hashlib.sha256(secret.encode()).hexdigest(), current.timeout_s, current.max_retries,
+                        current.temperature])
     with _clients_lock:
         if ident not in _clients:
             if len(_clients) >= 16:   # settings overrides in long test runs: keep the map small

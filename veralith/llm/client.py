@@ -16,8 +16,12 @@ every such repair is reported with the result.
 Each reply's length is capped (`max_tokens`, veralith.llm.estimate.max_output_tokens). Verdict
 confidence comes from token log-probabilities (veralith.llm.confidence). The usage of every request
 is counted, failed ones included, and priced for the model the server says answered (the configured
-one when it names none); when a base URL is set and no judge model is, results are labelled with that
-model too, with a one-time warning.
+one when it names none); when a base URL is set and no judge model is, results are labelled with the
+model the judge calls' replies name, with a one-time warning.
+
+The two decomposition calls go to the decomposer model (VERALITH_DECOMPOSER_MODEL; default the judge
+model), the three judges to the judge model (veralith.llm.tasks.model_for): each call's cache key,
+usage and price name the model it was sent to, so a change of decomposer re-asks only decomposition.
 
 The API key is handed to the SDK and nowhere else: every message this module builds goes through
 `_redact`, a key echoed in a reply is masked before the reply is read, cached or stored, and the
@@ -44,7 +48,7 @@ from veralith.llm.estimate import max_output_tokens
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.salvage import Key, Reading, Unusable, item_label, read_items, read_whole, settle
 from veralith.llm.server import Habits, server_for
-from veralith.llm.tasks import Task
+from veralith.llm.tasks import Task, model_for
 from veralith.llm.transport import TRUNCATION_RATIO, Sent, Transport
 from veralith.observability.cost import record_call
 from veralith.redact import MASK, redact, redact_url
@@ -113,7 +117,7 @@ class OpenAIClient:
     def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key: str | None = None,
                  timeout_s: float | None = None, max_retries: int | None = None,
                  temperature: float | None = None, cache: ReplyCache | None = None,
-                 price: Price | None = None) -> None:
+                 price: Price | None = None, decomposer_model: str | None = None) -> None:
         """Unset arguments come from `settings`; `cache` and `price` are optional seams (see module doc)."""
         current = settings.current
         self.base_url = base_url if base_url is not None else current.base_url
@@ -125,6 +129,8 @@ class OpenAIClient:
         self.sent_model = self.model = model or current.judge_model
         self._label_from_server = (model is None and bool(self.base_url)
                                    and "judge_model" not in current.model_fields_set)
+        # The model the two decomposition calls are sent to (and keyed and priced under).
+        self.decomposer_model = decomposer_model or current.decomposer_model or self.sent_model
         key = api_key or (current.api_key.get_secret_value() if current.api_key else None)
         self._secret = key or ""
         self.temperature = current.temperature if temperature is None else temperature
@@ -137,9 +143,12 @@ class OpenAIClient:
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
         sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
                             max_retries=0)
-        self.transport = Transport(sdk, self.server, model=self.sent_model, timeout_s=self.timeout_s,
-                                   max_retries=current.max_retries if max_retries is None else max_retries,
-                                   temperature=self.temperature, redact=self._redact)
+        # One transport per model, over one SDK client and one server state (shared slots and breaker).
+        self._transports = {name: Transport(sdk, self.server, model=name, timeout_s=self.timeout_s,
+                                            max_retries=current.max_retries if max_retries is None else max_retries,
+                                            temperature=self.temperature, redact=self._redact)
+                            for name in dict.fromkeys((self.sent_model, self.decomposer_model))}
+        self.transport = self._transports[self.sent_model]
         if self._label_from_server:
             self.server.warn_once("no-model", "veralith: VERALITH_JUDGE_MODEL is not set, so %r is asked of the judge "
                                   "server at %s; results are labelled and priced with the model its replies name "
@@ -147,7 +156,8 @@ class OpenAIClient:
                                   self.server.shown)
 
     def __repr__(self) -> str:
-        return f"OpenAIClient(model={self.model!r}, base_url={redact_url(self.base_url)!r})"
+        decomposer = f", decomposer_model={self.decomposer_model!r}" if self.decomposer_model != self.sent_model else ""
+        return f"OpenAIClient(model={self.model!r}{decomposer}, base_url={redact_url(self.base_url)!r})"
 
     @property
     def habits(self) -> Habits:
@@ -167,15 +177,16 @@ class OpenAIClient:
     # ------------------------------------------------------------ the call
     def run(self, task: Task, payload: BaseModel) -> CallResult:
         schema = self.schema(task)
+        model = model_for(task.name, self.sent_model, self.decomposer_model)
         # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
-        key = request_key(self.backend, self.sent_model, self.prompt_version(task.name), render(task.name, payload),
+        key = request_key(self.backend, model, self.prompt_version(task.name), render(task.name, payload),
                           schema, {"temperature": self.temperature})
-        cached = self._from_cache(task, key)
+        cached = self._from_cache(task, key, model)
         if cached is not None:
             return cached
-        usage = CallUsage(model=self.sent_model)
+        usage = CallUsage(model=model)
         try:
-            result = self._judge(task, payload, schema, usage)
+            result = self._judge(task, payload, schema, usage, model)
         except JudgeCallError as err:
             raise self._failed(err, usage) from None
         usage.usd = self._usd(usage)
@@ -186,15 +197,20 @@ class OpenAIClient:
                 value[_CONFIDENCE_KEY] = result.confidence
             if result.repairs:
                 value[_REPAIRS_KEY] = [list(r) for r in result.repairs]
-            self.cache.put(key, value, task=task.name, model=self.sent_model,
+            self.cache.put(key, value, task=task.name, model=model,
                            prompt_version=self.prompt_version(task.name))
         return result
 
-    def _judge(self, task: Task, payload: BaseModel, schema: dict[str, Any], usage: CallUsage) -> CallResult:
-        cap = max_output_tokens(task.name, payload, self.sent_model)
+    def _judge(self, task: Task, payload: BaseModel, schema: dict[str, Any], usage: CallUsage,
+               model: str) -> CallResult:
+        cap = max_output_tokens(task.name, payload, model)
+        transport = self._transports[model]
+        # Results are labelled with the judge model, so a reply from the decomposer model never names it.
+        labels = model == self.sent_model
 
         def ask(extra: list[dict[str, str]], cap: int) -> tuple[str, list[Any] | None, list[str]]:
-            return self._reply(self.transport.complete(task, payload, schema, extra, usage, max_tokens=cap), usage)
+            return self._reply(transport.complete(task, payload, schema, extra, usage, max_tokens=cap), usage,
+                               labels=labels)
 
         content, tokens, problems = ask([], cap)
         if not task.items:
@@ -258,7 +274,7 @@ class OpenAIClient:
             return None
         return reading
 
-    def _reply(self, sent: Sent, usage: CallUsage) -> tuple[str, list[Any] | None, list[str]]:
+    def _reply(self, sent: Sent, usage: CallUsage, *, labels: bool) -> tuple[str, list[Any] | None, list[str]]:
         """(content with any echoed key masked, its tokens' log-probabilities, problems that make it unusable)."""
         completion = sent.completion
         if completion is None:
@@ -266,7 +282,7 @@ class OpenAIClient:
         reported = completion.model if isinstance(completion.model, str) and completion.model.strip() else None
         if reported:
             usage.model = reported
-            if self._label_from_server:
+            if self._label_from_server and labels:
                 self.model = reported
         if not completion.choices:
             return "", None, ["the reply has no choices"]
@@ -294,7 +310,7 @@ class OpenAIClient:
         return confidence
 
     # ------------------------------------------------------------ helpers
-    def _from_cache(self, task: Task, key: str) -> CallResult | None:
+    def _from_cache(self, task: Task, key: str, model: str) -> CallResult | None:
         if self.cache is None:
             return None
         hit = self.cache.get(key)
@@ -307,7 +323,7 @@ class OpenAIClient:
             output = task.output_model.model_validate(hit)
         except ValueError:
             return None   # written by an older output model: ask again, the fresh reply overwrites it
-        usage = CallUsage(model=self.sent_model, cache_hits=1, calls=0, usd=0.0)
+        usage = CallUsage(model=model, cache_hits=1, calls=0, usd=0.0)
         record_call(usage)
         confidence = {str(k): float(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
         kept = [(str(r[0]), str(r[1])) for r in repairs or [] if isinstance(r, list) and len(r) == 2]

@@ -23,7 +23,10 @@ budget guard must not let a trace through on an optimistic guess):
     faithfulness  20 per call + 140 per claim
     completeness  40 + 50 per claim + 40 per sub-question
 
-Pricing the estimate is not done here: veralith.pipeline.budget prices it and enforces the budget.
+The two decomposition calls go to the decomposer model and the judge calls to the judge model
+(veralith.llm.tasks.model_for), so each call's tokens are counted with its own model's encoding and
+reported per model (`TokenEstimate.by_model`). Pricing the estimate is not done here:
+veralith.pipeline.budget prices each model's share at its own price and enforces the budget.
 """
 
 from __future__ import annotations
@@ -40,11 +43,22 @@ from veralith.llm.text import sentence_spans
 from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
 
-__all__ = ["OUTPUT_ALLOWANCE", "TokenEstimate", "estimate_tokens", "max_output_tokens", "planned_calls"]
+__all__ = ["OUTPUT_ALLOWANCE", "ModelTokens", "TokenEstimate", "estimate_tokens", "max_output_tokens",
+           "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
                     "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
                     "completeness_per_claim": 50, "completeness_per_sub_question": 40}
+
+
+@dataclass(frozen=True)
+class ModelTokens:
+    """The calls and tokens of one trace that go to one model."""
+
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,9 @@ class TokenEstimate:
     input_tokens: int
     output_tokens: int
     method: str                # "tiktoken:<encoding>" | "chars/4"
+    # The same calls and tokens split by the model they go to, in the order first called (the
+    # decomposer's first); one entry when every call goes to one model, none when no call is made.
+    by_model: tuple[ModelTokens, ...] = ()
 
 
 def _sentences(text: str) -> list[str]:
@@ -131,8 +148,10 @@ def max_output_tokens(task: str, payload: Any, model: str) -> int:
 
 
 def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,
-                    schema: Callable[[t.Task], dict[str, Any]] | None = None) -> TokenEstimate:
-    """Calls and tokens of judging one trace (validated chunks) with `model` on an OpenAI-compatible server.
+                    schema: Callable[[t.Task], dict[str, Any]] | None = None,
+                    decomposer_model: str | None = None) -> TokenEstimate:
+    """Calls and tokens of judging one trace (validated chunks) with judge `model` (and `decomposer_model`
+    for the decomposition calls; default `model`) on an OpenAI-compatible server.
 
     `schema` gives the response schema each task sends (a client's `schema` method, which caches
     it); default: veralith.llm.client.strict_schema (which imports openai, so only once an estimate
@@ -143,12 +162,19 @@ def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *
 
         schema = strict_schema
     calls = planned_calls(query, chunks, response, batch_size=settings.batch_size)
-    query_tokens, _ = count_tokens(query, model)
-    response_tokens, _ = count_tokens(response, model)
-    input_tokens = output_tokens = 0
+    per_model: dict[str, list[int]] = {}   # model -> [calls, input tokens, output tokens]
+    sizes: dict[str, tuple[int, int]] = {}
     method = "chars/4"
     for task, payload in calls:
-        n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task]), model)
-        input_tokens += n
-        output_tokens += _output_allowance(task, payload, query_tokens, response_tokens)
-    return TokenEstimate(calls=len(calls), input_tokens=input_tokens, output_tokens=output_tokens, method=method)
+        used = t.model_for(task, model, decomposer_model)
+        if used not in sizes:   # the output allowance's query and response tokens, in this model's encoding
+            sizes[used] = (count_tokens(query, used)[0], count_tokens(response, used)[0])
+        query_tokens, response_tokens = sizes[used]
+        n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task]), used)
+        counts = per_model.setdefault(used, [0, 0, 0])
+        counts[0] += 1
+        counts[1] += n
+        counts[2] += _output_allowance(task, payload, query_tokens, response_tokens)
+    by_model = tuple(ModelTokens(name, *counts) for name, counts in per_model.items())
+    return TokenEstimate(calls=len(calls), input_tokens=sum(m.input_tokens for m in by_model),
+                         output_tokens=sum(m.output_tokens for m in by_model), method=method, by_model=by_model)

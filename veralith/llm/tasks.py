@@ -29,12 +29,12 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "CLAIMS", "COMPLETENESS", "FAITHFULNESS", "QUESTIONS", "SUFFICIENCY", "TASKS",
+    "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "FAITHFULNESS", "QUESTIONS", "SUFFICIENCY", "TASKS",
     "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
     "Evidence", "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
     "FaithfulnessOutput", "GapIn", "GapLink", "ItemList", "Problem", "QuestionItem", "QuestionsInput",
     "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
-    "SufficiencyOutput", "Task", "quote_in",
+    "SufficiencyOutput", "Task", "model_for", "quote_in",
 ]
 
 
@@ -427,3 +427,11 @@ COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, _chec
     ItemList("gaps", "gap_id", lambda p: [g.id for g in p.gaps]),
     ItemList("sub_questions", "sub_question_id", lambda p: [q.id for q in p.sub_questions])))
 TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS)}
+# The two decomposition calls: they extract rather than judge, so a smaller model can do them.
+DECOMPOSITION = frozenset({QUESTIONS.name, CLAIMS.name})
+
+
+def model_for(task: str, judge_model: str, decomposer_model: str | None) -> str:
+    """The model that answers `task`: the decomposer model (when one is set) for a decomposition call,
+    else the judge model. The one rule for it: the client, the estimate and the budget all ask here."""
+    return decomposer_model or judge_model if task in DECOMPOSITION else judge_model

@@ -6,8 +6,9 @@
 
 Calls and tokens come from veralith.llm.estimate (the prompts the trace would send, with the
 pipeline's batching, counted with tiktoken, plus an output allowance); the price from
-veralith.observability.pricing: USD = input tokens x input price + output tokens x output price,
-with no provider-cache discount, so the estimate errs high. The offline backend makes no paid
+veralith.observability.pricing, each model's share at its own price (the decomposition calls go to
+the decomposer model, the judges to the judge model): USD = input tokens x input price + output
+tokens x output price, with no provider-cache discount, so the estimate errs high. The offline backend makes no paid
 calls, so its estimate is 0 calls and $0. `veralith eval --dry-run` prints the same estimate.
 """
 
@@ -23,38 +24,70 @@ from veralith.observability.cost import BudgetExceeded
 from veralith.observability.pricing import price_of
 from veralith.pipeline.inputs import normalize_context
 
-__all__ = ["BudgetExceeded", "TraceEstimate", "enforce_budget", "estimate_trace"]
+__all__ = ["BudgetExceeded", "ModelCost", "TraceEstimate", "enforce_budget", "estimate_trace"]
 
 
 @dataclass(frozen=True)
-class TraceEstimate:
+class ModelCost:
+    """The estimated calls, tokens and USD of one trace's calls to one model."""
+
     model: str
     calls: int
     input_tokens: int
     output_tokens: int
-    usd: float | None          # None when the model's price is unknown
+    usd: float | None          # None when this model's price is unknown
+
+
+@dataclass(frozen=True)
+class TraceEstimate:
+    model: str                 # the judge model
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    usd: float | None          # None when any called model's price is unknown
     method: str                # "tiktoken:<encoding>" | "chars/4" | "local" (no model is called)
+    decomposer_model: str = ""   # the model of the two decomposition calls ("" for the offline backend)
+    by_model: tuple[ModelCost, ...] = ()   # the same split by model, the decomposer's first; () when no call
+
+    def unpriced(self) -> list[str]:
+        """The called models whose price is unknown."""
+        return [m.model for m in self.by_model if m.usd is None]
 
 
 def estimate_trace(query: str, context: Sequence[Any], response: str, *, client: Any = None,
-                   model: str | None = None) -> TraceEstimate:
+                   model: str | None = None, decomposer_model: str | None = None) -> TraceEstimate:
     """Estimated calls, tokens and USD of evaluating one trace with `client` (default: the settings').
 
-    `context` takes any form evaluate() accepts (normalised the same way, so a malformed context
-    raises the same error). No model is called and nothing is written.
+    `model` is the judge model and `decomposer_model` the decomposition calls' (default: the
+    client's, else the settings'; unset, the judge model). `context` takes any form evaluate()
+    accepts (normalised the same way, so a malformed context raises the same error). No model is
+    called and nothing is written.
     """
     model = model or getattr(client, "model", None) or settings.judge_model
+    if decomposer_model is None:
+        decomposer_model = (getattr(client, "decomposer_model", None) if client is not None
+                            else settings.decomposer_model)
+    decomposer_model = decomposer_model or model
     backend = str(getattr(client, "backend", "openai")) if client is not None else resolve_backend()
     if backend == "local":
         return TraceEstimate(model=model, calls=0, input_tokens=0, output_tokens=0, usd=0.0, method="local")
     from veralith.llm.estimate import estimate_tokens  # lazy: loads the prompts and, on first count, tiktoken
 
     tokens = estimate_tokens(query, normalize_context(context), response, model=model,
-                             schema=getattr(client, "schema", None))
-    price = price_of(model)
-    usd = None if price is None else (tokens.input_tokens * price.input + tokens.output_tokens * price.output) / 1e6
+                             schema=getattr(client, "schema", None), decomposer_model=decomposer_model)
+    by_model = tuple(ModelCost(m.model, m.calls, m.input_tokens, m.output_tokens,
+                               _usd(m.model, m.input_tokens, m.output_tokens)) for m in tokens.by_model)
+    usd: float | None = 0.0
+    for part in by_model:
+        usd = None if usd is None or part.usd is None else usd + part.usd
     return TraceEstimate(model=model, calls=tokens.calls, input_tokens=tokens.input_tokens,
-                         output_tokens=tokens.output_tokens, usd=usd, method=tokens.method)
+                         output_tokens=tokens.output_tokens, usd=usd, method=tokens.method,
+                         decomposer_model=decomposer_model, by_model=by_model)
+
+
+def _usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    price = price_of(model)
+    return None if price is None else (input_tokens * price.input + output_tokens * price.output) / 1e6
 
 
 def enforce_budget(query: str, context: Sequence[Any], response: str, *, budget_usd: float | None = None,
@@ -69,9 +102,11 @@ def enforce_budget(query: str, context: Sequence[Any], response: str, *, budget_
         return None
     estimate = estimate_trace(query, context, response, client=client)
     if estimate.usd is None:
-        raise ConfigError(f"VERALITH_PER_TRACE_BUDGET_USD is set but the price of judge model {estimate.model!r} "
+        unknown = estimate.unpriced()[0] if estimate.unpriced() else estimate.model
+        role = "decomposer" if unknown != estimate.model else "judge"
+        raise ConfigError(f"VERALITH_PER_TRACE_BUDGET_USD is set but the price of {role} model {unknown!r} "
                           "is unknown, so the budget cannot be enforced; add it to VERALITH_PRICING "
-                          '(e.g. {"%s": {"input": 0, "output": 0}} for a local server).' % estimate.model)
+                          '(e.g. {"%s": {"input": 0, "output": 0}} for a local server).' % unknown)
     if estimate.usd > budget:
         raise BudgetExceeded(estimate.usd, budget)
     return estimate
