@@ -464,6 +464,19 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
     assert set(daily) == set(recount) and len({key[0] for key in recount}) >= 2   # some were redated
     for key, (n, usd, unknown) in recount.items():
         assert (daily[key][0], daily[key][2]) == (n, unknown) and daily[key][1] == pytest.approx(usd, abs=1e-9), key
+    # The web view's match counts read the same totals for knowledge base, cell and gate filters.
+    from veralith.models import CELLS, NO_CELL
+    from veralith.store.browse import GATES, TraceFilter
+
+    with store.connection() as db:
+        for kb in (None, "a", "b"):
+            for cell in (None, *CELLS, NO_CELL):
+                for gate in (None, *GATES):
+                    flt = TraceFilter(cell=cell, gate=gate, kb=kb)
+                    clauses, params = flt.where(db.dialect)
+                    where = " WHERE " + " AND ".join(clauses) if clauses else ""
+                    counted = db.execute(f"SELECT COUNT(*) FROM traces{where}", params).fetchone()[0]
+                    assert store.count_traces(flt) == counted, flt
 
 
 def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(tmp_path):
