@@ -58,3 +58,9 @@ def test_every_setting_is_in_env_example():
     text = (REPO / ".env.example").read_text()
     for name in Settings.model_fields:
         assert f"VERALITH_{name.upper()}" in text, name
+
+
+def test_the_gate_policy_default_is_every_cell_but_complete_grounded():
+    """The documented default of VERALITH_GATE_FAIL_CELLS, derived from the one cell vocabulary."""
+    from veralith.models import CELLS
+    assert Settings.model_fields["gate_fail_cells"].default == tuple(c for c in CELLS if c != "complete_grounded")
