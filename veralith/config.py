@@ -33,7 +33,6 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from veralith.errors import VeralithError
-from veralith.models import CELLS
 from veralith.redact import has_userinfo, redact, redact_url
 
 __all__ = ["ConfigError", "Settings", "dotenv_notice", "env_name", "load_dotenv_cwd", "load_settings",
@@ -128,7 +127,7 @@ class Settings(BaseModel):
         "query with the response, or with the context. A longer trace is not judged by it: `indeterminate`, "
         "reason `input_too_large`.")
     gate_fail_cells: tuple[str, ...] = Field(
-        tuple(cell for cell in CELLS if cell != "complete_grounded"),
+        ("complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded", "extra_grounded", "extra_ungrounded"),
         description="Failure cells that fail the quality gate, comma-separated (default: every cell but "
         "complete_grounded, which always passes). A cell left out passes; a trace without a cell stays "
         "indeterminate and a response without claims still fails. Applies when a trace is judged (veralith.policy).")
