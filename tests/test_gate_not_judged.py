@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -36,23 +37,41 @@ def _outage(server, monkeypatch) -> None:
     server.set_faults(rate_500=1.0)
 
 
+def _eval(*args: str):
+    """`veralith eval` as a fresh process would run it. In-process, the judge server's circuit breaker
+    (veralith.llm.server, kept for a process's lifetime by the cached client) would carry over from the
+    previous command: on a slow machine the outage opens it, and the next command finds it still open."""
+    from veralith.llm.backends import forget_clients
+
+    forget_clients()
+    return CliRunner().invoke(app, ["eval", *args])
+
+
 def _gate_line(output: str) -> str:
     return next((line for line in output.splitlines() if line.startswith("quality gate")), "")
 
 
-def test_a_rerun_after_an_outage_judges_again_and_never_passes_the_gate(openai_server, monkeypatch, tmp_path):
+@pytest.mark.parametrize("breaker_span_s", [None, 0.0], ids=["as-shipped", "breaker-opens"])
+def test_a_rerun_after_an_outage_judges_again_and_never_passes_the_gate(openai_server, monkeypatch, tmp_path,
+                                                                         breaker_span_s):
+    """`breaker-opens`: the circuit breaker opens during each outage run, as it does wherever the
+    failures take longer than its span (a slow machine); each command still starts afresh."""
+    if breaker_span_s is not None:
+        import veralith.llm.server as server
+
+        monkeypatch.setattr(server, "BREAKER_SPAN_S", breaker_span_s)
     _outage(openai_server, monkeypatch)
     path = _file(tmp_path)
     gate = ["--max-cell", "incomplete_ungrounded=0"]
 
-    first = CliRunner().invoke(app, ["eval", path, *gate])
+    first = _eval(path, *gate)
     assert first.exit_code == 2, first.output
     assert "quality gate passed" not in first.output
     assert "not judged" in _gate_line(first.output), first.output
 
     for _ in range(2):  # every re-run, not only the first
         calls = openai_server.count
-        again = CliRunner().invoke(app, ["eval", path, *gate])
+        again = _eval(path, *gate)
         assert again.exit_code != 0, again.output
         assert "quality gate passed" not in again.output
         assert "not judged" in _gate_line(again.output), again.output
@@ -60,7 +79,7 @@ def test_a_rerun_after_an_outage_judges_again_and_never_passes_the_gate(openai_s
         assert openai_server.count > calls, "records holding only judge errors must be judged again"
 
     openai_server.set_faults(rate_500=0.0)  # the server is back: the same command judges and passes
-    healed = CliRunner().invoke(app, ["eval", path, *gate])
+    healed = _eval(path, *gate)
     assert healed.exit_code == 0, healed.output
     assert "quality gate passed" in healed.output
 

@@ -13,7 +13,7 @@ import threading
 from veralith.config import ConfigError, settings
 from veralith.llm.base import JudgeClient
 
-__all__ = ["get_client", "resolve_backend"]
+__all__ = ["forget_clients", "get_client", "resolve_backend"]
 
 log = logging.getLogger("veralith")
 
@@ -21,6 +21,16 @@ _clients: dict[str, JudgeClient] = {}
 _clients_lock = threading.Lock()
 _notice_given = False
 _dotenv_notice_given = False
+
+
+def forget_clients() -> None:
+    """Drop the clients get_client() keeps, and what the judge servers were found to do (their habits and
+    circuit breakers, veralith.llm.server): the next call starts as a new process would."""
+    from veralith.llm.server import forget_servers
+
+    with _clients_lock:
+        _clients.clear()
+    forget_servers()
 
 
 def resolve_backend(backend: str | None = None) -> str:
