@@ -45,6 +45,16 @@ if sys.platform != "win32":
             resource.setrlimit(resource.RLIMIT_NOFILE, (_hard if _hard != resource.RLIM_INFINITY else 65536, _hard))
 
 
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of a Python subprocess that uses this test's store (its path, URL and spool
+    folder) and the offline judge, with nothing else of Veralith's or OpenAI's from outside."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+    for name in ("VERALITH_DB_PATH", "VERALITH_DB_URL", "VERALITH_SPOOL_DIR"):
+        if os.environ.get(name):
+            env[name] = os.environ[name]
+    env.update({"VERALITH_BACKEND": "local", "PYTHONPATH": str(REPO), **extra})
+    return env
+
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
     """A private DB file and settings re-read from a clean environment for each test."""

@@ -3,7 +3,6 @@ taken over, and `veralith migrate --to`. Each runs against both stores (SQLite a
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import REPO
+from conftest import subprocess_env
 
 import veralith
 from veralith.config import settings
@@ -22,15 +21,6 @@ from veralith.store.protocol import TraceInput
 QUERY = "What is the capital of France?"
 CONTEXT = ["Paris is the capital of France."]
 RESPONSE = "Paris is the capital of France."
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
-    for name in ("VERALITH_DB_PATH", "VERALITH_DB_URL", "VERALITH_SPOOL_DIR"):
-        if os.environ.get(name):
-            env[name] = os.environ[name]
-    env.update({"VERALITH_BACKEND": "local", "PYTHONPATH": str(REPO), **extra})
-    return env
 
 
 def _pending(n: int, kb: str = "default") -> list[int]:
@@ -68,7 +58,7 @@ def test_log_evaluate_false_is_recorded_for_a_worker(store_url):
 def test_worker_command_once_judges_what_waits_and_exits_zero(store_url):
     _pending(4)
     done = subprocess.run([sys.executable, "-m", "veralith.cli", "worker", "--once", "--concurrency", "2"],
-                          env=_env(), capture_output=True, text=True, timeout=120)
+                          env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "stopped: 4 judged, 0 failed" in done.stderr
     assert _statuses() == {"done": 4}
@@ -87,7 +77,7 @@ def test_worker_only_takes_its_knowledge_base(store_url):
 def test_several_worker_processes_judge_every_trace_exactly_once(store_url):
     ids = _pending(60)
     workers = [subprocess.Popen([sys.executable, "-m", "veralith.cli", "worker", "--once", "--concurrency", "2"],
-                                env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for _ in range(3)]
     outputs = [w.communicate(timeout=180) for w in workers]
     assert [w.returncode for w in workers] == [0, 0, 0], outputs
@@ -114,7 +104,7 @@ time.sleep(600)
 
 def test_a_killed_workers_traces_are_taken_over_once(store_url):
     _pending(5)
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_CLAIM, "3"], env=_env(), stdout=subprocess.PIPE,
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_CLAIM, "3"], env=subprocess_env(), stdout=subprocess.PIPE,
                               text=True)
     claimed = [int(i) for i in holder.stdout.readline().strip().split(",")]  # type: ignore[union-attr]
     assert len(claimed) == 3
@@ -136,7 +126,7 @@ def test_sigterm_finishes_or_gives_back_and_exits_zero(store_url, openai_server)
     openai_server.latency_s = 30  # every judge call outlasts the grace period
     worker = subprocess.Popen(
         [sys.executable, "-m", "veralith.cli", "worker", "--concurrency", "3"],
-        env=_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=openai_server.base_url, VERALITH_API_KEY="test",
+        env=subprocess_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=openai_server.base_url, VERALITH_API_KEY="test",
                  VERALITH_SHUTDOWN_TIMEOUT_S="0.5", VERALITH_MAX_RETRIES="0"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -164,7 +154,7 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     settings.reload()
 
     def migrate() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to", target], env=_env(),
+        return subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to", target], env=subprocess_env(),
                               capture_output=True, text=True, timeout=120)
 
     done = migrate()
@@ -186,11 +176,11 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
 
 def test_migrate_refuses_the_same_store_and_an_unreachable_one(store, store_url, tmp_path):
     store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE))  # a source to copy from
-    same = subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to", store_url], env=_env(),
+    same = subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to", store_url], env=subprocess_env(),
                           capture_output=True, text=True, timeout=60)
     assert same.returncode == 2 and "nothing to do" in same.stderr
     dead = subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to",
-                           "postgresql://nobody:secret@127.0.0.1:9/none"], env=_env(),
+                           "postgresql://nobody:secret@127.0.0.1:9/none"], env=subprocess_env(),
                           capture_output=True, text=True, timeout=60)
     assert dead.returncode == 2, dead.stderr
     assert "cannot reach PostgreSQL" in dead.stderr and "secret" not in dead.stderr

@@ -8,14 +8,13 @@ log() call returns while the lock is still held (the holder only lets go once to
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import REPO
+from conftest import subprocess_env
 
 from veralith.config import settings
 from veralith.store import open_store
@@ -49,15 +48,6 @@ sys.stdin.readline()          # wait until the lock is gone, then exit (the at-e
 """
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
-    for name in ("VERALITH_DB_PATH", "VERALITH_DB_URL", "VERALITH_SPOOL_DIR"):
-        if os.environ.get(name):
-            env[name] = os.environ[name]
-    env.update({"VERALITH_BACKEND": "local", "PYTHONPATH": str(REPO), **extra})
-    return env
-
-
 def _statuses() -> dict[str, int]:
     return {k: v for k, v in open_store(read_only=True).stats()["by_status"].items() if v}
 
@@ -73,7 +63,7 @@ def test_log_returns_while_another_process_holds_the_sqlite_write_lock():
     assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
     # A fresh process: its first call included, and more calls than an id block ever held.
     logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "300"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env())
     line = logger.stdout.readline()  # type: ignore[union-attr]
     assert line, logger.stderr.read()  # type: ignore[union-attr]
     logged = json.loads(line)
@@ -94,13 +84,13 @@ def test_a_process_killed_before_shipping_loses_nothing():
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
     logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "25"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=_env())
+                              stdout=subprocess.PIPE, text=True, env=subprocess_env())
     ids = json.loads(logger.stdout.readline())["ids"]  # type: ignore[union-attr]
     logger.send_signal(signal.SIGKILL)                 # its spool was never shipped: the lock was held
     logger.wait(timeout=30)
     holder.communicate("go\n", timeout=30)
     assert _statuses() == {"done": 1}
-    resumed = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=_env(), capture_output=True,
+    resumed = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=subprocess_env(), capture_output=True,
                              text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert _statuses() == {"done": 26}
@@ -154,7 +144,7 @@ while store.stats()["by_status"]["running"] == 0 and time.monotonic() < deadline
 def test_a_trace_being_judged_at_exit_is_left_pending_not_running(store_url, openai_server):
     openai_server.latency_s = 30  # the judge call outlasts the exit drain
     done = subprocess.run([sys.executable, "-c", _EXIT_WHILE_JUDGING], capture_output=True, text=True, timeout=60,
-                          env=_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=openai_server.base_url,
+                          env=subprocess_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=openai_server.base_url,
                                    VERALITH_API_KEY="test", VERALITH_SHUTDOWN_TIMEOUT_S="1",
                                    VERALITH_MAX_RETRIES="0"))
     assert done.returncode == 0, done.stderr
@@ -177,7 +167,7 @@ def test_an_app_whose_judge_server_is_dead_exits_in_time_and_leaves_its_traces_p
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", _LOG_FIVE], capture_output=True, text=True, timeout=120,
-                          env=_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=dead, VERALITH_API_KEY="test",
+                          env=subprocess_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=dead, VERALITH_API_KEY="test",
                                    VERALITH_SHUTDOWN_TIMEOUT_S="10"))
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 60   # the drain's deadline, not one timeout per trace and retry

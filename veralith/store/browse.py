@@ -53,12 +53,21 @@ class TraceFilter:
     def without(self, name: str) -> TraceFilter:
         return replace(self, **{name: None})
 
-    def where(self, dialect: Dialect) -> tuple[list[str], list[Any]]:
-        """SQL conditions (ANDed) and their parameters; values are always bound, never spliced."""
+    def totals_where(self) -> tuple[list[str], list[Any]] | None:
+        """The same conditions on the running totals (trace_rollup, migrations/0002), or None when the
+        filter needs what they do not keep (dates, a run, text)."""
+        if self.since is not None or self.until is not None or self.run is not None or self.text:
+            return None
+        return self._columns(totals=True)
+
+    def _columns(self, *, totals: bool) -> tuple[list[str], list[Any]]:
+        """Cell, gate and knowledge base: columns of the traces and of their running totals alike,
+        where the totals write '' for none."""
         clauses: list[str] = []
         params: list[Any] = []
-        if self.cell == NO_CELL:
-            clauses.append("failure_cell IS NULL AND quality_gate IS NOT NULL")
+        if self.cell == NO_CELL:  # a stored result without a cell
+            clauses.append("failure_cell = '' AND quality_gate <> ''" if totals else
+                           "failure_cell IS NULL AND quality_gate IS NOT NULL")
         elif self.cell is not None:
             clauses.append("failure_cell = ?")
             params.append(self.cell)
@@ -68,6 +77,11 @@ class TraceFilter:
         if self.kb is not None:
             clauses.append("knowledge_base = ?")
             params.append(self.kb)
+        return clauses, params
+
+    def where(self, dialect: Dialect) -> tuple[list[str], list[Any]]:
+        """SQL conditions (ANDed) and their parameters; values are always bound, never spliced."""
+        clauses, params = self._columns(totals=False)
         if self.since is not None:
             clauses.append("created_at >= ?")
             params.append(self.since.isoformat())
@@ -147,21 +161,10 @@ def count_traces(db: Db, flt: TraceFilter) -> int | None:
     the running totals answer at once; dates or a run count the matching traces."""
     if flt.text:
         return None
-    if flt.since is None and flt.until is None and flt.run is None:
-        # Knowledge base, cell and gate are columns of the running totals (migrations/0002): a sum
-        # over a few dozen rows instead of counting up to every trace's index entry.
-        clauses, params = [], []
-        if flt.kb is not None:
-            clauses.append("knowledge_base = ?")
-            params.append(flt.kb)
-        if flt.cell == NO_CELL:   # '' marks none in the totals: a stored result without a cell
-            clauses.append("failure_cell = '' AND quality_gate <> ''")
-        elif flt.cell is not None:
-            clauses.append("failure_cell = ?")
-            params.append(flt.cell)
-        if flt.gate is not None:
-            clauses.append("quality_gate = ?")
-            params.append(flt.gate)
+    totals = flt.totals_where()
+    if totals is not None:
+        # A sum over a few dozen rows of running totals instead of counting up to every trace's index entry.
+        clauses, params = totals
         where = " WHERE " + " AND ".join(clauses) if clauses else ""
         return int(db.execute(f"SELECT COALESCE(SUM(n), 0) FROM trace_rollup{where}", params).fetchone()[0])
     clauses, params = flt.where(db.dialect)
