@@ -39,6 +39,7 @@ ROWS: dict[str, tuple[list[str], list[str] | None]] = {
     "serve": (["--port", "0", "--db", "{db}"], ["--db", "{tmp}/missing.db"]),
     "runs": ([], None),
     "compare": (["1", "1"], ["nope-a", "nope-b"]),
+    "patterns": ([], ["--run", "nope"]),
     "worker": (["--once"], None),
     "migrate": (["--to", "sqlite:///{tmp}/copy.db"], ["--from", "{tmp}/missing.db", "--to", "sqlite:///{tmp}/copy.db"]),
     "import": (["{otlp}"], ["{tmp}/missing.json"]),

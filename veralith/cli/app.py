@@ -22,7 +22,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
+from veralith.cli import (
+    batch,
+    compare,
+    filters,
+    importing,
+    listing,
+    migrate,
+    patterns,
+    records,
+    render,
+    runs,
+    serve,
+    worker,
+)
 from veralith.cli.command import VeralithCommand, VeralithGroup, epilog
 from veralith.cli.exits import ExitCode, fail, print_error
 from veralith.llm.local.about import about
@@ -525,6 +538,8 @@ _command("serve")(serve.serve_command)
 # Runs and their comparison; the comparison itself is veralith.compare, shared with the web view.
 _command("runs")(runs.runs_command)
 _command("compare")(compare.compare_command)
+# Failing traces grouped by shared cause; the grouping is veralith.patterns, shared with the web view.
+_command("patterns")(patterns.patterns_command)
 # Fleet mode: judging pending traces from any host, and copying a history into another store.
 _command("worker")(worker.worker_command)
 _command("migrate")(migrate.migrate_command)

@@ -35,6 +35,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "serve": ("veralith serve --open",),
     "runs": ("veralith runs --limit 10",),
     "compare": ("veralith compare main feature-branch --format markdown",),
+    "patterns": ("veralith patterns --kb default --since 7d", "veralith patterns --run main --markdown > patterns.md"),
     "worker": ("VERALITH_DB_URL=postgresql://veralith@db/veralith veralith worker --concurrency 8",
                "veralith worker --once"),
     "migrate": ("veralith migrate --to postgresql://veralith@db.internal/veralith",),

@@ -51,12 +51,13 @@ def knowledge_base(value: str | None, known: Callable[[], Sequence[str]]) -> str
     return value
 
 
-def since(value: str | None, *, now: dt.datetime | None = None) -> str | None:
+def since(value: str | None, *, now: dt.datetime | None = None, option: str = "--since") -> str | None:
     """The UTC instant `value` names, as ISO text comparable with the stored `created_at`.
 
     `value` is an ISO date or date-time (`2026-01-31`, `2026-01-31T12:00`, `...+02:00`, `...Z`;
     a time without a zone is UTC, the zone traces are stored in) or a duration back from `now`
-    (`30m`, `24h`, `7d`, `2w`, `1d12h`)."""
+    (`30m`, `24h`, `7d`, `2w`, `1d12h`). `option` names the option in the error (`--until` reads
+    the same way)."""
     if value is None:
         return None
     text = value.strip()
@@ -71,5 +72,5 @@ def since(value: str | None, *, now: dt.datetime | None = None) -> str | None:
             when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
         return when.astimezone(dt.timezone.utc).isoformat(timespec="microseconds")
     except (ValueError, OverflowError):
-        raise BadOption(f"--since {value!r} is neither an ISO date/time nor a duration; use e.g. 2026-01-31, "
+        raise BadOption(f"{option} {value!r} is neither an ISO date/time nor a duration; use e.g. 2026-01-31, "
                         "2026-01-31T12:00, 7d, 24h or 30m") from None

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from veralith.compare.core import CELLS, Change, Comparison, TraceRow, compare_rows, severity, with_reasons
+from veralith.compare.core import CELLS, Change, Comparison, TraceRow, compare_rows, pair_rows, severity, with_reasons
 from veralith.compare.markdown import to_markdown
 
 if TYPE_CHECKING:
     from veralith.store.protocol import RunStore
 
-__all__ = ["CELLS", "Change", "Comparison", "TraceRow", "compare_rows", "compare_runs", "severity", "to_markdown",
-           "with_reasons"]
+__all__ = ["CELLS", "Change", "Comparison", "TraceRow", "compare_rows", "compare_runs", "pair_rows", "severity",
+           "to_markdown", "with_reasons"]
 
 
 def compare_runs(store: RunStore, a: str | int, b: str | int) -> Comparison:

@@ -23,7 +23,7 @@ from veralith.compare.stats import PairedTest, paired_test
 from veralith.models import CELLS_BY_SEVERITY, NO_CELL, cell_severity
 
 __all__ = ["CELLS", "INDETERMINATE", "Change", "Comparison", "Only", "TraceRow", "cell_of", "compare_rows", "gate_of",
-           "severity", "with_reasons"]
+           "pair_rows", "severity", "with_reasons"]
 
 # A gate or a cell that is not there reads as "indeterminate" (the one name, veralith.models.NO_CELL).
 INDETERMINATE = NO_CELL
@@ -167,6 +167,12 @@ def compare_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow], *, run_
         test=paired_test(both_pass, pass_to_not, not_to_pass, neither),
         regressions=regressions, improvements=improvements, indeterminate_changes=indeterminate,
         shifts=_shifts(pairs), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b])
+
+
+def pair_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow]) -> list[tuple[TraceRow, TraceRow]]:
+    """The traces of run A and run B that are the same question, matched as `compare_rows` matches
+    them (external id, then knowledge base + query), as (A's row, B's row)."""
+    return _match(rows_a, rows_b)[0]
 
 
 def with_reasons(comparison: Comparison, details: Mapping[int, Mapping[str, Any]]) -> Comparison:

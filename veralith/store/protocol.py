@@ -4,7 +4,8 @@
 one `VERALITH_DB_URL` names: `SQLiteStore` (one file, the default) or `PostgresStore` (a team's
 shared history). Both are `SqlStore`s running the same SQL (veralith.store.sql). It is split into
 the parts callers use — traces in and out (`TraceStore`), runs (`RunStore`), browsing and figures
-(`BrowseStore`) — so a caller's type says what it touches. The rules a store keeps, whatever it is
+(`BrowseStore`), the aggregates of `veralith patterns` (`PatternStore`) — so a caller's type says
+what it touches. The rules a store keeps, whatever it is
 built on:
 
 - `spool_trace` (what `log()` calls) never waits on the store: the trace is durable in a local
@@ -28,7 +29,7 @@ longer than the bound, unreachable, vanished).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
@@ -36,9 +37,10 @@ from veralith.models import ContextChunk, EvaluationResult
 
 if TYPE_CHECKING:
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
+    from veralith.store.patterns import DocumentFigures, PatternScope
     from veralith.store.runs import Run
 
-__all__ = ["BrowseStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
+__all__ = ["BrowseStore", "PatternStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
 
 
 @dataclass(frozen=True)
@@ -306,5 +308,40 @@ class BrowseStore(Protocol):
 
 
 @runtime_checkable
-class Store(TraceStore, RunStore, BrowseStore, Protocol):
+class PatternStore(Protocol):
+    """The aggregates `veralith patterns` groups failing traces by (veralith.store.patterns): each a
+    few scans of the scope, whatever its size; examples only for the documents asked about."""
+
+    def pattern_counts(self, scope: PatternScope) -> dict[str, int]:
+        """{"traces": with a result, "failing": ...} in the scope, and for a run "judged_since": its
+        traces a later run judged again."""
+        ...
+
+    def document_figures(self, scope: PatternScope) -> list[DocumentFigures]:
+        """Every document retrieved in the scope: retrievals, grounding and contradictions."""
+        ...
+
+    def document_examples(self, scope: PatternScope, documents: Sequence[str], *, contradicting: bool,
+                          per_document: int) -> dict[str, list[tuple[int, str]]]:
+        """Up to `per_document` failing traces per document, newest first, as (trace id, chunk id): where
+        it contradicts a claim (`contradicting`), else where it was retrieved."""
+        ...
+
+    def question_rows(self, scope: PatternScope, *, sample: int
+                      ) -> tuple[list[tuple[int, str, str]], list[tuple[bool, str]]]:
+        """Missed sub-questions of failing traces (trace id, sub-question id, text), and the newest
+        `sample` judged sub-questions of the scope (sufficient, text)."""
+        ...
+
+    def bad_claims(self, scope: PatternScope) -> list[tuple[int, str, str, str]]:
+        """Ungrounded claims of failing traces: (trace id, claim id, relation, text)."""
+        ...
+
+    def common_suggestions(self, trace_ids: Iterable[int]) -> list[tuple[str, str, int]]:
+        """These traces' stored suggestions, most common first: (title, summary, traces)."""
+        ...
+
+
+@runtime_checkable
+class Store(TraceStore, RunStore, BrowseStore, PatternStore, Protocol):
     """Everything a store offers (what `open_store()` returns)."""

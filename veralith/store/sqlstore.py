@@ -18,12 +18,12 @@ import contextlib
 import functools
 import logging
 import secrets
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
-from veralith.store import browse, ownership, queries, replies, repository, runs as run_sql, spool
+from veralith.store import browse, ownership, patterns, queries, replies, repository, runs as run_sql, spool
 from veralith.store.calibration import SqlCalibration
 from veralith.store.ids import IdFile
 from veralith.store.protocol import Store, StoredResult, TraceInfo, TraceInput
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import datetime as dt
 
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
+    from veralith.store.patterns import DocumentFigures, PatternScope
     from veralith.store.runs import Run
 
 __all__ = ["SqlStore"]
@@ -398,6 +399,40 @@ class SqlStore(abc.ABC):
     def run_labels(self, *, limit: int = 50) -> list[tuple[int, str]]:
         with self.connection() as db:
             return browse.run_labels(db, limit=limit)
+
+    # -- patterns ------------------------------------------------------------------------------
+    @_guarded
+    def pattern_counts(self, scope: PatternScope) -> dict[str, int]:
+        with self.connection() as db:
+            return patterns.scope_counts(db, scope)
+
+    @_guarded
+    def document_figures(self, scope: PatternScope) -> list[DocumentFigures]:
+        with self.connection() as db:
+            return patterns.document_figures(db, scope)
+
+    @_guarded
+    def document_examples(self, scope: PatternScope, documents: Sequence[str], *, contradicting: bool,
+                          per_document: int) -> dict[str, list[tuple[int, str]]]:
+        with self.connection() as db:
+            return patterns.document_examples(db, scope, documents, contradicting=contradicting,
+                                              per_document=per_document)
+
+    @_guarded
+    def question_rows(self, scope: PatternScope, *, sample: int
+                      ) -> tuple[list[tuple[int, str, str]], list[tuple[bool, str]]]:
+        with self.connection() as db:
+            return patterns.question_rows(db, scope, sample=sample)
+
+    @_guarded
+    def bad_claims(self, scope: PatternScope) -> list[tuple[int, str, str, str]]:
+        with self.connection() as db:
+            return patterns.bad_claims(db, scope)
+
+    @_guarded
+    def common_suggestions(self, trace_ids: Iterable[int]) -> list[tuple[str, str, int]]:
+        with self.connection() as db:
+            return patterns.common_suggestions(db, trace_ids)
 
     # -- internals -------------------------------------------------------------------------------
     def _spooler(self) -> Spooler:
