@@ -57,6 +57,7 @@ _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-option
 TOKEN_COOKIE = "veralith_token"
 PAGE_SIZE = 50
 COMPARE_LIMIT = 50  # traces per list on the compare page, as `veralith compare --limit` defaults
+PATTERN_LIMIT = 5  # groups per kind of cause on the patterns page, as `veralith patterns --limit` defaults
 DAYS = 30
 RUNS_SHOWN = 12
 
@@ -82,6 +83,7 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/traces", pages.traces, name="traces"),
         Route("/traces/{trace_id:int}", pages.trace, name="trace"),
         Route("/compare", pages.compare, name="compare"),
+        Route("/patterns", pages.patterns, name="patterns"),
         Route("/favicon.ico", pages.favicon, name="favicon"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
@@ -285,6 +287,28 @@ class _Pages:
                            same=comparison is not None and chosen[0] == chosen[1], limit=limit or None,
                            cells=comparison_cells())
 
+    def patterns(self, request: Request) -> Response:
+        """Failing traces grouped by shared cause: the content of `veralith patterns` (veralith.patterns)
+        for the knowledge base, run and dates chosen (the traces page's date rule: UTC days, inclusive)."""
+        from veralith.patterns import find_patterns
+        from veralith.store.runs import RunNotFound
+
+        try:
+            flt = _filter(request)
+            limit = _int_param(request, "limit")
+            if limit is not None and not 1 <= limit <= 1000:
+                raise _BadFilter("limit must be from 1 to 1000")
+        except _BadFilter as exc:
+            return self.render("error.html", 400, page="patterns", title="Bad filter", message=str(exc))
+        until = None if flt.until is None else flt.until + dt.timedelta(days=1)
+        kbs, runs = self.store.knowledge_bases(), self.store.run_labels(limit=200)
+        try:
+            found = find_patterns(self.store, kb=flt.kb, run=None if flt.run is None else str(flt.run),
+                                  since=_utc_text(flt.since), until=_utc_text(until), limit=limit or PATTERN_LIMIT)
+        except RunNotFound as exc:
+            return self.render("error.html", 404, page="patterns", title="No such run", message=str(exc))
+        return self.render("patterns.html", page="patterns", p=found, flt=flt, kbs=kbs, runs=runs)
+
     def favicon(self, request: Request) -> Response:
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
@@ -333,6 +357,13 @@ def _filter(request: Request) -> browse.TraceFilter:
         raise _BadFilter("the text filter is limited to 200 characters")
     return browse.TraceFilter(cell=cell, gate=gate, kb=opt("kb"), since=dates["since"], until=dates["until"],
                               text=text, run=_int_param(request, "run"))
+
+
+def _utc_text(day: dt.date | None) -> str | None:
+    """The start of a UTC day as the ISO text traces' `created_at` is stored in."""
+    if day is None:
+        return None
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 def _sort(request: Request) -> tuple[str | None, tuple[float, int] | None]:
