@@ -26,6 +26,7 @@ from veralith.cli import filters
 from veralith.cli.exits import ExitCode, fail
 from veralith.cli.render import literal
 from veralith.cli.runs import existing_db
+from veralith.safe_text import json_safe
 
 __all__ = ["patterns_command", "patterns_view"]
 
@@ -84,7 +85,8 @@ def patterns_command(
         raise fail(f"no judged traces ({scope_words(found)}): nothing to group (judge some with "
                    "`veralith eval` or `veralith worker`)", ExitCode.NOT_FOUND)
     if as_json or fmt is PatternsFormat.json:
-        typer.echo(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+        # Control and bidi characters as \uNNNN escapes: still the same JSON, harmless in a terminal.
+        typer.echo(json_safe(json.dumps(found.to_dict(), indent=2, ensure_ascii=False)))
     elif as_markdown or fmt is PatternsFormat.markdown:
         typer.echo(to_markdown(found), nl=False)
     else:

@@ -1,16 +1,23 @@
 """Patterns as GitHub-flavoured Markdown, for a report or an issue (`veralith patterns --format markdown`).
 
 It carries the content of `Patterns.to_dict()` for the groups shown. Documents, topic words and
-reasons come from the application's data: they are escaped (veralith.compare.markdown.escape) so
-that they can neither break the tables nor turn into links, mentions or HTML.
+reasons come from the application's data: control and bidi characters are written out
+(veralith.safe_text.visible) and the rest escaped (veralith.compare.markdown.escape), so that they
+can neither break the tables nor turn into links, mentions or HTML, nor drive a terminal.
 """
 
 from __future__ import annotations
 
-from veralith.compare.markdown import escape
+from veralith.compare.markdown import escape as _escape
 from veralith.patterns.core import Patterns, Section
+from veralith.safe_text import visible
 
-__all__ = ["to_markdown"]
+__all__ = ["scope_line", "scope_words", "to_markdown"]
+
+
+def escape(text: object) -> str:
+    # Control and bidi characters written out first: a report is also read with `cat` in a terminal.
+    return _escape(visible(text))
 
 
 def scope_line(p: Patterns) -> str:
