@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from typing import Any
 
 from veralith.models import (
     Claim,
@@ -44,7 +45,7 @@ from veralith.pipeline.classify import classify, response_kind, sufficiency_leve
 from veralith.pipeline.suggest import suggest
 from veralith.policy import status
 
-__all__ = ["BAD_SOURCE", "IDLE_SOURCE", "MISSED_TERM", "TOPICS", "planted_log"]
+__all__ = ["BAD_SOURCE", "IDLE_SOURCE", "MISSED_TERM", "TOPICS", "fill_two_runs", "planted_log"]
 
 BAD_SOURCE = "help/billing/price-list-2019.md"
 IDLE_SOURCE = "help/legal/terms-of-service.md"
@@ -233,3 +234,26 @@ def _trace(rng: random.Random, i: int, *, kb: str, bad_rate: float, missed_rate:
                             coverage=cls.coverage),
         suggestion=suggest(cls.failure_cell, level, refusal=refusal, faithfulness=faith), status=st,
         usage=Usage(calls=0), backend="local", judge_model="local")
+
+
+def fill_two_runs(store: Any, n: int, *, kb: str = "shop") -> list[int]:
+    """The two-run log: run "before" (the price list agrees), then run "after" in which the traces
+    retrieving it are judged again in place and now contradict it. The trace ids, by index."""
+    ids: list[int] = []
+    touched: set[int] = set()
+    run = store.start_run(name="before", backend="local", model="local", prompt_versions={})
+    for i, result in enumerate(planted_log(n, kb=kb, stale_prices=False)):
+        ids.append(store.save_result(result))
+        store.record_result(run, ids[-1])
+        if any(c.source == BAD_SOURCE for c in result.context):
+            touched.add(i)
+    store.finish_run(run)
+    run = store.start_run(name="after", backend="local", model="local", prompt_versions={})
+    for i, trace_id in enumerate(ids):
+        if i in touched:
+            [again] = planted_log(1, start=i, kb=kb, stale_prices=True)
+            assert store.claim(trace_id, again=True)
+            store.save_result(again.model_copy(update={"trace_id": trace_id}))
+        store.record_result(run, trace_id)
+    store.finish_run(run)
+    return ids

@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from patterns_log import BAD_SOURCE, IDLE_SOURCE, MISSED_TERM, planted_log
+from patterns_log import BAD_SOURCE, IDLE_SOURCE, MISSED_TERM, fill_two_runs, planted_log
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -23,28 +23,6 @@ from veralith.patterns.topics import cluster
 from veralith.store.runs import RunNotFound
 
 N = 1000
-
-
-def fill(store, n: int = N, *, kb: str = "shop") -> list[int]:
-    """The two-run log: run "before" (the price list agrees), then run "after" in which the traces
-    retrieving it are judged again in place and now contradict it. The trace ids, by index."""
-    ids, touched = [], []
-    run = store.start_run(name="before", backend="local", model="local", prompt_versions={})
-    for i, result in enumerate(planted_log(n, kb=kb, stale_prices=False)):
-        ids.append(store.save_result(result))
-        store.record_result(run, ids[-1])
-        if any(c.source == BAD_SOURCE for c in result.context):
-            touched.append(i)
-    store.finish_run(run)
-    run = store.start_run(name="after", backend="local", model="local", prompt_versions={})
-    for i, trace_id in enumerate(ids):
-        if i in touched:
-            [again] = planted_log(1, start=i, kb=kb, stale_prices=True)
-            assert store.claim(trace_id, again=True)
-            store.save_result(again.model_copy(update={"trace_id": trace_id}))
-        store.record_result(run, trace_id)
-    store.finish_run(run)
-    return ids
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
@@ -59,7 +37,7 @@ def filled_url(request, tmp_path_factory):
         url = server.new_database()
     else:
         url = "sqlite:///" + str(tmp_path_factory.mktemp("patterns") / "log.db")
-    fill(open_store(url))
+    fill_two_runs(open_store(url), N)
     _close_stores()
     yield url
     if request.param == "postgres":

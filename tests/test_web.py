@@ -232,7 +232,7 @@ def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(serve
     c = client(served)
     tid = trace_id(served, "What is the warranty period")
     for url in ["/", "/traces", f"/traces/{tid}", "/traces?cell=complete_grounded&kb=support&q=x",
-                "/static/app.css", "/missing", "/traces/99999", "/traces?gate=maybe"]:
+                "/static/app.css", "/missing", "/traces/99999", "/traces?gate=maybe", "/patterns"]:
         r = c.get(url)
         assert r.headers["content-security-policy"] == CSP, url
         assert "script-src 'none'" in CSP and "'unsafe-inline'" not in CSP
@@ -250,7 +250,8 @@ def test_every_page_sends_the_strict_headers_and_leaves_the_file_untouched(serve
 
 def test_pages_have_no_inline_script_or_style(served):
     c = client(served)
-    for url in ["/", "/traces", f"/traces/{trace_id(served, 'What is the warranty period')}", "/compare"]:
+    for url in ["/", "/traces", f"/traces/{trace_id(served, 'What is the warranty period')}", "/compare",
+                "/patterns"]:
         html = c.get(url).text
         assert "<script" not in html and "<style" not in html and " style=" not in html, url
         assert re.search(r"\son[a-z]+=", html) is None, url

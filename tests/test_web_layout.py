@@ -120,7 +120,8 @@ def test_line_breaks_and_direction_marks_are_layout_and_overrides_stay_escaped(p
 
 def _pages(db: Path) -> list[str]:
     return ["/", "/traces", "/traces?sort=faith", f"/traces/{_trace_with_history(db)}",
-            f"/traces/{_layout_trace(db)}", "/compare", "/compare?a=1&b=1", "/traces/999999", "/traces?gate=nope"]
+            f"/traces/{_layout_trace(db)}", "/compare", "/compare?a=1&b=1", "/traces/999999", "/traces?gate=nope",
+            "/patterns", "/patterns?since=2999-01-01"]
 
 
 @pytest.mark.parametrize("width", [390])
