@@ -8,9 +8,9 @@ real ones) judged in two runs: run "before", then run "after", in which an outda
 2 % of the traces retrieve now contradicts the price the answer gives (those traces are judged again
 in place). Planted as well: a topic retrieval misses (3 % of the traces ask about exporting data and
 get nothing on it). Then times `find_patterns` (what `veralith patterns` and the web page call) over
-the whole log, and over `--run after` (which adds the transitions since "before"), `--repeat` times
-after one warm-up, and prints the median and the worst in seconds, with where the planted causes
-ranked, as JSON.
+the whole log (its transitions: the two newest runs), and over `--run after`, `--repeat` times after one
+warm-up, beside `veralith compare before after` as the baseline, and prints the median and the worst
+in seconds (with CPU seconds) and the ratios, with where the planted causes ranked, as JSON.
 
 The log is written through the store (save_result, claim, the run functions); a SQLite file of the
 right size is reused (`--db`, default in the temp folder). `--pg` starts a throwaway PostgreSQL server
@@ -88,13 +88,18 @@ def copy_to(url: str, sqlite_path: str) -> float:
 
 
 def timed(fn, repeat: int) -> tuple[dict[str, float], object]:
-    out = fn()  # warm-up: page cache, statement cache
-    samples = []
+    """Median and worst wall-clock seconds of `repeat` calls after one warm-up (page cache, statement
+    cache), and the median CPU seconds of this process (SQLite's work included, a PostgreSQL
+    server's not): on a shared machine the wall clock also counts the other processes' turns."""
+    out = fn()
+    samples, cpu = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
         samples.append(time.perf_counter() - t0)
-    return {"median_s": round(statistics.median(samples), 2), "max_s": round(max(samples), 2)}, out
+        cpu.append(time.process_time() - c0)
+    return {"median_s": round(statistics.median(samples), 2), "max_s": round(max(samples), 2),
+            "median_cpu_s": round(statistics.median(cpu), 2)}, out
 
 
 def ranks(found) -> dict[str, object]:
@@ -133,17 +138,23 @@ def main() -> None:
         server = PgServer()
         url = server.new_database()
         copy_s = round(copy_to(url, path), 1)
+    from veralith.compare import compare_runs
     from veralith.patterns import find_patterns
     from veralith.store import open_store
 
     try:
         store = open_store(url, read_only=True)
+        # The baseline: `veralith compare before after` over the same two runs (reading and matching
+        # both runs' rows is also what the transitions section does).
+        baseline, _ = timed(lambda: compare_runs(store, "before", "after"), args.repeat)
         whole, found = timed(lambda: find_patterns(store), args.repeat)
         run, found_run = timed(lambda: find_patterns(store, run="after"), args.repeat)
         figures = {"store": url.split(":", 1)[0], "traces": found.traces, "failing": found.failing,
-                   "fill_s": round(fill_s, 1), "copy_s": copy_s,
+                   "fill_s": round(fill_s, 1), "copy_s": copy_s, "baseline_compare_before_after": baseline,
                    "patterns_whole_log": whole, "planted_whole_log": ranks(found),
-                   "patterns_run_after_with_transitions": run, "planted_run_after": ranks(found_run)}
+                   "patterns_run_after_with_transitions": run, "planted_run_after": ranks(found_run),
+                   "ratio_whole_to_compare": round(whole["median_s"] / baseline["median_s"], 1),
+                   "ratio_run_to_compare": round(run["median_s"] / baseline["median_s"], 1)}
         print(json.dumps(figures, indent=2))
     finally:
         if server is not None:
