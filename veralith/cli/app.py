@@ -10,6 +10,7 @@ Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sqlite3
@@ -198,6 +199,10 @@ def eval_command(
         "tokens and estimated cost for the configured judge model, and the totals (the budget guard's "
         "estimate). Records a real run would skip as already evaluated are left out and counted (the "
         "database is only read; --rejudge estimates them too).")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="For each failing trace, one more judge call: what went wrong in it and the change to "
+        "try, quoting the trace (shown by `inspect`, kept beside the suggestion; priced, cached, within the budget; "
+        "--dry-run counts it for every trace).")] = False,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 
@@ -226,8 +231,11 @@ def eval_command(
         from veralith.cli.dryrun import dry_run as estimate
 
         # --no-persist has no stored results to skip by: a real run would judge every record, as with --rejudge.
-        bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
-                       err=_err(), rejudge=rejudge or no_persist)
+        from veralith.config import settings
+
+        with settings.override(explain=True) if explain else contextlib.nullcontext():
+            bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model,
+                           out=_out(), err=_err(), rejudge=rejudge or no_persist)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
     from veralith.cli.gate import EvalHooks
@@ -252,7 +260,7 @@ def eval_command(
     # Closes the run whatever happens; raises Exit(3) when only the gate failed.
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
                               model=model, concurrency=concurrency, output=output,
-                              where=lambda r: f"{file}:{r.line}"), _out())
+                              where=lambda r: f"{file}:{r.line}", explain=explain), _out())
 
 
 @_command("resume")
@@ -305,7 +313,7 @@ def resume_command(
 
 
 def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
-         model: str | None, concurrency: int | None, output: Path | None, where: Any) -> None:
+         model: str | None, concurrency: int | None, output: Path | None, where: Any, explain: bool = False) -> None:
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
     from collections import deque
 
@@ -318,6 +326,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
         overrides["backend"] = backend.value
     if model is not None:
         overrides["judge_model"] = model
+    if explain:
+        overrides["explain"] = True
     err, tally = _err(), batch.Tally(total=total)
     from veralith.policy import fail_cells
 
@@ -389,8 +399,12 @@ def inspect_command(
     kb: Annotated[str | None, typer.Option(
         "--kb", metavar="NAME", help="Knowledge base of the id, when your own id is used in "
                                            "several.")] = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="For a failing trace without one yet: one more judge call (the configured judge) saying "
+        "what went wrong in it and the change to try, quoting the trace; stored beside the suggestion. "
+        "Priced, cached, within the budget.")] = False,
 ) -> None:
-    """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only)."""
+    """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only without --explain)."""
 
     store = _existing_db()
     if store is None:
@@ -403,6 +417,10 @@ def inspect_command(
     except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
         raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)",
                     ExitCode.ERROR) from None
+    if explain:
+        from veralith.cli.explaining import explain_stored
+
+        result = explain_stored(_store(), result, _err())
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
