@@ -223,7 +223,7 @@ def test_the_offline_backend_explains_from_its_own_verdicts_deterministically():
     assert e is not None and e.dropped is None and e.backend == "local" and e.usage.usd == 0
     assert ("response", None) in [(q.source, q.chunk_id) for q in e.quotes]
     for q in e.quotes:   # verified the same way as a model's quotes
-        assert quote_in(q.text, RESPONSE if q.source == "response" else dict(zip(["c0", "c1"], context))[q.chunk_id])
+        assert quote_in(q.text, RESPONSE if q.source == "response" else {"c0": context[0], "c1": context[1]}[q.chunk_id])
     assert "k1" in e.what_went_wrong and e.change_to_try
     second = veralith.evaluate(QUERY, context, RESPONSE, explain=True, persist=False)
     assert second.explanation == e
