@@ -263,3 +263,28 @@ def test_explanations_are_stored_replaced_and_copied(store, tmp_path):
     report = copy_history(store, target)
     assert not report.mismatches
     assert target.load_result(trace_id).explanation == kept
+
+
+def test_the_web_trace_page_shows_the_explanation_escaped(tmp_path):
+    pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'veralith[web]')")
+    pytest.importorskip("jinja2", reason="the web extra is not installed (pip install 'veralith[web]')")
+    from starlette.testclient import TestClient
+
+    from veralith.web import create_app
+
+    result = veralith.evaluate(QUERY, ["The Eiffel Tower is 300 metres tall."], RESPONSE)
+    hostile = Explanation(what_went_wrong="k1 <script>alert(1)</script> is contradicted.",
+                          change_to_try="Copy the height from c0.", backend="openai", model="gpt-4o",
+                          prompt_version="explain-v1", usage=Usage(calls=1, usd=0.0123),
+                          quotes=[ExplanationQuote(source="chunk", chunk_id="c0", text="300 metres tall")])
+    open_store().save_explanation(result.trace_id, hostile)
+    page = TestClient(create_app(settings.db_path), base_url="http://127.0.0.1:8765").get(
+        f"/traces/{result.trace_id}")
+    assert page.status_code == 200
+    assert "This trace, explained" in page.text and "Copy the height from c0." in page.text
+    assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;" in page.text
+    assert "$0.0123" in page.text and result.suggestion.title in page.text
+    open_store().save_explanation(result.trace_id, Explanation(dropped=DROPPED_QUOTE, model="gpt-4o"))
+    page = TestClient(create_app(settings.db_path), base_url="http://127.0.0.1:8765").get(
+        f"/traces/{result.trace_id}")
+    assert DROPPED_QUOTE in page.text
