@@ -63,12 +63,14 @@ def explain(payload: ExplainInput) -> ExplainOutput:
     # Left out although the chunks answer it (an answer that is there but ungrounded is the claims' story).
     skipped = [q for q in payload.sub_questions if q.coverage in _LEFT_OUT and q.sufficient == "yes"]
     quotes: list[ExplainQuote] = []
-    for claim in bad:
-        quotes += [q for q in _claim_quotes(payload, claim) if q not in quotes]
     wrong: list[str] = []
     for claim in bad:
+        found = _claim_quotes(payload, claim)
+        quotes += [q for q in found if q not in quotes]
+        against = [q.chunk_id for q in found if q.source == "chunk"]
         wrong.append(f"{claim.id} is {claim.relation}" + (
-            ": a chunk says otherwise" if claim.relation != "unsupported" else ": no chunk states it"))
+            ": no chunk states it" if claim.relation == "unsupported"
+            else f": chunk {against[0]} says otherwise" if against else ": a chunk says otherwise"))
     wrong += [f"{q.id} is {q.coverage} and no chunk holds its answer" for q in missing]
     wrong += [f"{q.id} is {q.coverage} although the chunks hold its answer" for q in skipped]
     change: list[str] = []
