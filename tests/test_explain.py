@@ -172,14 +172,18 @@ def test_eval_dry_run_counts_the_explain_call(openai_server, tmp_path, monkeypat
     assert openai_server.count == 0
 
 
-def test_eval_explain_and_inspect_explain(openai_server, tmp_path, monkeypatch):
-    _script(openai_server, GOOD, GOOD)
-    path = tmp_path / "t.jsonl"
-    path.write_text(json.dumps({"id": "a", "query": QUERY, "context": CONTEXT, "response": RESPONSE}) + "\n")
-    for name, value in (("BACKEND", "openai"), ("BASE_URL", openai_server.base_url), ("API_KEY", "test"),
-                        ("JUDGE_MODEL", "gpt-4o"), ("MAX_RETRIES", "0")):
+def _openai_env(server, monkeypatch, **extra):
+    for name, value in (("BACKEND", "openai"), ("BASE_URL", server.base_url), ("API_KEY", "test"),
+                        ("JUDGE_MODEL", "gpt-4o"), ("MAX_RETRIES", "0"), *extra.items()):
         monkeypatch.setenv(f"VERALITH_{name}", value)
     settings.reload()
+
+
+def test_inspect_explain_explains_a_stored_failing_trace_once(openai_server, tmp_path, monkeypatch):
+    _script(openai_server, GOOD)
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "a", "query": QUERY, "context": CONTEXT, "response": RESPONSE}) + "\n")
+    _openai_env(openai_server, monkeypatch)
     done = CliRunner().invoke(app, ["eval", str(path)])
     assert done.exit_code == 0, done.output
     assert openai_server.by_task()["explain"] == 0   # off without --explain
@@ -191,13 +195,32 @@ def test_eval_explain_and_inspect_explain(openai_server, tmp_path, monkeypatch):
     stored = open_store().load_result(trace_id)
     assert stored.explanation is not None and stored.explanation.dropped is None
     assert stored.usage.calls == openai_server.count - 1   # the trace's own judgments are as they were
-    again = CliRunner().invoke(app, ["inspect", "a", "--explain"])
+    again = CliRunner().invoke(app, ["inspect", "a", "--explain", "--json"])
     assert again.exit_code == 0 and openai_server.by_task()["explain"] == 1   # kept: shown, no call
-    assert "copy heights exactly" in again.output
-    # eval --explain re-judging the record makes the call in the run.
-    rerun = CliRunner().invoke(app, ["eval", str(path), "--rejudge", "--explain"])
+    assert json.loads(again.output)["explanation"]["change_to_try"] == GOOD["change_to_try"]
+
+
+def test_eval_explain_explains_new_and_unchanged_failing_records(openai_server, tmp_path, monkeypatch):
+    _script(openai_server, GOOD, GOOD)
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({"id": "a", "query": QUERY, "context": CONTEXT, "response": RESPONSE}) + "\n")
+    _openai_env(openai_server, monkeypatch)
+    assert CliRunner().invoke(app, ["eval", str(path)]).exit_code == 0
+    trace_id = open_store().resolve("a")
+    assert open_store().load_result(trace_id).explanation is None
+    # Unchanged, so not judged again, but failing without an explanation: explained now.
+    rerun = CliRunner().invoke(app, ["eval", str(path), "--explain"])
     assert rerun.exit_code == 0, rerun.output
-    assert open_store().load_result(trace_id).explanation is not None
+    assert openai_server.by_task()["explain"] == 1
+    assert open_store().load_result(trace_id).explanation.change_to_try == GOOD["change_to_try"]
+    again = CliRunner().invoke(app, ["eval", str(path), "--explain"])
+    assert again.exit_code == 0 and openai_server.by_task()["explain"] == 1   # explained already
+    fresh = tmp_path / "u.jsonl"
+    fresh.write_text(json.dumps({"id": "b", "query": QUERY, "context": CONTEXT[:1], "response": RESPONSE}) + "\n")
+    new = CliRunner().invoke(app, ["eval", str(fresh), "--explain"])
+    assert new.exit_code == 0, new.output
+    assert openai_server.by_task()["explain"] == 2
+    assert open_store().load_result(open_store().resolve("b")).explanation is not None
 
 
 def test_inspect_explain_stays_within_the_budget(openai_server, monkeypatch):

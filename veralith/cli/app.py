@@ -248,11 +248,15 @@ def eval_command(
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.eval_jobs(file, default_kb=kb, persist=persist, store=_store() if persist else None,
                                client=client, tally=tally, report=report, run_id=hooks.start(db, client),
-                               rejudge=rejudge, yield_unchanged=output is not None)
+                               rejudge=rejudge, yield_unchanged=output is not None or explain)
 
     def work(record: records.Record, client: Any) -> Any:
         if record.unchanged:  # not judged again: its stored result goes to --output in its place
             assert record.trace_id is not None
+            if explain:   # ... explained first when it fails and has no explanation yet
+                from veralith.cli.explaining import explain_stored
+
+                return explain_stored(_store(), _store().load_result(record.trace_id), client=client)
             return _store().load_result(record.trace_id)
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
