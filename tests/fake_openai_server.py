@@ -468,7 +468,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 # ---------------------------------------------------------------- auto responder
 
-_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness")
+_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "explain")
 _TOKEN = re.compile(r"Boundary token: (\S+)")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _LETTER = re.compile(r"[^\W\d_]")
@@ -540,6 +540,11 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
                 "sub_questions": [{"sub_question_id": q, "reasoning": "auto reply",
                                    "status": "answered" if answered and n == 0 else "unanswered"}
                                   for n, q in enumerate(sq_ids)]}
+    if task == "explain":   # quotes the response's first words, verbatim
+        said = " ".join(b.get("response", [({}, "")])[0][1].split()[:8])
+        return {"quotes": [{"source": "response", "chunk_id": "", "quote": said}] if said else [],
+                "missing_fact": "" if said else "the answer", "what_went_wrong": "auto reply",
+                "change_to_try": "auto reply"}
     return {"error": "fake_openai_server: unknown task"}
 
 

@@ -14,8 +14,11 @@ from veralith.llm.tasks import (
     ClaimIn,
     ClaimsInput,
     CompletenessInput,
+    ExplainInput,
     FaithfulnessInput,
     GapIn,
+    JudgedClaimIn,
+    JudgedSubQuestionIn,
     QuestionsInput,
     Sentence,
     SubQuestionIn,
@@ -40,6 +43,11 @@ def payloads(as_of: str | None = "2026-12-01") -> dict[str, object]:
         "faithfulness": FaithfulnessInput(query="How tall?", claims=CLAIMS, chunks=CHUNKS, as_of=as_of),
         "completeness": CompletenessInput(query="How tall?", sub_questions=SQS, claims=CLAIMS,
                                           gaps=[GapIn(id="g1", text="the year")]),
+        "explain": ExplainInput(query="How tall?", response="It is 300 m tall.", chunks=CHUNKS,
+                                cell="complete_ungrounded", suggestion="Intrinsic hallucination",
+                                sub_questions=[JudgedSubQuestionIn(id="q1", text="How tall?", coverage="ungrounded_answer",
+                                                                   sufficient="yes")],
+                                claims=[JudgedClaimIn(id="k1", text="It is 300 m tall.", relation="contradicted")]),
     }
 
 
@@ -50,7 +58,8 @@ def token_of(messages: list[dict[str, str]]) -> str:
 def test_there_is_one_versioned_prompt_per_task():
     assert set(prompts.PROMPT_VERSIONS) == set(TASKS) == set(prompts.EXAMPLES)
     for name, version in prompts.PROMPT_VERSIONS.items():
-        assert re.fullmatch(rf"{name}-v\d+", version) and version != f"{name}-v1"
+        # The five judges' v1 prompts were all revised after review (PROMPTS.md §7); explain is new at v1.
+        assert re.fullmatch(rf"{name}-v\d+", version) and (version != f"{name}-v1" or name == "explain")
         assert version in prompts.system_prompt(name).splitlines()[0]
         assert f"task: {name}" in prompts.system_prompt(name).splitlines()[0]
 
@@ -128,6 +137,12 @@ def test_data_can_never_close_a_block(name):
         "completeness": CompletenessInput(query=texts[1], sub_questions=[SubQuestionIn(id="q1", text=texts[0])],
                                           claims=[ClaimIn(id="c1", text=texts[2])],
                                           gaps=[GapIn(id="g1", text=texts[0])]),
+        "explain": ExplainInput(query=texts[1], response=texts[0], chunks=[ChunkIn(id="c0", text=texts[0],
+                                                                                   source=texts[2])],
+                                cell="complete_ungrounded", suggestion="Intrinsic hallucination",
+                                sub_questions=[JudgedSubQuestionIn(id="q1", text=texts[2], coverage="unanswered",
+                                                                   sufficient="no")],
+                                claims=[JudgedClaimIn(id="k1", text=texts[2], relation="unsupported")]),
     }[name]
     messages = prompts.render(name, hostile)
     token = token_of(messages)

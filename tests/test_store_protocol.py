@@ -19,7 +19,7 @@ import pytest
 from veralith.cli import batch
 from veralith.config import settings
 from veralith.llm import get_client
-from veralith.models import EvaluationResult, ThresholdSource
+from veralith.models import EvaluationResult, Explanation, ThresholdSource
 from veralith.pipeline.calibrate import current_threshold
 from veralith.sdk.stored import evaluate_stored, resumable
 from veralith.store import (
@@ -126,6 +126,11 @@ class MemoryStore:
 
     def drop_lease(self, trace_id: int) -> None:
         pass
+
+    def save_explanation(self, trace_id: int, explanation: Explanation) -> None:
+        with self._lock:
+            row = self.traces[trace_id]
+            row["result"] = row["result"].model_copy(update={"explanation": explanation})
 
     def save_result(self, result: EvaluationResult) -> int:
         with self._lock:

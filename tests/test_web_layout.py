@@ -49,7 +49,8 @@ def db(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("layout")
     db = folder / "web.db"
     _eval(db, EXAMPLES, "--run-name", "baseline")
-    _eval(db, EXAMPLES.with_name("traces_v2.jsonl"), "--run-name", "candidate")  # same ids: re-judged in place
+    # same ids: re-judged in place; failing ones explained (the explanation section is laid out and checked too)
+    _eval(db, EXAMPLES.with_name("traces_v2.jsonl"), "--run-name", "candidate", "--explain")
     layout = folder / "layout.jsonl"
     layout.write_text(json.dumps(LAYOUT) + "\n", encoding="utf-8")
     run_eval(db, layout)

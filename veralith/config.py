@@ -107,6 +107,10 @@ class Settings(BaseModel):
     cache_size: int = Field(1024, ge=0, description="Entries kept in the in-process LRU cache.")
     per_trace_budget_usd: float | None = Field(
         None, gt=0, description="Refuse a trace whose estimated judge cost exceeds this many USD.")
+    explain: bool = Field(
+        False, description="For each failing trace, one more judge call that writes what went wrong in that trace "
+        "and the change to try, quoting the trace (`eval --explain`, `inspect --explain`, "
+        "`evaluate(explain=True)`); priced, cached and counted by the budget guard. Off: no extra call.")
     sync: bool = Field(False, description="`log()` evaluates in the caller's thread instead of the background.")
     queue_size: int = Field(1000, ge=1, description="Background queue length; when full, traces stay pending.")
     shutdown_timeout_s: float = Field(

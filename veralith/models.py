@@ -304,6 +304,30 @@ class Usage(_Model):
     usd: float | None = Field(0.0, description="None when a model's price is unknown; never a silent 0.")
 
 
+class ExplanationQuote(_Model):
+    """A verbatim piece of the trace an explanation rests on (checked against the trace before it is kept)."""
+
+    source: str = Field(description="chunk | response")
+    chunk_id: str | None = Field(None, description="The chunk quoted; None for a quote of the response.")
+    text: str
+
+
+class Explanation(_Model):
+    """What went wrong in this one trace and the change to try (`--explain`): one more judge call, made only
+    for a failing trace and kept beside the rule-based suggestion, never replacing it."""
+
+    what_went_wrong: str = ""
+    change_to_try: str = ""
+    quotes: list[ExplanationQuote] = Field(default_factory=list)
+    missing_fact: str = Field("", description="A fact the question needs that no chunk gives; \"\" when none.")
+    dropped: str | None = Field(None, description="Why no explanation is kept (e.g. \"explanation dropped: quote "
+                                "not found in the trace\"); the other fields are then empty.")
+    backend: str = ""
+    model: str = ""
+    prompt_version: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
 class EvaluationResult(_Model):
     schema_version: str = SCHEMA_VERSION
     trace_id: int | None = None
@@ -324,6 +348,8 @@ class EvaluationResult(_Model):
     completeness: CompletenessJudgment | None = None
     diagnosis: Diagnosis | None = None
     suggestion: Suggestion | None = None
+    explanation: Explanation | None = Field(None, description="The trace-specific explanation (`--explain`), "
+                                            "beside the rule-based suggestion; None when none was asked for.")
     status: Status
     errors: list[JudgeError] = Field(default_factory=list)
     repairs: list[Repair] = Field(default_factory=list, description="Judge replies read leniently (JSON in "

@@ -10,6 +10,7 @@ Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sqlite3
@@ -211,6 +212,10 @@ def eval_command(
         "tokens and estimated cost for the configured judge model, and the totals (the budget guard's "
         "estimate). Records a real run would skip as already evaluated are left out and counted (the "
         "database is only read; --rejudge estimates them too).")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="For each failing trace, one more judge call: what went wrong in it and the change to "
+        "try, quoting the trace (shown by `inspect`, kept beside the suggestion; priced, cached, within the budget; "
+        "--dry-run counts it for every trace).")] = False,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 
@@ -239,8 +244,11 @@ def eval_command(
         from veralith.cli.dryrun import dry_run as estimate
 
         # --no-persist has no stored results to skip by: a real run would judge every record, as with --rejudge.
-        bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
-                       err=_err(), rejudge=rejudge or no_persist)
+        from veralith.config import settings
+
+        with settings.override(explain=True) if explain else contextlib.nullcontext():
+            bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model,
+                           out=_out(), err=_err(), rejudge=rejudge or no_persist)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
     from veralith.cli.gate import EvalHooks
@@ -253,11 +261,15 @@ def eval_command(
     def jobs(db: Any, client: Any, tally: batch.Tally, report: Any) -> Any:
         return batch.eval_jobs(file, default_kb=kb, persist=persist, store=_store() if persist else None,
                                client=client, tally=tally, report=report, run_id=hooks.start(db, client),
-                               rejudge=rejudge, yield_unchanged=output is not None)
+                               rejudge=rejudge, yield_unchanged=output is not None or explain)
 
     def work(record: records.Record, client: Any) -> Any:
         if record.unchanged:  # not judged again: its stored result goes to --output in its place
             assert record.trace_id is not None
+            if explain:   # ... explained first when it fails and has no explanation yet
+                from veralith.cli.explaining import explain_stored
+
+                return explain_stored(_store(), _store().load_result(record.trace_id), client=client)
             return _store().load_result(record.trace_id)
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
@@ -265,7 +277,7 @@ def eval_command(
     # Closes the run whatever happens; raises Exit(3) when only the gate failed.
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
                               model=model, concurrency=concurrency, output=output,
-                              where=lambda r: f"{file}:{r.line}"), _out())
+                              where=lambda r: f"{file}:{r.line}", explain=explain), _out())
 
 
 @_command("resume")
@@ -318,7 +330,7 @@ def resume_command(
 
 
 def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
-         model: str | None, concurrency: int | None, output: Path | None, where: Any) -> None:
+         model: str | None, concurrency: int | None, output: Path | None, where: Any, explain: bool = False) -> None:
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
     from collections import deque
 
@@ -331,6 +343,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
         overrides["backend"] = backend.value
     if model is not None:
         overrides["judge_model"] = model
+    if explain:
+        overrides["explain"] = True
     err, tally = _err(), batch.Tally(total=total)
     from veralith.policy import fail_cells
 
@@ -402,8 +416,12 @@ def inspect_command(
     kb: Annotated[str | None, typer.Option(
         "--kb", metavar="NAME", help="Knowledge base of the id, when your own id is used in "
                                            "several.")] = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="For a failing trace without one yet: one more judge call (the configured judge) saying "
+        "what went wrong in it and the change to try, quoting the trace; stored beside the suggestion. "
+        "Priced, cached, within the budget.")] = False,
 ) -> None:
-    """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only)."""
+    """Show one trace's diagnosis: sub-questions, claims by verdict, cell, suggestion (read-only without --explain)."""
 
     store = _existing_db()
     if store is None:
@@ -416,6 +434,10 @@ def inspect_command(
     except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
         raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)",
                     ExitCode.ERROR) from None
+    if explain:
+        from veralith.cli.explaining import explain_stored
+
+        result = explain_stored(_store(), result, _err())
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return

@@ -28,7 +28,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "eval": ("veralith eval traces.jsonl --run-name main",
              "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0"),
     "resume": ("veralith resume", "veralith resume --failed"),
-    "inspect": ("veralith inspect 12", "veralith inspect my-record-id --json"),
+    "inspect": ("veralith inspect 12", "veralith inspect my-record-id --json", "veralith inspect 12 --explain"),
     "list": ("veralith list --cell incomplete_ungrounded --since 24h",),
     "stats": ("veralith stats --kb default",),
     "export": ("veralith export --format csv -o results.csv",),

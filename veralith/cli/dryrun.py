@@ -233,6 +233,9 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
     out.print(render.literal(f"Dry run: no model was called and nothing was written{written}. Backend {backend} "
                              f"({where}); tokens counted by {found.method}; output tokens are an "
                              "allowance and cost is priced without provider-cache discounts, so it errs high."))
+    if settings.explain and backend != "local":
+        out.print(render.literal("--explain: one explain call is counted for every trace, since which traces fail "
+                                 "(and get one) is known only after judging."))
     if backend == "local":
         out.print(render.literal("To estimate an OpenAI-compatible judge: --backend openai --model NAME."))
     if rows and total_usd is None:

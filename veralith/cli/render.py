@@ -87,6 +87,8 @@ def result_view(result: EvaluationResult, *, external_id: str | None = None, cre
             actions.add_row("•", literal(action))
         parts += [_section("Suggestion"), literal(result.suggestion.title, "bold"),
                   literal(result.suggestion.summary), actions]
+    if result.explanation:
+        parts += [_section("Explanation (this trace)"), _explanation(result)]
     if result.errors:
         table = Table("phase", "kind", "attempts", "message", box=None, pad_edge=False)
         for err in result.errors:
@@ -94,6 +96,28 @@ def result_view(result: EvaluationResult, *, external_id: str | None = None, cre
         parts += [_section("Judge errors"), table]
     parts += [_section("Usage"), _usage(result)]
     return Group(*parts)
+
+
+def _explanation(result: EvaluationResult) -> RenderableType:
+    """The trace-specific explanation (`--explain`): its quotes, what went wrong, the change, its cost."""
+    e = result.explanation
+    assert e is not None
+    u = e.usage
+    cost = Text(f"{e.backend} {e.prompt_version} · model ", style="dim")
+    cost.append_text(literal(e.model, "dim"))
+    cost.append(f" · {u.calls} call(s), {u.cache_hits} cached, {u.input_tokens + u.output_tokens} tokens, "
+                f"{fmt_usd(u.usd)}", style="dim")
+    if e.dropped:
+        return Group(literal(e.dropped, "yellow"), cost)
+    lines: list[RenderableType] = []
+    for q in e.quotes:
+        where = f"chunk {q.chunk_id}" if q.source == "chunk" and q.chunk_id else "response"
+        lines.append(Text.assemble(("  “", "dim"), literal(q.text), ("” ", "dim"), literal(where, "cyan")))
+    if e.missing_fact:
+        lines.append(Text.assemble(("missing: ", "bold"), literal(e.missing_fact)))
+    lines += [Text.assemble(("what went wrong: ", "bold"), literal(e.what_went_wrong)),
+              Text.assemble(("change to try: ", "bold"), literal(e.change_to_try)), cost]
+    return Group(*lines)
 
 
 def _header(result: EvaluationResult, external_id: str | None, created_at: str | None,

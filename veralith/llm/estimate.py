@@ -7,6 +7,8 @@ The estimate renders the prompts the trace would send, with the pipeline's batch
     ceil(S / batch_size) sufficiency calls  S sub-questions, every chunk (none without chunks)
     ceil(C / batch_size) faithfulness calls C claims, every chunk (none without chunks or claims)
     1 completeness call                     every sub-question and claim (none when S or C is 0)
+    1 explain call                          with the `explain` setting (--explain): counted for every
+                                            trace, since which traces fail is unknown before judging
 
 With no chunks the pipeline decides sufficiency and faithfulness in code, and with no claims or
 no sub-questions it decides completeness in code, so those calls cost nothing.
@@ -22,6 +24,7 @@ budget guard must not let a trace through on an optimistic guess):
     sufficiency   20 per call + 160 per sub-question
     faithfulness  20 per call + 140 per claim
     completeness  40 + 50 per claim + 40 per sub-question
+    explain       400 (a few quotes and two or three sentences)
 
 The two decomposition calls go to the decomposer model and the judge calls to the judge model
 (veralith.llm.tasks.model_for), so each call's tokens are counted with its own model's encoding and
@@ -48,7 +51,7 @@ __all__ = ["OUTPUT_ALLOWANCE", "ModelTokens", "TokenEstimate", "estimate_tokens"
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
                     "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
-                    "completeness_per_claim": 50, "completeness_per_sub_question": 40}
+                    "completeness_per_claim": 50, "completeness_per_sub_question": 40, "explain": 400}
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,13 @@ def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, 
                   for b in _batches(claims, batch_size)]
     if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
         calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
+    if settings.explain:  # whether the trace will fail is unknown before judging: counted as if it will
+        calls.append(("explain", t.ExplainInput(
+            query=query, response=response, chunks=chunk_in, cell="incomplete_ungrounded",
+            suggestion="Worst-case failure",
+            sub_questions=[t.JudgedSubQuestionIn(id=q.id, text=q.text, coverage="unanswered", sufficient="no")
+                           for q in sub_questions],
+            claims=[t.JudgedClaimIn(id=c.id, text=c.text, relation="unsupported") for c in claims])))
     return calls
 
 
@@ -130,6 +140,8 @@ def _output_allowance(task: str, payload: Any, query_tokens: int, response_token
         return a["call"] + a["sufficiency_per_item"] * len(payload.sub_questions)
     if task == "faithfulness":
         return a["call"] + a["faithfulness_per_item"] * len(payload.claims)
+    if task == "explain":
+        return a["explain"]
     return (a["completeness_base"] + a["completeness_per_claim"] * len(payload.claims)
             + a["completeness_per_sub_question"] * len(payload.sub_questions))
 

@@ -39,8 +39,11 @@ from veralith.llm.tasks import (
     ClaimIn,
     ClaimsInput,
     CompletenessInput,
+    ExplainInput,
     FaithfulnessInput,
     GapIn,
+    JudgedClaimIn,
+    JudgedSubQuestionIn,
     QuestionsInput,
     Sentence,
     SubQuestionIn,
@@ -55,6 +58,7 @@ PROMPT_VERSIONS = {
     "sufficiency": "sufficiency-v2",
     "faithfulness": "faithfulness-v3",
     "completeness": "completeness-v3",
+    "explain": "explain-v1",
 }
 
 _COMMON = """\
@@ -136,8 +140,21 @@ never an answer.
 sub-question, or "it depends" without the answer for the asked case); unanswered (no "answers" claim).
 """
 
+_EXPLAIN = """\
+Task: the judges found this trace failing (its cell and the verdicts per claim and sub-question are given). \
+Say what went wrong in THIS trace and the one concrete change to try, for this question and these chunks, \
+not generic advice.
+- quotes first: the words at fault, verbatim, under 25 words each: a chunk (source "chunk", its id) that \
+contradicts or fails to support a claim, or the response sentence that invents or leaves out something \
+(source "response", chunk_id ""). Never quote anything that is not in a block.
+- missing_fact: "" or the fact the question needs that no chunk gives.
+- what_went_wrong: one or two sentences naming the claim or sub-question ids.
+- change_to_try: one concrete change (to retrieval, the corpus, or the generator's prompt) that would fix \
+this trace, naming the chunk, source or missing fact.
+"""
+
 _TASK_TEXT = {"questions": _QUESTIONS, "claims": _CLAIMS, "sufficiency": _ITEMS + _SUFFICIENCY,
-              "faithfulness": _ITEMS + _FAITHFULNESS, "completeness": _ITEMS + _COMPLETENESS}
+              "faithfulness": _ITEMS + _FAITHFULNESS, "completeness": _ITEMS + _COMPLETENESS, "explain": _EXPLAIN}
 
 _REMINDERS = {
     "questions": "Reminder: only what was asked, one need each.",
@@ -145,6 +162,7 @@ _REMINDERS = {
     "sufficiency": "Reminder: one item per sub-question; facts you cannot quote are missing.",
     "faithfulness": "Reminder: one item per claim, each judged alone; every part must be supported.",
     "completeness": "Reminder: every id once; only \"answers\" answers; statuses last.",
+    "explain": "Reminder: quotes verbatim from the blocks; specific to this trace; one change to try.",
 }
 
 # ---------------------------------------------------------------- worked examples
@@ -226,12 +244,37 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                             {"sub_question_id": "q2", "reasoning": "k1.", "status": "answered"},
                             {"sub_question_id": "q3", "reasoning": "Only \"it depends\".", "status": "partial"}]}),
     ],
+    "explain": [
+        (ExplainInput(query="How long is the X200 warranty?", response="The X200 has a 36-month warranty.",
+                      chunks=[ChunkIn(id="c0", text="The X200 comes with a 24-month limited warranty.",
+                                      source="x200-manual.pdf")],
+                      cell="complete_ungrounded", suggestion="Intrinsic hallucination",
+                      sub_questions=[JudgedSubQuestionIn(id="q1", text="How long is the X200 warranty?",
+                                                         coverage="ungrounded", sufficient="yes")],
+                      claims=[JudgedClaimIn(id="k1", text="The X200 has a 36-month warranty.",
+                                            relation="contradicted")]),
+         {"quotes": [{"source": "chunk", "chunk_id": "c0", "quote": "24-month limited warranty"},
+                     {"source": "response", "chunk_id": "", "quote": "36-month warranty"}],
+          "missing_fact": "",
+          "what_went_wrong": "k1 says 36 months, but chunk c0 (x200-manual.pdf) says 24 months: the generator "
+                             "changed the figure it was given.",
+          "change_to_try": "Tell the generator to copy durations and figures exactly from the chunk and cite "
+                           "c0 for them; check the answer against x200-manual.pdf."}),
+    ],
 }
 
 
 def _example_input(payload: BaseModel) -> str:
     """An example's input as short lines (no block tags: the examples are ours, not data)."""
     lines: list[str] = []
+    if isinstance(payload, ExplainInput):
+        return "\n".join([*(f'chunk {c.id} ({c.source}) "{c.text}"' if c.source else f'chunk {c.id} "{c.text}"'
+                             for c in payload.chunks),
+                           f'question: "{payload.query}"', f'response: "{payload.response}"',
+                           f"cell: {payload.cell} (suggestion: {payload.suggestion})",
+                           *(f'{q.id} "{q.text}" {q.coverage}, chunks sufficient: {q.sufficient}'
+                             for q in payload.sub_questions),
+                           *(f'claim {c.id} "{c.text}" {c.relation}' for c in payload.claims)])
     if isinstance(payload, SufficiencyInput | FaithfulnessInput):
         lines += [f'chunk {c.id} ({c.source}) "{c.text}"' if c.source else f'chunk {c.id} "{c.text}"'
                   for c in payload.chunks]
@@ -276,6 +319,10 @@ def _example_output(task_name: str, out: dict[str, Any]) -> list[str]:
                 + (f", grounding [{_ids(i['grounding_chunk_ids'])}]" if i["grounding_chunk_ids"] else "")
                 + (f", contradicting [{_ids(i['contradicting_chunk_ids'])}]" if i["contradicting_chunk_ids"] else "")
                 for i in out["items"]]
+    if task_name == "explain":
+        return ([f"quote ({q['source']} {q['chunk_id']}) \"{q['quote']}\"".replace(" )", ")") for q in out["quotes"]]
+                + ([f"missing_fact: {out['missing_fact']}"] if out["missing_fact"] else [])
+                + [f"what_went_wrong: {out['what_went_wrong']}", f"change_to_try: {out['change_to_try']}"])
     return ([f"{c['claim_id']}: {c['reasoning']} → {c['role']}"
              + (f" {_ids(c['sub_question_ids'])}" if c["sub_question_ids"] else "") for c in out["claims"]]
             + [f"{g['gap_id']} → declines {_ids(g['sub_question_ids']) or 'nothing asked'}" for g in out["gaps"]]
@@ -376,6 +423,13 @@ def _blocks(payload: BaseModel) -> tuple[list[_Block], list[_Block]]:
     if isinstance(payload, FaithfulnessInput):
         shared = [*_today(payload.as_of), _Block("question", payload.query), *_chunks(payload.chunks)]
         return shared, [_Block("claim", c.text, (("id", c.id), ("note", c.context_note))) for c in payload.claims]
+    if isinstance(payload, ExplainInput):
+        shared = [_Block("question", payload.query), *_chunks(payload.chunks), _Block("response", payload.response)]
+        verdicts = [_Block("", "", note=f"Cell: {payload.cell}. Rule-based suggestion: {payload.suggestion}.")]
+        verdicts += [_Block("subq", q.text, (("id", q.id), ("coverage", q.coverage), ("sufficient", q.sufficient)))
+                     for q in payload.sub_questions]
+        verdicts += [_Block("claim", c.text, (("id", c.id), ("relation", c.relation))) for c in payload.claims]
+        return shared, verdicts
     if isinstance(payload, CompletenessInput):
         shared = [_Block("question", payload.query), *(_Block("subq", q.text, (("id", q.id),))
                                                         for q in payload.sub_questions)]

@@ -1,4 +1,6 @@
-"""The five judge tasks as typed contracts: what goes in, what must come back, and how to check it.
+"""The judge tasks as typed contracts: what goes in, what must come back, and how to check it.
+
+`explain` (for --explain) runs only for a failing trace, after the five judges.
 
 Both backends speak these types. The OpenAI backend renders an input into delimited prompt
 messages and parses the reply into the output model (strict JSON Schema); the local backend
@@ -29,10 +31,11 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "FAITHFULNESS", "QUESTIONS", "SUFFICIENCY", "TASKS",
-    "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
-    "Evidence", "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
-    "FaithfulnessOutput", "GapIn", "GapLink", "ItemList", "Problem", "QuestionItem", "QuestionsInput",
+    "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "EXPLAIN", "FAITHFULNESS", "QUOTE_NOT_FOUND", "QUESTIONS",
+    "SUFFICIENCY", "TASKS", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput",
+    "CompletenessOutput", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote", "ExtractedClaim",
+    "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "GapIn",
+    "GapLink", "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem", "QuestionItem", "QuestionsInput",
     "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
     "SufficiencyOutput", "Task", "model_for", "quote_in",
 ]
@@ -211,6 +214,45 @@ class CompletenessOutput(_Out):
     sub_questions: list[SubQuestionStatus]
 
 
+# ---------------------------------------------------------------- explain (one failing trace, after judging)
+
+class JudgedClaimIn(_In):
+    id: str
+    text: str
+    relation: str                 # the faithfulness verdict: supported | unsupported | contradicted | conflicting
+
+
+class JudgedSubQuestionIn(_In):
+    id: str
+    text: str
+    coverage: str                 # answered | partial | unanswered | declined | ungrounded ...
+    sufficient: str               # yes | no | unknown: can the chunks answer it
+
+
+class ExplainInput(_In):
+    query: str
+    response: str
+    chunks: list[ChunkIn]
+    cell: str                     # the failure cell, e.g. "complete_ungrounded"
+    suggestion: str               # the rule-based suggestion's title: the explanation makes it specific
+    sub_questions: list[JudgedSubQuestionIn]
+    claims: list[JudgedClaimIn]
+
+
+class ExplainQuote(_Out):
+    source: Literal["chunk", "response"]
+    chunk_id: str                 # the chunk quoted; "" for a quote of the response
+    quote: str
+
+
+class ExplainOutput(_Out):
+    # Evidence first, the diagnosis and the fix after it (PROMPTS.md §0: reasoning before the verdict).
+    quotes: list[ExplainQuote]
+    missing_fact: str             # "" or a fact the question needs that no chunk gives
+    what_went_wrong: str
+    change_to_try: str
+
+
 # ---------------------------------------------------------------- checks
 
 _ALPHA = re.compile(r"[^\W\d_]", re.UNICODE)
@@ -355,6 +397,30 @@ def _check_faithfulness(inp: FaithfulnessInput, out: FaithfulnessOutput) -> list
     return problems
 
 
+QUOTE_NOT_FOUND = "is not in the trace"   # the words every invented-quote problem carries (the note names it)
+
+
+def _check_explain(inp: ExplainInput, out: ExplainOutput) -> list[Problem]:
+    chunks = {c.id: c.text for c in inp.chunks}
+    problems: list[Problem] = []
+    for n, q in enumerate(out.quotes, 1):
+        if not _ALPHA.search(q.quote) and not _NUMBER.search(q.quote):
+            problems.append((None, f"quote {n} is empty; quote words of the trace"))
+        elif q.source == "response" and not quote_in(q.quote, inp.response):
+            problems.append((None, f"quote {n} {QUOTE_NOT_FOUND} (not in the response); copy it verbatim"))
+        elif q.source == "chunk" and q.chunk_id not in chunks:
+            problems.append((None, f"quote {n} names chunk {q.chunk_id[:40]!r}, which {QUOTE_NOT_FOUND}; use only "
+                                   "the chunk ids given"))
+        elif q.source == "chunk" and not quote_in(q.quote, chunks[q.chunk_id]):
+            problems.append((None, f"quote {n} {QUOTE_NOT_FOUND} (not in chunk {q.chunk_id}); copy it verbatim"))
+    if not out.quotes and not out.missing_fact.strip():
+        problems.append((None, "quote the chunk or response sentence at fault, or name the missing fact"))
+    for name in ("what_went_wrong", "change_to_try"):
+        if not _ALPHA.search(getattr(out, name)):
+            problems.append((None, f"{name} is empty; write one or two sentences"))
+    return problems
+
+
 def _check_completeness(inp: CompletenessInput, out: CompletenessOutput) -> list[Problem]:
     sq_ids = [q.id for q in inp.sub_questions]
     problems = _ids_problems("claim", [c.id for c in inp.claims], [i.claim_id for i in out.claims])
@@ -426,7 +492,9 @@ COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, _chec
     ItemList("claims", "claim_id", lambda p: [c.id for c in p.claims]),
     ItemList("gaps", "gap_id", lambda p: [g.id for g in p.gaps]),
     ItemList("sub_questions", "sub_question_id", lambda p: [q.id for q in p.sub_questions])))
-TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS)}
+# Checked and re-asked whole, like the extraction tasks: an explanation with an invented quote is not kept in part.
+EXPLAIN = Task("explain", ExplainInput, ExplainOutput, _check_explain)
+TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS, EXPLAIN)}
 # The two decomposition calls: they extract rather than judge, so a smaller model can do them.
 DECOMPOSITION = frozenset({QUESTIONS.name, CLAIMS.name})
 

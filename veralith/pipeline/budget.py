@@ -8,23 +8,27 @@ Calls and tokens come from veralith.llm.estimate (the prompts the trace would se
 pipeline's batching, counted with tiktoken, plus an output allowance); the price from
 veralith.observability.pricing, each model's share at its own price (the decomposition calls go to
 the decomposer model, the judges to the judge model): USD = input tokens x input price + output
-tokens x output price, with no provider-cache discount, so the estimate errs high. The offline backend makes no paid
+tokens x output price, with no provider-cache discount, so the estimate errs high. With `explain` on
+(--explain) one explain call per trace is counted, and `inspect --explain` checks the explanation of a
+stored trace against what the trace already cost (`enforce_explain_budget`). The offline backend makes no paid
 calls, so its estimate is 0 calls and $0. `veralith eval --dry-run` prints the same estimate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from veralith.config import ConfigError, settings
 from veralith.llm.backends import resolve_backend
+from veralith.models import EvaluationResult
 from veralith.observability.cost import BudgetExceeded
 from veralith.observability.pricing import price_of
 from veralith.pipeline.inputs import normalize_context
 
-__all__ = ["BudgetExceeded", "ModelCost", "TraceEstimate", "enforce_budget", "estimate_trace"]
+__all__ = ["BudgetExceeded", "ModelCost", "TraceEstimate", "enforce_budget", "enforce_explain_budget",
+           "estimate_explain", "estimate_trace"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,41 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
     return TraceEstimate(model=model, calls=tokens.calls, input_tokens=tokens.input_tokens,
                          output_tokens=tokens.output_tokens, usd=usd, method=tokens.method,
                          decomposer_model=decomposer_model, by_model=by_model)
+
+
+def estimate_explain(result: EvaluationResult, *, client: Any = None) -> ModelCost:
+    """The estimated cost of explaining a stored `result` (`inspect --explain`): one call to the judge model."""
+    model = getattr(client, "model", None) or settings.judge_model
+    backend = str(getattr(client, "backend", "openai")) if client is not None else resolve_backend()
+    if backend == "local":
+        return ModelCost(model, 0, 0, 0, 0.0)
+    from veralith.llm import prompts
+    from veralith.llm.client import strict_schema
+    from veralith.llm.estimate import OUTPUT_ALLOWANCE
+    from veralith.llm.tasks import EXPLAIN
+    from veralith.llm.tokens import estimate_prompt_tokens
+    from veralith.pipeline.explain import explain_input
+
+    schema: Callable[[Any], dict[str, Any]] = getattr(client, "schema", None) or strict_schema
+    tokens, _ = estimate_prompt_tokens(prompts.render(EXPLAIN.name, explain_input(result)), schema(EXPLAIN), model)
+    output = OUTPUT_ALLOWANCE["explain"]
+    return ModelCost(model, 1, tokens, output, _usd(model, tokens, output))
+
+
+def enforce_explain_budget(result: EvaluationResult, *, client: Any = None) -> ModelCost | None:
+    """Raise BudgetExceeded when what the trace already cost plus its explanation's estimate is above the
+    per-trace budget (None at once without a budget); a budget on an unpriced model fails loudly."""
+    budget = settings.per_trace_budget_usd
+    if budget is None:
+        return None
+    cost = estimate_explain(result, client=client)
+    if cost.usd is None:
+        raise ConfigError(f"VERALITH_PER_TRACE_BUDGET_USD is set but the price of judge model {cost.model!r} is "
+                          "unknown, so the budget cannot be enforced; add it to VERALITH_PRICING.")
+    total = (result.usage.usd or 0.0) + cost.usd
+    if total > budget:
+        raise BudgetExceeded(total, budget)
+    return cost
 
 
 def _usd(model: str, input_tokens: int, output_tokens: int) -> float | None:

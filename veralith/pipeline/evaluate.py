@@ -32,7 +32,7 @@ from veralith.models import (
     ThresholdSource,
     Verdict,
 )
-from veralith.pipeline import classify as classify_mod
+from veralith.pipeline import classify as classify_mod, explain as explain_mod
 from veralith.pipeline.decompose import Decomposition, decompose
 from veralith.pipeline.inputs import (
     as_of as as_of_date,
@@ -58,13 +58,22 @@ __all__ = ["evaluate", "evaluate_checked", "run_pipeline"]
 
 def evaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
              knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
-             sync: bool | None = None, client: JudgeClient | None = None) -> EvaluationResult:
+             sync: bool | None = None, client: JudgeClient | None = None,
+             explain: bool | None = None) -> EvaluationResult:
     """Evaluate one trace synchronously and return the typed result (stored when `persist`).
+
+    `explain=True` adds, for a failing trace, one more judge call that explains what went wrong in it
+    (`result.explanation`, beside the rule-based suggestion; counted by the budget guard); default:
+    the `explain` setting (VERALITH_EXPLAIN, off).
 
     `sync` exists for symmetry with `log()` and has no effect: evaluate() is always synchronous.
     `trace_id` re-evaluates that stored trace in place.
     """
     del sync
+    if explain is not None:
+        with settings.override(explain=check_flag("explain", explain)):
+            return evaluate(query, context, response, persist=persist, trace_id=trace_id,
+                            knowledge_base=knowledge_base, metadata=metadata, client=client)
     query = check_query(query)
     response = check_text("response", response)
     chunks = normalize_context(context)
@@ -183,13 +192,22 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     if missing and not decision.gate_decided and (cls.failure_cell is not None or _only_missing(errors)):
         st = _undecided(st, cls.failure_cell, missing)
     latency["classify"] = _ms(t0)
-    latency["total"] = _ms(started)
-    return EvaluationResult(
+    result = EvaluationResult(
         **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, remarks=parts.remarks,
         response_kind=kind,
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
         suggestion=suggestion, status=st, errors=errors, repairs=repairs, latency_ms=latency,
         usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model)
+    if settings.explain and explain_mod.wanted(result):
+        t0 = time.perf_counter()
+        versions["explain"] = client.prompt_version("explain")
+        result.explanation = explain_mod.explain(client, result)
+        usage.add(result.explanation.usage)   # the trace's cost includes its explanation
+        result.usage, result.prompt_versions = usage.as_usage(), versions
+        latency["explain"] = _ms(t0)
+    latency["total"] = _ms(started)
+    result.latency_ms = latency
+    return result
 
 
 def _only_missing(errors: list[JudgeError]) -> bool:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from veralith.models import ContextChunk, EvaluationResult
+from veralith.models import ContextChunk, EvaluationResult, Explanation
 
 if TYPE_CHECKING:
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
@@ -164,6 +164,10 @@ class TraceStore(Protocol):
 
     def save_result(self, result: EvaluationResult) -> int:
         """Store the result and mark the trace done (a new trace when `result.trace_id` is None)."""
+        ...
+
+    def save_explanation(self, trace_id: int, explanation: Explanation) -> None:
+        """Store or replace a trace's explanation (`inspect --explain`); its result stays as it was."""
         ...
 
     def mark_error(self, trace_id: int, message: str) -> bool:

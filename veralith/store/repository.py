@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from veralith.errors import StoreError
-from veralith.models import ContextChunk, EvaluationResult
+from veralith.models import ContextChunk, EvaluationResult, Explanation
 from veralith.store import leases
 from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
 from veralith.store.ownership import LeaseLost, check_owner, drop_lease, history, keep_history, renewer
@@ -42,6 +42,7 @@ from veralith.store.rows import (
     chunk_from_row,
     chunk_rows,
     dumps,
+    explanation_rows,
     from_rows,
     now_iso,
     result_columns,
@@ -52,7 +53,7 @@ from veralith.store.sql import Db
 __all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
            "claim_trace", "create_trace", "create_traces", "drop_lease", "find_external", "history", "iter_stored",
            "load_input", "load_result", "mark_error", "release_trace", "resolve", "resumable_trace_ids",
-           "save_result", "trace_info"]
+           "save_explanation", "save_result", "trace_info"]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text", "rank", "score"),
@@ -70,9 +71,11 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
                      "gap_links", "confidence"),
     "completeness_mappings": ("trace_id", "sq_position", "position", "sub_question_id", "claim_id"),
     "completeness_extras": ("trace_id", "position", "claim_id"),
+    "explanations": ("trace_id", "what_went_wrong", "change_to_try", "quotes", "missing_fact", "dropped", "backend",
+                     "model", "prompt_version", "call_usage"),
 }
 _APP_LATENCY = ", ".join(APP_LATENCY_COLUMNS.values())   # the app's own timing columns, in order
-_ORDER = {"completeness": "trace_id", "completeness_mappings": "sq_position, position",
+_ORDER = {"completeness": "trace_id", "explanations": "trace_id", "completeness_mappings": "sq_position, position",
           "grounding": "judgment_position, kind, position"}
 
 
@@ -306,6 +309,21 @@ def save_result(db: Db, result: EvaluationResult, *, new_id: int | None = None) 
     if held:
         renewer.drop(key)
     return int(trace_id)
+
+
+def save_explanation(db: Db, trace_id: int, explanation: Explanation) -> None:
+    """Store (or replace) the explanation of a trace whose result is stored (`inspect --explain`).
+
+    Only the explanation changes: the trace's judgments, cell and rule-based suggestion stay as they were.
+    Raises TraceNotFound / TraceNotEvaluated when there is no result to explain.
+    """
+    rows = explanation_rows(trace_id, explanation)
+    with db.write():
+        trace = _trace_row(db, trace_id)
+        if trace["execution"] is None:
+            raise TraceNotEvaluated(trace_id, trace["status"], trace["error_message"])
+        db.execute("DELETE FROM explanations WHERE trace_id = ?", [trace_id])
+        _insert(db, "explanations", rows)
 
 
 def mark_error(db: Db, trace_id: int, message: str) -> bool:

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from veralith.models import ContextChunk, EvaluationResult, FailureCell
+from veralith.models import ContextChunk, EvaluationResult, Explanation, FailureCell
 
 __all__ = ["APP_LATENCY_COLUMNS", "RESULT_COLUMNS", "app_latency", "app_latency_values", "chunk_from_row",
            "chunk_rows", "dumps", "from_rows", "now_iso", "result_columns", "to_rows"]
@@ -139,6 +139,7 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
         "judge_errors": [(trace_id, i, e.phase.value, e.kind, e.message, e.attempts)
                          for i, e in enumerate(result.errors)],
         "completeness": [], "completeness_mappings": [], "completeness_extras": [],
+        "explanations": explanation_rows(trace_id, result.explanation) if result.explanation else [],
     }
     comp = result.completeness
     if comp is not None:
@@ -153,6 +154,23 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
                 (trace_id, sq_pos, k, sq_id, claim_id) for k, claim_id in enumerate(claim_ids))
         rows["completeness_extras"] = [(trace_id, i, c) for i, c in enumerate(comp.extra_claim_ids)]
     return rows
+
+
+def explanation_rows(trace_id: int, e: Explanation) -> list[tuple]:
+    """The explanations row of a trace (see migration 0016)."""
+    return [(trace_id, e.what_went_wrong, e.change_to_try, dumps([q.model_dump() for q in e.quotes], what="quotes"),
+             e.missing_fact, e.dropped, e.backend, e.model, e.prompt_version,
+             dumps(e.usage.model_dump(), what="explanation usage"))]
+
+
+def _explanation(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not rows:
+        return None
+    row = rows[0]
+    return {"what_went_wrong": row["what_went_wrong"], "change_to_try": row["change_to_try"],
+            "quotes": json.loads(row["quotes"]), "missing_fact": row["missing_fact"], "dropped": row["dropped"],
+            "backend": row["backend"], "model": row["model"], "prompt_version": row["prompt_version"],
+            "usage": json.loads(row["call_usage"])}
 
 
 def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> EvaluationResult:
@@ -217,6 +235,7 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
         "completeness": completeness,
         "diagnosis": diagnosis,
         "suggestion": suggestion,
+        "explanation": _explanation(children.get("explanations", [])),
         "status": {"execution": trace["execution"], "availability": trace["availability"],
                    "quality_gate": trace["quality_gate"], "reason": trace["status_reason"],
                    "summary": trace["status_summary"]},

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from veralith.errors import StoreError
-from veralith.models import EvaluationResult
+from veralith.models import EvaluationResult, Explanation
 from veralith.store import browse, ownership, patterns, queries, replies, repository, runs as run_sql, spool
 from veralith.store.calibration import SqlCalibration
 from veralith.store.ids import IdFile
@@ -188,6 +188,11 @@ class SqlStore(abc.ABC):
         new_id = None if result.trace_id is not None else self._ids().take_now()
         with self.connection() as db:
             return repository.save_result(db, result, new_id=new_id)
+
+    @_writing
+    def save_explanation(self, trace_id: int, explanation: Explanation) -> None:
+        with self.connection() as db:
+            repository.save_explanation(db, trace_id, explanation)
 
     @_writing
     def mark_error(self, trace_id: int, message: str) -> bool:

@@ -11,6 +11,7 @@ from veralith.llm.base import CallResult, CallUsage
 from veralith.llm.local import admit
 from veralith.llm.local.completeness import completeness
 from veralith.llm.local.decompose import claims, questions
+from veralith.llm.local.explain import explain
 from veralith.llm.local.grounding import faithfulness
 from veralith.llm.local.model import load
 from veralith.llm.local.sufficiency import sufficiency
@@ -20,9 +21,10 @@ __all__ = ["LocalClient"]
 
 # Bump a task's version whenever its behaviour changes: it is stored with every judgment and
 # is part of the cache key, so stale cached verdicts are never reused.
-_VERSIONS = {"questions": "3", "claims": "4", "sufficiency": "7", "faithfulness": "6", "completeness": "6"}
+_VERSIONS = {"questions": "3", "claims": "4", "sufficiency": "7", "faithfulness": "6", "completeness": "6",
+             "explain": "2"}
 _RUNNERS = {"questions": questions, "claims": claims, "sufficiency": sufficiency, "faithfulness": faithfulness,
-            "completeness": completeness}
+            "completeness": completeness, "explain": explain}
 
 
 class LocalClient:
