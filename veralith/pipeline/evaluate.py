@@ -7,6 +7,7 @@ stops the others; a judge that failed leaves None behind, and everything that de
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -129,17 +130,24 @@ def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, s
     here would render and count every prompt twice per trace.
     """
     setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
-                         metadata=metadata)
+                       metadata=metadata)
     return setting.saved(run_pipeline(client, query, chunks, response, **setting.pipeline))
 
 
 async def aevaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
                             client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
                             metadata: dict[str, Any] | None = None) -> EvaluationResult:
-    """`evaluate_checked` with the judge calls awaited on the running event loop."""
-    setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
-                         metadata=metadata)
-    return setting.saved(await arun_pipeline(client, query, chunks, response, **setting.pipeline))
+    """`evaluate_checked` with the judge calls awaited on the running event loop. The store's reads and
+    the write of the result run on a thread (the store is shared by threads already): a database round
+    trip never stalls the loop and the other traces' replies waiting on it."""
+    if store is None:
+        setting = _Setting(query, chunks, response, store=None, trace_id=trace_id, knowledge_base=knowledge_base,
+                           metadata=metadata)
+        return setting.saved(await arun_pipeline(client, query, chunks, response, **setting.pipeline))
+    setting = await asyncio.to_thread(_Setting, query, chunks, response, store=store, trace_id=trace_id,
+                                      knowledge_base=knowledge_base, metadata=metadata)
+    result = await arun_pipeline(client, query, chunks, response, **setting.pipeline)
+    return await asyncio.to_thread(setting.saved, result)
 
 
 class _Setting:
