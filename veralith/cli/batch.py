@@ -22,7 +22,7 @@ import hashlib
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -121,6 +121,26 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
 
 
 _END: Any = object()
+
+
+def _settle(window: deque[_Slot[J]], on_done: Callable[..., None], on_flush: Callable[..., None], *,
+            block: bool) -> None:
+    pending = [s.future for s in window if not s.done]
+    if block and pending:
+        # A timeout keeps the main thread waking up, so Ctrl-C is seen promptly on every platform.
+        wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+    for slot in window:
+        if not slot.done and slot.future.done():
+            slot.done = True
+            on_done(slot.job, *_outcome(slot.future))
+    while window and window[0].done:
+        slot = window.popleft()
+        on_flush(slot.job, *_outcome(slot.future))
+
+
+def _outcome(future: Future[Any]) -> tuple[Any, BaseException | None]:
+    error = future.exception()
+    return (None, error) if error is not None else (future.result(), None)
 
 
 @dataclass

@@ -82,23 +82,3 @@ class LoopPool:
     async def _drain(self) -> None:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-
-def _settle(window: deque[_Slot[J]], on_done: Callable[..., None], on_flush: Callable[..., None], *,
-            block: bool) -> None:
-    pending = [s.future for s in window if not s.done]
-    if block and pending:
-        # A timeout keeps the main thread waking up, so Ctrl-C is seen promptly on every platform.
-        wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-    for slot in window:
-        if not slot.done and slot.future.done():
-            slot.done = True
-            on_done(slot.job, *_outcome(slot.future))
-    while window and window[0].done:
-        slot = window.popleft()
-        on_flush(slot.job, *_outcome(slot.future))
-
-
-def _outcome(future: Future[Any]) -> tuple[Any, BaseException | None]:
-    error = future.exception()
-    return (None, error) if error is not None else (future.result(), None)
