@@ -227,9 +227,11 @@ class OpenAIClient:
             if sdk is None:
                 for gone in [old for old in self._async_sdks if old.is_closed()]:
                     del self._async_sdks[gone]
+                # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
+                # then: one of a closed loop would fail there. Its connections are dropped with it instead.
                 sdk = self._async_sdks[loop] = openai.AsyncOpenAI(
                     api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
-                    max_retries=0)
+                    max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
             return sdk
 
     def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any]]:
