@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from veralith.llm.base import CallResult, CallUsage, JudgeClient
+from veralith.llm.calls import Batch, Steps, drive, settled
 from veralith.llm.tasks import (
     CLAIMS,
     QUESTIONS,
@@ -26,7 +27,6 @@ from veralith.llm.tasks import (
 )
 from veralith.llm.text import sentence_spans
 from veralith.models import Claim, Gap, Remark, SubQuestion, claim_id
-from veralith.pipeline.calls import Batch, Steps, drive, settled
 
 __all__ = ["Decomposition", "claims_input", "decompose", "decompose_steps"]
 
@@ -59,7 +59,7 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
 
 
 def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Decomposition]:
-    """`decompose` as pipeline steps (veralith.pipeline.calls): the calls are yielded, the parts returned."""
+    """`decompose` as pipeline steps (veralith.llm.calls): the calls are yielded, the parts returned."""
     claims_in = claims_input(query, response)
     calls: list[tuple[Task, BaseModel]] = [(QUESTIONS, QuestionsInput(query=query))]
     if claims_in.sentences:

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from veralith.config import settings
 from veralith.errors import JudgeCallError, JudgeServerDown
 from veralith.llm.base import JudgeClient
+from veralith.llm.calls import Batch, Steps, adrive, drive
 from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
 from veralith.models import (
     ContextChunk,
@@ -32,7 +33,6 @@ from veralith.models import (
     Verdict,
 )
 from veralith.pipeline import classify as classify_mod
-from veralith.pipeline.calls import Batch, Steps, adrive, drive
 from veralith.pipeline.decompose import Decomposition, decompose_steps
 from veralith.pipeline.inputs import (
     as_of as as_of_date,
@@ -190,7 +190,7 @@ async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChu
                         threshold: float, threshold_source: ThresholdSource, knowledge_base: str = "default",
                         metadata: dict[str, Any] | None = None, trace_id: int | None = None,
                         as_of: str | None = None) -> EvaluationResult:
-    """`run_pipeline` on the running event loop (the same stages; calls awaited, see veralith.pipeline.calls)."""
+    """`run_pipeline` on the running event loop (the same stages; calls awaited, see veralith.llm.calls)."""
     return await adrive(_pipeline(client, query, chunks, response, threshold=threshold,
                                   threshold_source=threshold_source, knowledge_base=knowledge_base,
                                   metadata=metadata, trace_id=trace_id, as_of=as_of), client)

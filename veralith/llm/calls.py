@@ -1,4 +1,4 @@
-"""Sending a stage's judge calls, blocking (threads) or awaiting (the event loop), for one pipeline.
+"""Sending a pipeline stage's judge calls, blocking (threads) or awaiting (the event loop).
 
 The pipeline is written once, as generators (veralith.pipeline.evaluate, decompose): each stage
 yields a `Batch` of calls that may run at once and is sent back their `Outcome`s, in order. `drive`
