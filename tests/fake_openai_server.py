@@ -166,6 +166,8 @@ class FakeOpenAIServer:
         self._queue: list[Reply] = []
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
+        self.in_flight = 0                    # requests being answered now
+        self.max_in_flight = 0                # the most answered at once (concurrency the client reached)
         self._stopping = threading.Event()
         self._httpd = _Server(("127.0.0.1", port), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -388,13 +390,24 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/_stats"):
-                self._send(200, json.dumps({"count": server.count, "by_task": dict(server.by_task())}))
+                self._send(200, json.dumps({"count": server.count, "by_task": dict(server.by_task()),
+                                            "max_in_flight": server.max_in_flight}))
             elif self.path.rstrip("/").endswith("/models"):
                 self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
             else:
                 self._send(404, json.dumps({"error": {"message": "not found"}}))
 
         def do_POST(self) -> None:
+            with server._lock:
+                server.in_flight += 1
+                server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            try:
+                self._answer()
+            finally:
+                with server._lock:
+                    server.in_flight -= 1
+
+        def _answer(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             try:
                 body = json.loads(raw or b"{}")

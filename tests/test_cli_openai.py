@@ -59,7 +59,10 @@ def openai_env(openai_server, monkeypatch):
     return openai_server
 
 
-def test_flaky_server_every_trace_done_or_carrying_its_judge_error(openai_env, tmp_path):
+@pytest.mark.parametrize("async_calls", ["0", "1"])   # a thread per trace, or one event loop
+def test_flaky_server_every_trace_done_or_carrying_its_judge_error(openai_env, tmp_path, monkeypatch, async_calls):
+    monkeypatch.setenv("VERALITH_ASYNC_CALLS", async_calls)
+    settings.reload()
     openai_env.set_faults(rate_429=0.2, rate_500=0.1, rate_truncated=0.05, seed=11)
     out = tmp_path / "r.jsonl"
     result = CliRunner().invoke(app, ["eval", str(_write(tmp_path / "t.jsonl", _traces(24))), "-c", "8",
@@ -93,7 +96,9 @@ def _start_server(*args: str) -> tuple[subprocess.Popen, str]:
 
 
 @pytest.mark.slow
-def test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishes_them(tmp_path, monkeypatch):
+@pytest.mark.parametrize("async_calls", ["0", "1"])   # a thread per trace, or one event loop
+def test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishes_them(tmp_path, monkeypatch,
+                                                                                      async_calls):
     """Ctrl-C is sent on a state, not after a sleep: once a trace is done, the next is running
     (claimed) and a third is read and stored but not started (one worker, so it waits: a trace takes
     about 2 s of judge calls at 0.4 s each, and the interrupt lands long before it could start).
@@ -104,7 +109,7 @@ def test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishe
     db_path = tmp_path / "v.db"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
     env.update(VERALITH_DB_PATH=str(db_path), VERALITH_BACKEND="openai", VERALITH_BASE_URL=base_url,
-               VERALITH_API_KEY="test", PYTHONPATH=str(REPO))
+               VERALITH_API_KEY="test", PYTHONPATH=str(REPO), VERALITH_ASYNC_CALLS=async_calls)
     path = _write(tmp_path / "t.jsonl", _traces(40))
     try:
         proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "eval", str(path), "-c", "1"], env=env,

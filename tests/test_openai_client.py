@@ -444,7 +444,7 @@ def test_subprocess_mode_serves_auto_replies():
         assert client.run(FAITHFULNESS, faith_input(3)).usage.calls == 1
         import urllib.request
         with urllib.request.urlopen(ready[1] + "/_stats", timeout=5) as resp:
-            assert json.load(resp) == {"count": 1, "by_task": {"faithfulness": 1}}
+            assert json.load(resp) == {"count": 1, "by_task": {"faithfulness": 1}, "max_in_flight": 1}
     finally:
         proc.terminate()
         proc.wait(timeout=5)

@@ -25,7 +25,7 @@ from veralith.models import (
     Usage,
     Verdict,
 )
-from veralith.pipeline.evaluate import evaluate
+from veralith.pipeline.evaluate import aevaluate, evaluate
 from veralith.sdk.handoff import context
 from veralith.sdk.log import log, resume, shutdown
 from veralith.sdk.trace import TraceContext, TraceReturn, trace
@@ -56,6 +56,7 @@ __all__ = [
     "TraceReturn",
     "Usage",
     "Verdict",
+    "aevaluate",
     "context",
     "evaluate",
     "log",

@@ -68,6 +68,10 @@ class Settings(BaseModel):
         "logged or printed. Not sent to a server that a `.env` chose unless that `.env` sets the key too.")
     batch_size: int = Field(6, ge=1, le=50, description="Items (claims or sub-questions) per judge call.")
     concurrency: int = Field(4, ge=1, le=256, description="Traces evaluated in parallel by `veralith eval`.")
+    async_calls: bool = Field(
+        False, description="`veralith eval`, `resume` and `worker` judge on one event loop with the AsyncOpenAI "
+        "client: every trace's requests stay in flight without a thread each (faster at high `--concurrency`). "
+        "Off: a thread per trace, as before. Results are the same either way.")
     timeout_s: float = Field(60.0, gt=0, le=3600, description="Deadline in seconds for one judge call (the "
                              "whole request, however slowly the server sends its reply).")
     max_retries: int = Field(

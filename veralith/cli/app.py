@@ -10,6 +10,7 @@ Every error is one line on stderr, with secrets (API key, URL passwords) masked.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shlex
@@ -274,10 +275,17 @@ def eval_command(
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
+    async def awork(record: records.Record, client: Any) -> Any:
+        """`work` on the event loop (VERALITH_ASYNC_CALLS): the store's part on a thread."""
+        if record.unchanged:   # a stored result (explained first with --explain): the sync path, on a thread
+            return await asyncio.to_thread(work, record, client)
+        result = await batch.aevaluate_record(record, persist=persist, client=client, again=True)
+        return await asyncio.to_thread(hooks.record, record, result)
+
     # Closes the run whatever happens; raises Exit(3) when only the gate failed.
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
                               model=model, concurrency=concurrency, output=output,
-                              where=lambda r: f"{file}:{r.line}", explain=explain), _out())
+                              where=lambda r: f"{file}:{r.line}", explain=explain, awork=awork), _out())
 
 
 @_command("resume")
@@ -325,13 +333,20 @@ def resume_command(
     def work(job: records.Record, client: Any) -> Any:
         return batch.evaluate_record(job, persist=True, client=client, failed=failed)
 
+    async def awork(job: records.Record, client: Any) -> Any:
+        return await batch.aevaluate_record(job, persist=True, client=client, failed=failed)
+
     _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model,
-         concurrency=concurrency, output=None, where=lambda r: f"trace {r.trace_id}")
+         concurrency=concurrency, output=None, where=lambda r: f"trace {r.trace_id}", awork=awork)
 
 
 def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
-         model: str | None, concurrency: int | None, output: Path | None, where: Any, explain: bool = False) -> None:
-    """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
+         model: str | None, concurrency: int | None, output: Path | None, where: Any, explain: bool = False,
+         awork: Any = None) -> None:
+    """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code.
+
+    `awork`: `work` as a coroutine function, used instead when VERALITH_ASYNC_CALLS is on (one event
+    loop keeps every record's judge requests in flight, batch.LoopPool)."""
     from collections import deque
 
     from veralith.config import settings
@@ -375,8 +390,11 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                 source = jobs(db, client, tally, reporter.report)
                 window: deque[Any] = deque(maxlen=2 * workers + 1)  # the records that may be in flight
                 try:
-                    batch.run_ordered(batch.recent(source, window), lambda job: work(job, client),
-                                      concurrency=workers, on_done=on_done, on_flush=on_flush)
+                    asynchronous = awork is not None and settings.async_calls
+                    batch.run_ordered(batch.recent(source, window),
+                                      lambda job: (awork if asynchronous else work)(job, client),
+                                      concurrency=workers, on_done=on_done, on_flush=on_flush,
+                                      asynchronous=asynchronous)
                 except JudgeServerDown as down:
                     down_line = batch.server_down(down, _store() if persist else None, window, source, tally)
                 except batch.Interrupted as stop:

@@ -16,6 +16,7 @@ are waited for so their results are stored; a second Ctrl-C abandons them too.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import hashlib
 import time
@@ -29,13 +30,15 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from veralith.cli.records import BadLine, Record, read_records
 from veralith.errors import JudgeServerDown
 from veralith.models import EvaluationResult, cell_name
+from veralith.pipeline.pool import LoopPool
 from veralith.usage import CallUsage
 
 if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
     from veralith.store.protocol import Store, TraceInfo, TraceInput, TraceStore
 
-__all__ = ["Interrupted", "Reporter", "Tally", "eval_jobs", "evaluate_record", "existing_trace", "judged_alike",
-           "recent", "record_outcome", "release", "resume_jobs", "run_ordered", "server_down"]
+__all__ = ["Interrupted", "LoopPool", "Reporter", "Tally", "aevaluate_record", "eval_jobs", "evaluate_record",
+           "existing_trace", "judged_alike", "recent", "record_outcome", "release", "resume_jobs", "run_ordered",
+           "server_down"]
 
 J = TypeVar("J")
 
@@ -58,8 +61,11 @@ class _Slot(Generic[J]):
 
 def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int,
                 on_done: Callable[[J, Any, BaseException | None], None],
-                on_flush: Callable[[J, Any, BaseException | None], None]) -> None:
+                on_flush: Callable[[J, Any, BaseException | None], None], asynchronous: bool = False) -> None:
     """Run `work(job)` on up to `concurrency` threads, at most 2 x concurrency jobs in flight.
+
+    `asynchronous`: `work(job)` is a coroutine, and up to `concurrency` of them run at once on one
+    event loop (LoopPool) instead of a thread each; everything else here is the same.
 
     `on_done` is called (in this thread) as each job finishes, for progress; `on_flush` in input
     order, for ordered output. Each job runs in a copy of the caller's contextvars, so settings
@@ -70,7 +76,15 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
     source = iter(jobs)
     exhausted = False
     taken: Any = _END  # a job read from `source` and not yet in the window (a Ctrl-C may land between)
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-eval")
+    pool: ThreadPoolExecutor | LoopPool = (
+        LoopPool(concurrency) if asynchronous
+        else ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-eval"))
+
+    def start(job: J) -> Future[Any]:
+        if isinstance(pool, LoopPool):
+            return pool.submit(work, job)
+        return pool.submit(contextvars.copy_context().run, work, job)
+
     try:
         while True:
             while not exhausted and len(window) < 2 * concurrency:
@@ -78,7 +92,7 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
                 if job is _END:
                     exhausted = True
                     break
-                window.append(_Slot(job, pool.submit(contextvars.copy_context().run, work, job)))
+                window.append(_Slot(job, start(job)))
                 taken = _END
             if not window:
                 break
@@ -333,6 +347,24 @@ def resume_jobs(store: TraceStore, trace_ids: Iterable[int]) -> Iterator[Record]
         yield Record(line=0, query=found.query, context=found.context, response=found.response,
                      knowledge_base=found.knowledge_base, metadata=found.metadata, trace_id=trace_id,
                      external_id=found.external_id, latency_ms=found.app_latency_ms)
+
+
+async def aevaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,
+                           again: bool = False, store: TraceStore | None = None) -> EvaluationResult | None:
+    """`evaluate_record` on the event loop (LoopPool): the judge calls awaited, the store's work on a thread."""
+    if persist and record.trace_id is not None:
+        from veralith.sdk.stored import aevaluate_stored
+
+        if store is None:
+            from veralith.store import open_store
+
+            store = await asyncio.to_thread(open_store)
+        return await aevaluate_stored(store, record.trace_id, client=client, failed=failed, again=again,
+                                      trace=_input(record))
+    from veralith.pipeline.evaluate import aevaluate_checked
+
+    return await aevaluate_checked(record.query, record.context, record.response, store=None, client=client,
+                                   trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata)
 
 
 def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,

@@ -30,11 +30,12 @@ SDK's own debug logs redact the Authorization header.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
 import openai
@@ -66,6 +67,7 @@ _REPAIRS_KEY = "_repairs"
 _CUT_OFF = "the reply was cut off at the token limit; keep every reasoning field to one short sentence"
 
 Price = Callable[[str, int, int, int], "float | None"]
+_Ask = tuple[list[dict[str, str]], int]   # a request the judging needs: extra messages, token cap
 
 
 class ReplyCache(Protocol):
@@ -143,10 +145,14 @@ class OpenAIClient:
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
         sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
                             max_retries=0)
+        # The async path's SDK client, one per event loop (an AsyncOpenAI's connections belong to the loop
+        # that opened them); made on first use, so the sync path never builds one.
+        self._async_sdks: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
         # One transport per model, over one SDK client and one server state (shared slots and breaker).
         self._transports = {name: Transport(sdk, self.server, model=name, timeout_s=self.timeout_s,
                                             max_retries=current.max_retries if max_retries is None else max_retries,
-                                            temperature=self.temperature, redact=self._redact)
+                                            temperature=self.temperature, redact=self._redact,
+                                            asdk=self._async_sdk)
                             for name in dict.fromkeys((self.sent_model, self.decomposer_model))}
         self.transport = self._transports[self.sent_model]
         if self._label_from_server:
@@ -176,19 +182,69 @@ class OpenAIClient:
 
     # ------------------------------------------------------------ the call
     def run(self, task: Task, payload: BaseModel) -> CallResult:
+        key, model, schema = self._key(task, payload)
+        cached = self._from_cache(task, key, model)
+        if cached is not None:
+            return cached
+        usage = CallUsage(model=model)
+        transport = self._transports[model]
+        steps = self._judge(task, payload, schema, usage, model)
+        try:
+            extra, cap = next(steps)
+            while True:   # each request the judging asks for, sent and handed back
+                extra, cap = steps.send(transport.complete(task, payload, schema, extra, usage, max_tokens=cap))
+        except StopIteration as done:
+            result = done.value
+        except JudgeCallError as err:
+            raise self._failed(err, usage) from None
+        return self._kept(task, key, model, usage, result)
+
+    async def arun(self, task: Task, payload: BaseModel) -> CallResult:
+        """`run` on the event loop (AsyncOpenAI): the same key, cache, judging, re-asks and accounting."""
+        key, model, schema = self._key(task, payload)
+        cached = self._from_cache(task, key, model)
+        if cached is not None:
+            return cached
+        usage = CallUsage(model=model)
+        transport = self._transports[model]
+        steps = self._judge(task, payload, schema, usage, model)
+        try:
+            extra, cap = next(steps)
+            while True:
+                sent = await transport.acomplete(task, payload, schema, extra, usage, max_tokens=cap)
+                extra, cap = steps.send(sent)
+        except StopIteration as done:
+            result = done.value
+        except JudgeCallError as err:
+            raise self._failed(err, usage) from None
+        return self._kept(task, key, model, usage, result)
+
+    def _async_sdk(self) -> openai.AsyncOpenAI:
+        """The AsyncOpenAI client of the running event loop (those of closed loops are dropped)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            sdk = self._async_sdks.get(loop)
+            if sdk is None:
+                for gone in [old for old in self._async_sdks if old.is_closed()]:
+                    del self._async_sdks[gone]
+                # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
+                # then: one of a closed loop would fail there. Its connections are dropped with it instead.
+                sdk = self._async_sdks[loop] = openai.AsyncOpenAI(
+                    api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
+                    max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
+            return sdk
+
+    def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any]]:
+        """(cache key, model the task goes to, schema) of one call."""
         schema = self.schema(task)
         model = model_for(task.name, self.sent_model, self.decomposer_model)
         # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
         key = request_key(self.backend, model, self.prompt_version(task.name), render(task.name, payload),
                           schema, {"temperature": self.temperature})
-        cached = self._from_cache(task, key, model)
-        if cached is not None:
-            return cached
-        usage = CallUsage(model=model)
-        try:
-            result = self._judge(task, payload, schema, usage, model)
-        except JudgeCallError as err:
-            raise self._failed(err, usage) from None
+        return key, model, schema
+
+    def _kept(self, task: Task, key: str, model: str, usage: CallUsage, result: CallResult) -> CallResult:
+        """A judged call's result, priced, reported to the cost tracker and cached (when complete)."""
         usage.usd = self._usd(usage)
         record_call(usage)
         if self.cache is not None and not result.missing:
@@ -202,24 +258,25 @@ class OpenAIClient:
         return result
 
     def _judge(self, task: Task, payload: BaseModel, schema: dict[str, Any], usage: CallUsage,
-               model: str) -> CallResult:
+               model: str) -> Generator[_Ask, Sent, CallResult]:
+        """The judging of one call, as a generator: it yields each request it needs, (extra messages,
+        token cap), is sent the reply, and returns the result. `run` and `arun` send the requests (one
+        blocking, one awaiting); reading, re-asking and validating are written once, here."""
         cap = max_output_tokens(task.name, payload, model)
-        transport = self._transports[model]
         # Results are labelled with the judge model, so a reply from the decomposer model never names it.
         labels = model == self.sent_model
 
-        def ask(extra: list[dict[str, str]], cap: int) -> tuple[str, list[Any] | None, list[str]]:
-            return self._reply(transport.complete(task, payload, schema, extra, usage, max_tokens=cap), usage,
-                               labels=labels)
+        def read(sent: Sent) -> tuple[str, list[Any] | None, list[str]]:
+            return self._reply(sent, usage, labels=labels)
 
-        content, tokens, problems = ask([], cap)
+        content, tokens, problems = read((yield [], cap))
         if not task.items:
-            return self._whole(task, payload, usage, content, problems, ask, cap)
+            return (yield from self._whole(task, payload, usage, content, problems, read, cap))
         reading = self._items(task, payload, content, problems)
         reasked = reading is None
         if reading is None:   # no JSON at all: asked again whole, once
             log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(problems)))
-            content, tokens, problems = ask(_reask(content, problems), _grown(cap, problems))
+            content, tokens, problems = read((yield _reask(content, problems), _grown(cap, problems)))
             reading = self._items(task, payload, content, problems)
             if reading is None:
                 raise JudgeCallError("malformed_reply", "the judge's reply was unusable twice: " + "; ".join(problems),
@@ -230,7 +287,7 @@ class OpenAIClient:
             good = {k: v for k, v in reading.items.items() if k not in bad}
             log.info("re-asking %s judge for %d item(s)", task.name, len(bad))
             text = _items_reask(bad, reading.general + problems)
-            content, tokens, problems = ask(_reask_messages(content, text), _grown(cap, problems))
+            content, tokens, problems = read((yield _reask_messages(content, text), _grown(cap, problems)))
             again = self._items(task, payload, content, problems, only=set(bad)) or Reading()
             replies.append((content, tokens, again))
             still = {k: [*v, "no usable item for it in the re-ask either"] for k, v in bad.items()
@@ -246,7 +303,8 @@ class OpenAIClient:
                           repairs=[r for _, _, reading in replies for r in reading.repairs])
 
     def _whole(self, task: Task, payload: BaseModel, usage: CallUsage, content: str, problems: list[str],
-               ask: Callable[..., tuple[str, list[Any] | None, list[str]]], cap: int) -> CallResult:
+               read: Callable[[Sent], tuple[str, list[Any] | None, list[str]]],
+               cap: int) -> Generator[_Ask, Sent, CallResult]:
         """An extraction task: the whole reply is used, or re-asked once, or the call fails."""
         for attempt in (1, 2):
             if not problems:
@@ -258,7 +316,7 @@ class OpenAIClient:
             if attempt == 2:
                 break
             log.info("re-asking %s judge once: %s", task.name, self._redact("; ".join(problems)))
-            content, _, problems = ask(_reask(content, problems), _grown(cap, problems))
+            content, _, problems = read((yield _reask(content, problems), _grown(cap, problems)))
         raise JudgeCallError("malformed_reply", "the judge's reply was unusable twice: " + "; ".join(problems),
                              attempts=2)
 

@@ -8,16 +8,17 @@ whole request, however slowly its reply trickles in (the SDK's timeout bounds ea
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
 
-__all__ = ["DeadlinePassed", "delay", "kind", "retryable", "short", "within"]
+__all__ = ["DeadlinePassed", "awithin", "delay", "kind", "retryable", "short", "within"]
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 
@@ -55,6 +56,15 @@ def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], Non
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+async def awithin(seconds: float, call: Awaitable[Any]) -> Any:
+    """`within` on the event loop: await `call`, or cancel it (closing its connection) and raise
+    DeadlinePassed after `seconds`."""
+    try:
+        return await asyncio.wait_for(call, seconds)
+    except asyncio.TimeoutError:
+        raise DeadlinePassed() from None
 
 
 def kind(exc: Exception) -> str:

@@ -19,12 +19,13 @@ own retries are off, so that:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import openai
 from pydantic import BaseModel
@@ -59,8 +60,10 @@ class Transport:
     """Sends one task's request to one server for one model (see the module doc)."""
 
     def __init__(self, sdk: openai.OpenAI, server: Server, *, model: str, timeout_s: float, max_retries: int,
-                 temperature: float, redact: Callable[[str], str]) -> None:
-        self.sdk, self.server, self.model = sdk, server, model
+                 temperature: float, redact: Callable[[str], str],
+                 asdk: Callable[[], openai.AsyncOpenAI] | None = None) -> None:
+        """`asdk` gives the AsyncOpenAI client of the running event loop (for `acomplete`)."""
+        self.sdk, self.asdk, self.server, self.model = sdk, asdk, server, model
         self.timeout_s, self.max_retries, self.temperature = timeout_s, max_retries, temperature
         self.redact = redact
 
@@ -70,8 +73,7 @@ class Transport:
         """One completion (retries and adaptations included), its usage added to `usage`.
 
         Raises JudgeCallError (JudgeServerDown while the server is down)."""
-        retries = 0
-        habits = self.server.habits(self.model)
+        attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens)
         while True:
             self.server.breaker.before_request()
             # The slot is held until the reply has been looked at (what the server read, how fast), so a
@@ -80,34 +82,47 @@ class Transport:
             hold = _Hold(self.server.slots(settings.current.server_concurrency))
             wait = 0.0
             try:
-                messages, options = self._request(task, payload, schema, extra, habits, max_tokens)
-                usage.calls += 1
+                messages, options = attempt.request()
                 started = time.monotonic()
                 try:
-                    raw = self._send(messages, options, retries, hold)
+                    raw = self._send(messages, options, attempt.retries, hold)
                 except (retry.DeadlinePassed, openai.APIError) as exc:
-                    if isinstance(exc, openai.APIStatusError) and self._adapt(exc, options, habits):
-                        continue
-                    wait = self._after_failure(exc, retries)   # raises once no retry is left
-                    retries += 1
+                    wait = attempt.failed(exc, options)   # raises once no retry is left
                     continue
-                self.server.breaker.success()
-                elapsed = time.monotonic() - started
-                try:
-                    completion = raw.parse()
-                except ValueError:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
-                    completion = None
-                if not isinstance(completion, openai.types.chat.ChatCompletion):
-                    return Sent(None, messages, elapsed)
-                _add_usage(completion, usage)
-                if read_too_little(self.server, self.model, completion, messages, options.get("_schema"), habits):
-                    continue   # sent again with the instructions in the user turn
-                learn_logprobs(self.server, self.model, habits, "logprobs" in options, completion, elapsed)
-                return Sent(completion, messages, elapsed)
+                sent = attempt.received(raw, messages, options, time.monotonic() - started)
+                if sent is not None:
+                    return sent
             finally:
                 hold.done()
                 if wait:
                     time.sleep(wait)   # the backoff holds no slot
+
+    async def acomplete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
+                        usage: CallUsage, *, max_tokens: int | None) -> Sent:
+        """`complete` on the event loop: the same attempts (`_Attempts`), sent with the AsyncOpenAI SDK,
+        waiting for a slot and backing off without holding a thread."""
+        attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens)
+        while True:
+            self.server.breaker.before_request()
+            slots = self.server.slots(settings.current.server_concurrency)
+            await _acquire(slots)
+            wait = 0.0
+            try:
+                messages, options = attempt.request()
+                started = time.monotonic()
+                try:
+                    raw = await self._asend(messages, options, attempt.retries)
+                except (retry.DeadlinePassed, openai.APIError) as exc:
+                    wait = attempt.failed(exc, options)   # raises once no retry is left
+                    continue
+                sent = attempt.received(raw, messages, options, time.monotonic() - started)
+                if sent is not None:
+                    return sent
+            finally:
+                if slots is not None:
+                    slots.release()   # a cancelled request is closed at once, so the server is done with it
+                if wait:
+                    await asyncio.sleep(wait)   # the backoff holds no slot
 
     def _request(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
                  habits: Habits, max_tokens: int | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
@@ -144,6 +159,16 @@ class Transport:
                                    extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
         hold.parties += 1
         return retry.within(self.timeout_s, create, release=hold.done)
+
+    async def _asend(self, messages: list[dict[str, str]], options: dict[str, Any], retries: int) -> Any:
+        """`_send` with the AsyncOpenAI SDK: the deadline cancels the request, which closes its connection."""
+        if self.asdk is None:
+            raise RuntimeError("this transport has no AsyncOpenAI client")
+        sendable = {k: v for k, v in options.items() if not k.startswith("_")}
+        create = self.asdk().chat.completions.with_raw_response.create(
+            model=self.model, messages=cast(Any, messages), timeout=self.timeout_s,
+            extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
+        return await retry.awithin(self.timeout_s, create)
 
     # ------------------------------------------------------------ failures
     def _adapt(self, exc: openai.APIStatusError, options: dict[str, Any], habits: Habits) -> bool:
@@ -206,6 +231,63 @@ class Transport:
         return f"the judge server answered HTTP {status} ({tries}): {detail}{hint}"
 
 # ---------------------------------------------------------------- helpers
+
+class _Attempts:
+    """One completion's attempts, shared by `complete` and `acomplete`: everything but the sending and
+    the waiting, so the two paths build, adapt, retry and count exactly alike."""
+
+    def __init__(self, transport: Transport, task: Task, payload: BaseModel, schema: dict[str, Any],
+                 extra: list[dict[str, str]], usage: CallUsage, max_tokens: int | None) -> None:
+        self.transport, self.task, self.payload, self.schema = transport, task, payload, schema
+        self.extra, self.usage, self.max_tokens = extra, usage, max_tokens
+        self.retries = 0
+        self.habits = transport.server.habits(transport.model)
+
+    def request(self) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        """The next attempt's request, built as the server is known to want it now; counted as a call."""
+        built = self.transport._request(self.task, self.payload, self.schema, self.extra, self.habits,
+                                        self.max_tokens)
+        self.usage.calls += 1
+        return built
+
+    def failed(self, exc: Exception, options: dict[str, Any]) -> float:
+        """Seconds to wait before the next attempt (0: an option was adapted, send again at once);
+        raises JudgeCallError once no retry is left."""
+        if isinstance(exc, openai.APIStatusError) and self.transport._adapt(exc, options, self.habits):
+            return 0.0
+        wait = self.transport._after_failure(exc, self.retries)
+        self.retries += 1
+        return wait
+
+    def received(self, raw: Any, messages: list[dict[str, str]], options: dict[str, Any],
+                 elapsed: float) -> Sent | None:
+        """The reply as a Sent, or None when it must be sent again (the server did not read the instructions)."""
+        transport = self.transport
+        transport.server.breaker.success()
+        try:
+            completion = raw.parse()
+        except ValueError:   # a 200 whose body is not JSON (cut off in transit, a proxy's page)
+            completion = None
+        if not isinstance(completion, openai.types.chat.ChatCompletion):
+            return Sent(None, messages, elapsed)
+        _add_usage(completion, self.usage)
+        if read_too_little(transport.server, transport.model, completion, messages, options.get("_schema"),
+                           self.habits):
+            return None   # sent again with the instructions in the user turn
+        learn_logprobs(transport.server, transport.model, self.habits, "logprobs" in options, completion, elapsed)
+        return Sent(completion, messages, elapsed)
+
+
+async def _acquire(slots: threading.Semaphore | None) -> None:
+    """Take one of the server's slots without blocking the event loop. The slots are the threads' own
+    semaphore, so sync and async callers in one process share one limit; a taken slot is polled for
+    (a limit is rare: local servers, VERALITH_SERVER_CONCURRENCY)."""
+    if slots is None:
+        return
+    pause = 0.001
+    while not slots.acquire(blocking=False):
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.02)
 
 class _Hold:
     """One of a server's slots, given back when every party holding it is done: the caller (once it has

@@ -8,15 +8,13 @@ can be located even when it was reworded.
 
 from __future__ import annotations
 
-import contextvars
 import re
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from veralith.errors import JudgeServerDown
 from veralith.llm.base import CallResult, CallUsage, JudgeClient
+from veralith.llm.calls import Batch, Steps, drive, settled
 from veralith.llm.tasks import (
     CLAIMS,
     QUESTIONS,
@@ -30,7 +28,7 @@ from veralith.llm.tasks import (
 from veralith.llm.text import sentence_spans
 from veralith.models import Claim, Gap, Remark, SubQuestion, claim_id
 
-__all__ = ["Decomposition", "claims_input", "decompose"]
+__all__ = ["Decomposition", "claims_input", "decompose", "decompose_steps"]
 
 
 @dataclass
@@ -57,12 +55,20 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
 
     An empty response has nothing to extract, so it makes no claims call.
     """
+    return drive(decompose_steps(query, response, concurrent=client.concurrent), client)
+
+
+def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Decomposition]:
+    """`decompose` as pipeline steps (veralith.llm.calls): the calls are yielded, the parts returned."""
     claims_in = claims_input(query, response)
-    if not claims_in.sentences:
-        q_call = client.run(QUESTIONS, QuestionsInput(query=query))
-        c_call = CallResult(ClaimsOutput(claims=[], gaps=[], asks_clarification=False))
-    else:
-        q_call, c_call = _both(client, QuestionsInput(query=query), claims_in)
+    calls: list[tuple[Task, BaseModel]] = [(QUESTIONS, QuestionsInput(query=query))]
+    if claims_in.sentences:
+        calls.append((CLAIMS, claims_in))
+    # One after the other on a client that is not concurrent: the second is not made once the first failed.
+    results = settled((yield Batch(calls, stop_at_failure=not concurrent)))
+    q_call = results[0]
+    c_call = results[1] if claims_in.sentences else CallResult(ClaimsOutput(claims=[], gaps=[],
+                                                                             asks_clarification=False))
     questions: QuestionsOutput = q_call.output  # type: ignore[assignment]
     out: ClaimsOutput = c_call.output  # type: ignore[assignment]
     usage = CallUsage()
@@ -89,43 +95,6 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         remarks=[Remark(id=r.id, text=r.text, **_locate(response, r.text, spans_of(r.source_sentence_ids)))
                  for r in out.remarks],
     )
-
-
-def _both(client: JudgeClient, asked: QuestionsInput, said: ClaimsInput) -> tuple[CallResult, CallResult]:
-    """The two decomposition calls: at once on an I/O-bound client, else one after the other. A call
-    whose thread cannot start (interpreter shutdown, during the at-exit drain) runs here instead."""
-    calls: list[tuple[Task, BaseModel]] = [(QUESTIONS, asked), (CLAIMS, said)]
-    if not client.concurrent:
-        return client.run(*calls[0]), client.run(*calls[1])
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures: list[Future[CallResult]] = []
-        for task, payload in calls:
-            try:
-                # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
-                futures.append(pool.submit(contextvars.copy_context().run, client.run, task, payload))
-            except RuntimeError:
-                break
-        inline: list[CallResult | BaseException] = []
-        for task, payload in calls[len(futures):]:
-            try:
-                inline.append(client.run(task, payload))
-            except Exception as exc:   # raised below, once the threaded call has finished too
-                inline.append(exc)
-        # Wait for every call before raising, so a failure never leaves the other running unseen.
-        outcomes: list[CallResult | BaseException] = [f.exception() or f.result() for f in futures] + inline
-    failures = [o for o in outcomes if isinstance(o, BaseException)]
-    if failures:
-        # One error is raised (a server that is down comes first: it ends the evaluation), carrying the
-        # usage of both calls: the other one's tokens were spent too, failed or not.
-        raised = next((f for f in failures if isinstance(f, JudgeServerDown)), failures[0])
-        spent = CallUsage()
-        for outcome in outcomes:
-            used = outcome.usage if isinstance(outcome, CallResult) else getattr(outcome, "usage", None)
-            if isinstance(used, CallUsage):
-                spent.add(used)
-        raised.usage = spent  # type: ignore[attr-defined]
-        raise raised
-    return outcomes[0], outcomes[1]  # type: ignore[return-value]
 
 
 def _locate(response: str, text: str, sentence_spans_: list[tuple[int, int]]) -> dict[str, int | None]:

@@ -7,10 +7,9 @@ stops the others; a judge that failed leaves None behind, and everything that de
 
 from __future__ import annotations
 
-import contextvars
+import asyncio
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -18,6 +17,7 @@ from pydantic import BaseModel
 from veralith.config import settings
 from veralith.errors import JudgeCallError, JudgeServerDown
 from veralith.llm.base import JudgeClient
+from veralith.llm.calls import Batch, Steps, adrive, drive
 from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
 from veralith.models import (
     ContextChunk,
@@ -33,7 +33,7 @@ from veralith.models import (
     Verdict,
 )
 from veralith.pipeline import classify as classify_mod, explain as explain_mod
-from veralith.pipeline.decompose import Decomposition, decompose
+from veralith.pipeline.decompose import Decomposition, decompose_steps
 from veralith.pipeline.inputs import (
     as_of as as_of_date,
     check_knowledge_base,
@@ -53,7 +53,7 @@ from veralith.validate import check_flag, check_stored_inputs
 if TYPE_CHECKING:  # the store loads sqlite-utils, only when something is stored
     from veralith.store.protocol import TraceStore
 
-__all__ = ["evaluate", "evaluate_checked", "run_pipeline"]
+__all__ = ["aevaluate", "aevaluate_checked", "arun_pipeline", "evaluate", "evaluate_checked", "run_pipeline"]
 
 
 def evaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
@@ -74,31 +74,63 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
         with settings.override(explain=check_flag("explain", explain)):
             return evaluate(query, context, response, persist=persist, trace_id=trace_id,
                             knowledge_base=knowledge_base, metadata=metadata, client=client)
-    query = check_query(query)
-    response = check_text("response", response)
-    chunks = normalize_context(context)
-    knowledge_base = check_knowledge_base(knowledge_base)
-    metadata = check_metadata(metadata)
-    if trace_id is not None and (isinstance(trace_id, bool) or not isinstance(trace_id, int)):
-        raise TypeError(f"trace_id must be an int or None, got {type(trace_id).__name__}")
-    persist = check_flag("persist", persist)
-    check_stored_inputs(query, chunks, response, metadata)   # the same checks log() makes, before any call
-    if client is None:
-        from veralith.llm import get_client
-        client = get_client()
-    if settings.per_trace_budget_usd is not None:
-        from veralith.pipeline.budget import enforce_budget
-        # Priced for the client that will run, before anything is written or called.
-        enforce_budget(query, chunks, response, client=client)
+    run = _Prepared(query, context, response, persist=persist, trace_id=trace_id, knowledge_base=knowledge_base,
+                    metadata=metadata, client=client)
+    return evaluate_checked(run.query, run.chunks, run.response, store=run.store, client=run.client,
+                            trace_id=trace_id, knowledge_base=run.knowledge_base, metadata=run.metadata)
 
-    store = None
-    if persist:
-        from veralith.store import open_store
-        store = open_store()
-        if trace_id is not None:
-            store.trace_info(trace_id)  # TraceNotFound now, before paying for any judge call
-    return evaluate_checked(query, chunks, response, store=store, client=client, trace_id=trace_id,
-                            knowledge_base=knowledge_base, metadata=metadata)
+
+async def aevaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
+                    knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
+                    sync: bool | None = None, client: JudgeClient | None = None,
+                    explain: bool | None = None) -> EvaluationResult:
+    """`evaluate` for asyncio code: the same arguments, checks and result, the judge calls awaited on the
+    running event loop (AsyncOpenAI), so many traces can be judged at once without a thread each.
+
+    Validation, the budget guard and the store's reads and writes are the same as `evaluate`'s and
+    run in the loop's thread (they are short; a remote store's round trips are the exception).
+    """
+    del sync
+    if explain is not None:
+        with settings.override(explain=check_flag("explain", explain)):
+            return await aevaluate(query, context, response, persist=persist, trace_id=trace_id,
+                                   knowledge_base=knowledge_base, metadata=metadata, client=client)
+    run = _Prepared(query, context, response, persist=persist, trace_id=trace_id, knowledge_base=knowledge_base,
+                    metadata=metadata, client=client)
+    return await aevaluate_checked(run.query, run.chunks, run.response, store=run.store, client=run.client,
+                                   trace_id=trace_id, knowledge_base=run.knowledge_base, metadata=run.metadata)
+
+
+class _Prepared:
+    """evaluate()'s arguments checked (the checks log() makes), the client chosen and the budget guard
+    passed, the store opened: everything before the first judge call, shared by evaluate and aevaluate."""
+
+    def __init__(self, query: str, context: Any, response: str, *, persist: bool, trace_id: int | None,
+                 knowledge_base: str, metadata: dict[str, Any] | None, client: JudgeClient | None) -> None:
+        self.query = check_query(query)
+        self.response = check_text("response", response)
+        self.chunks = normalize_context(context)
+        self.knowledge_base = check_knowledge_base(knowledge_base)
+        self.metadata = check_metadata(metadata)
+        if trace_id is not None and (isinstance(trace_id, bool) or not isinstance(trace_id, int)):
+            raise TypeError(f"trace_id must be an int or None, got {type(trace_id).__name__}")
+        persist = check_flag("persist", persist)
+        # the same checks log() makes, before any call
+        check_stored_inputs(self.query, self.chunks, self.response, self.metadata)
+        if client is None:
+            from veralith.llm import get_client
+            client = get_client()
+        self.client = client
+        if settings.per_trace_budget_usd is not None:
+            from veralith.pipeline.budget import enforce_budget
+            # Priced for the client that will run, before anything is written or called.
+            enforce_budget(self.query, self.chunks, self.response, client=client)
+        self.store = None
+        if persist:
+            from veralith.store import open_store
+            self.store = open_store()
+            if trace_id is not None:
+                self.store.trace_info(trace_id)  # TraceNotFound now, before paying for any judge call
 
 
 def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
@@ -111,16 +143,45 @@ def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, s
     a trace is logged or read, and claim a stored trace before evaluating it: doing either again
     here would render and count every prompt twice per trace.
     """
-    threshold, source = _threshold(knowledge_base, store)
-    created = None
-    if store is not None and trace_id is not None:
-        created = store.trace_info(trace_id).created_at   # a stored trace is judged as of the day it was logged
-    result = run_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=source,
-                          knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
-                          as_of=as_of_date(metadata or {}, created))
-    if store is not None:
-        result.trace_id = store.save_result(result)
-    return result
+    setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
+                       metadata=metadata)
+    return setting.saved(run_pipeline(client, query, chunks, response, **setting.pipeline))
+
+
+async def aevaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
+                            client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
+                            metadata: dict[str, Any] | None = None) -> EvaluationResult:
+    """`evaluate_checked` with the judge calls awaited on the running event loop. The store's reads and
+    the write of the result run on a thread (the store is shared by threads already): a database round
+    trip never stalls the loop and the other traces' replies waiting on it."""
+    if store is None:
+        setting = _Setting(query, chunks, response, store=None, trace_id=trace_id, knowledge_base=knowledge_base,
+                           metadata=metadata)
+        return setting.saved(await arun_pipeline(client, query, chunks, response, **setting.pipeline))
+    setting = await asyncio.to_thread(_Setting, query, chunks, response, store=store, trace_id=trace_id,
+                                      knowledge_base=knowledge_base, metadata=metadata)
+    result = await arun_pipeline(client, query, chunks, response, **setting.pipeline)
+    return await asyncio.to_thread(setting.saved, result)
+
+
+class _Setting:
+    """What a checked evaluation is judged against (threshold, as-of date) and where it is stored."""
+
+    def __init__(self, query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
+                 trace_id: int | None, knowledge_base: str, metadata: dict[str, Any] | None) -> None:
+        self.store = store
+        threshold, source = _threshold(knowledge_base, store)
+        created = None
+        if store is not None and trace_id is not None:
+            created = store.trace_info(trace_id).created_at   # a stored trace is judged as of the day it was logged
+        self.pipeline: dict[str, Any] = dict(threshold=threshold, threshold_source=source,
+                                             knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
+                                             as_of=as_of_date(metadata or {}, created))
+
+    def saved(self, result: EvaluationResult) -> EvaluationResult:
+        if self.store is not None:
+            result.trace_id = self.store.save_result(result)
+        return result
 
 
 def _threshold(knowledge_base: str, store: TraceStore | None) -> tuple[float, ThresholdSource]:
@@ -135,6 +196,24 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
                  metadata: dict[str, Any] | None = None, trace_id: int | None = None,
                  as_of: str | None = None) -> EvaluationResult:
     """Run every stage on validated inputs. Never raises for a judge failure; records it instead."""
+    return drive(_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=threshold_source,
+                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id, as_of=as_of), client)
+
+
+async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
+                        threshold: float, threshold_source: ThresholdSource, knowledge_base: str = "default",
+                        metadata: dict[str, Any] | None = None, trace_id: int | None = None,
+                        as_of: str | None = None) -> EvaluationResult:
+    """`run_pipeline` on the running event loop (the same stages; calls awaited, see veralith.llm.calls)."""
+    return await adrive(_pipeline(client, query, chunks, response, threshold=threshold,
+                                  threshold_source=threshold_source, knowledge_base=knowledge_base,
+                                  metadata=metadata, trace_id=trace_id, as_of=as_of), client)
+
+
+def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
+              threshold: float, threshold_source: ThresholdSource, knowledge_base: str,
+              metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None) -> Steps[EvaluationResult]:
+    """Every stage, written once: it yields the judge calls it needs and is sent their outcomes."""
     started = time.perf_counter()
     latency: dict[str, float] = {}
     usage = CallUsage()
@@ -148,7 +227,7 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     versions["questions"] = client.prompt_version("questions")
     versions["claims"] = client.prompt_version("claims")
     try:
-        parts = decompose(client, query, response)
+        parts = yield from decompose_steps(query, response, concurrent=client.concurrent)
         usage.add(parts.usage)
         repairs += [Repair(phase=Phase.decompose, kind=k, message=m) for k, m in parts.repairs]
     except JudgeServerDown:
@@ -163,7 +242,8 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
                                 judge_model=client.model)
     latency["decompose"] = _ms(t0)
 
-    judged, missing = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, repairs, as_of)
+    judged, missing = yield from _judge_steps(client, query, chunks, parts, latency, usage, errors, versions,
+                                              repairs, as_of)
     suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
 
     t0 = time.perf_counter()
@@ -201,7 +281,7 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     if settings.explain and explain_mod.wanted(result):
         t0 = time.perf_counter()
         versions["explain"] = client.prompt_version("explain")
-        result.explanation = explain_mod.explain(client, result)
+        result.explanation = yield from explain_mod.explain_steps(client, result)
         usage.add(result.explanation.usage)   # the trace's cost includes its explanation
         result.usage, result.prompt_versions = usage.as_usage(), versions
         latency["explain"] = _ms(t0)
@@ -224,10 +304,10 @@ def _undecided(st: Status, cell: FailureCell | None, missing: Missing) -> Status
                                  "summary": f"{what} without the verdicts the judges did not give: {named}."})
 
 
-def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
-                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
-                repairs: list[Repair], as_of: str | None) -> tuple[Judged, Missing]:
-    """Submit every judge's batches at once (judges and batches all run concurrently on an I/O-bound
+def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
+                 latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
+                 repairs: list[Repair], as_of: str | None) -> Steps[tuple[Judged, Missing]]:
+    """Ask every judge's batches at once (judges and batches all run concurrently on an I/O-bound
     backend), then assemble each judge from its own batches only. A judge with nothing to ask a
     model (no context, no claims) is decided in code and makes no call."""
     size = settings.batch_size
@@ -243,84 +323,50 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
                              lambda calls: completeness.assemble(calls, sqs, claims, gaps),
                              lambda: completeness.without_call(sqs, claims, gaps)),
     }
-    n_calls = sum(len(payloads) for _, payloads, _, _ in plans.values())
-    pool = ThreadPoolExecutor(max_workers=min(16, n_calls)) if client.concurrent and n_calls > 1 else None
-    started = time.perf_counter()
-    pending: dict[Phase, list[Future | _Done]] = {}
+    asked: list[tuple[Task, BaseModel]] = []
     for phase, (task, payloads, _, _) in plans.items():
         if payloads:
             versions[phase.value] = client.prompt_version(task.name)
-        pending[phase] = [_submit(pool, client, task, p) for p in payloads]
+        asked += [(task, p) for p in payloads]
+    started = time.perf_counter()
+    outcomes = iter((yield Batch(asked)) if asked else [])
     results: dict[Phase, Any] = {}
     missing: dict[Phase, dict[str, str]] = {}
     down: JudgeServerDown | None = None
-    try:
-        for phase, (_task, payloads, assemble, decided) in plans.items():
-            calls, failure = [], None
-            for future in pending[phase]:
-                try:
-                    call, finished = future.result()
-                except Exception as exc:
-                    _add_failed_usage(usage, exc)
-                    if isinstance(exc, JudgeServerDown):
-                        down = down or exc
-                    failure = failure or _as_call_error(exc)
-                    continue
-                usage.add(call.usage)
-                calls.append(call)
-                repairs += [Repair(phase=phase, kind=k, message=m) for k, m in call.repairs]
-                missing.setdefault(phase, {}).update(call.missing)
-                latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
-            latency.setdefault(phase.value, 0.0)
-            if failure is None:
-                try:
-                    results[phase] = assemble(calls) if payloads else decided()
-                except Exception as exc:
-                    failure = _as_call_error(exc)
-            if failure is not None:
-                errors.append(_error(phase, failure))
-                results[phase] = None
-                missing.pop(phase, None)
-            elif missing.get(phase):
-                errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2, message=(
-                    "no usable verdict, even after a re-ask, for " + "; ".join(
-                        f"{i}: {why}" for i, why in missing[phase].items()))))
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+    for phase, (_task, payloads, assemble, decided) in plans.items():
+        calls, failure = [], None
+        for outcome in [next(outcomes) for _ in payloads]:
+            if isinstance(outcome, Exception):
+                _add_failed_usage(usage, outcome)
+                if isinstance(outcome, JudgeServerDown):
+                    down = down or outcome
+                failure = failure or _as_call_error(outcome)
+                continue
+            call, finished = outcome
+            usage.add(call.usage)
+            calls.append(call)
+            repairs += [Repair(phase=phase, kind=k, message=m) for k, m in call.repairs]
+            missing.setdefault(phase, {}).update(call.missing)
+            latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
+        latency.setdefault(phase.value, 0.0)
+        if failure is None:
+            try:
+                results[phase] = assemble(calls) if payloads else decided()
+            except Exception as exc:
+                failure = _as_call_error(exc)
+        if failure is not None:
+            errors.append(_error(phase, failure))
+            results[phase] = None
+            missing.pop(phase, None)
+        elif missing.get(phase):
+            errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2, message=(
+                "no usable verdict, even after a re-ask, for " + "; ".join(
+                    f"{i}: {why}" for i, why in missing[phase].items()))))
     if down is not None:
         raise down   # not this trace's failure: it stays unjudged (pending) for a later run
     judged = Judged(results[Phase.sufficiency], results[Phase.faithfulness], results[Phase.completeness])
     return judged, Missing(*(tuple(missing.get(p, {})) for p in (Phase.sufficiency, Phase.faithfulness,
                                                                     Phase.completeness)))
-
-
-class _Done:
-    """A finished call for the serial path, shaped like a Future."""
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        try:
-            self._value, self._exc = fn(), None
-        except Exception as exc:
-            self._value, self._exc = None, exc
-
-    def result(self) -> Any:
-        if self._exc is not None:
-            raise self._exc
-        return self._value
-
-
-def _submit(pool: ThreadPoolExecutor | None, client: JudgeClient, task: Task, payload: BaseModel) -> Future | _Done:
-    def call() -> tuple[Any, float]:
-        result = client.run(task, payload)
-        return result, time.perf_counter()
-    if pool is None:
-        return _Done(call)
-    try:
-        # Copy the caller's context so per-trace cost scopes see the calls made in worker threads.
-        return pool.submit(contextvars.copy_context().run, call)
-    except RuntimeError:   # interpreter shutdown (the at-exit drain): no new threads, so run it here
-        return _Done(call)
 
 
 def _as_call_error(exc: BaseException) -> JudgeCallError:

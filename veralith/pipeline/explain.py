@@ -19,6 +19,7 @@ from typing import cast
 
 from veralith.errors import JudgeCallError
 from veralith.llm.base import JudgeClient
+from veralith.llm.calls import Batch, Steps, drive
 from veralith.llm.tasks import (
     EXPLAIN,
     QUOTE_NOT_FOUND,
@@ -62,16 +63,24 @@ def explain_input(result: EvaluationResult) -> ExplainInput:
 
 def explain(client: JudgeClient, result: EvaluationResult) -> Explanation:
     """The explanation of a failing `result` (see the module doc); never raises for a failed call."""
+    return drive(explain_steps(client, result), client)
+
+
+def explain_steps(client: JudgeClient, result: EvaluationResult) -> Steps[Explanation]:
+    """`explain` as a pipeline stage: its one call is yielded, so the sync path sends it on a thread and
+    the async path awaits it (veralith.llm.calls), like every other judge call of the trace."""
     version = client.prompt_version(EXPLAIN.name)
     made = {"backend": client.backend, "model": client.model, "prompt_version": version}
-    try:
-        call = client.run(EXPLAIN, explain_input(result))
-    except JudgeCallError as err:
-        spent = getattr(err, "usage", None)
+    (outcome,) = yield Batch([(EXPLAIN, explain_input(result))])
+    if isinstance(outcome, JudgeCallError):
+        spent = getattr(outcome, "usage", None)
         usage = spent if isinstance(spent, CallUsage) else CallUsage(model=client.model)
-        note = (DROPPED_QUOTE if QUOTE_NOT_FOUND in err.message
-                else f"explanation dropped: {err.kind}: {err.message}"[:_MAX_NOTE])
+        note = (DROPPED_QUOTE if QUOTE_NOT_FOUND in outcome.message
+                else f"explanation dropped: {outcome.kind}: {outcome.message}"[:_MAX_NOTE])
         return Explanation(dropped=note, usage=usage.as_usage(), **made)
+    if isinstance(outcome, Exception):
+        raise outcome
+    call = outcome[0]
     out = cast("ExplainOutput", call.output)
     quotes = [ExplanationQuote(source=q.source, chunk_id=q.chunk_id if q.source == "chunk" else None, text=q.quote)
               for q in out.quotes]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veralith.errors import JudgeServerDown, StoreError
+from veralith.pipeline.pool import LoopPool
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store
@@ -60,7 +61,8 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
                every_s: float = 10.0, poll_s: float = 1.0, grace_s: float = 10.0) -> WorkerReport:
     """Judge pending traces of `store`, `concurrency` at a time, until `stop` is set (see the module
     docstring); `report` receives a progress line every `every_s` seconds. Returns the totals."""
-    from veralith.sdk.stored import evaluate_stored
+    from veralith.config import settings
+    from veralith.sdk.stored import aevaluate_stored, evaluate_stored
 
     if client is None:
         from veralith.llm import get_client
@@ -71,13 +73,21 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
     running: dict[Future[Any], int] = {}
     abandoned: list[int] = []   # left by processes of this host that are gone, not yet taken
     judge_down: list[Any] = []  # a JudgeServerDown seen since the last round (the trace is pending again)
-    pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-worker")
+    # VERALITH_ASYNC_CALLS: one event loop judges every claimed trace (no thread each); else a thread per trace.
+    pool: Any = (LoopPool(concurrency) if settings.async_calls
+                 else ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="veralith-worker"))
     last_line, last_sweep, unavailable_since = time.monotonic(), float("-inf"), None
 
     def judge(trace_id: int, *, claim: bool) -> Any:
         return evaluate_stored(store, trace_id, client=client, claim=claim)
 
+    async def ajudge(trace_id: int, claim: bool) -> Any:
+        return await aevaluate_stored(store, trace_id, client=client, claim=claim)
+
     def submit(trace_id: int, *, claim: bool) -> None:
+        if isinstance(pool, LoopPool):   # it runs each job in a copy of this context itself
+            running[pool.submit(ajudge, trace_id, claim)] = trace_id
+            return
         # Each in a copy of this context: the settings in force here reach the judging thread.
         running[pool.submit(contextvars.copy_context().run, judge, trace_id, claim=claim)] = trace_id
 
