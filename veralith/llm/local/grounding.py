@@ -12,9 +12,6 @@ Per claim, in order:
    chunk states it as claimed.
 3. Otherwise the shipped logistic model gives p(unsupported) from the features in FEATURES.
    A claim whose number or name occurs nowhere in the context is never `supported`.
-4. A `supported` or `conflicting` verdict is then checked against the dates its chunks carry
-   (veralith/llm/local/temporal.py): a claim resting only on chunks too old for the question, or
-   changed by a later chunk, is `stale`; a conflict the dates explain is `supported`.
 
 Every verdict comes with a confidence, the probability that it is right, from the model's p
 calibrated on out-of-fold scores (model.Logistic.calibrated): 1 - p for `supported`, p for
@@ -33,7 +30,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from veralith.llm.local import temporal
 from veralith.llm.local.align import (
     Claim,
     Context,
@@ -362,8 +358,6 @@ def faithfulness(payload: FaithfulnessInput) -> tuple[FaithfulnessOutput, dict[s
     items, confidence = [], {}
     for claim in payload.claims:
         item, conf = judge_claim(claim, payload.query, ctx, ids)
-        timed = temporal.review(item, claim, payload)
-        items.append(item if timed is None else timed)
-        if timed is None:   # a verdict the dates changed has no measured confidence: unknown, not invented
-            confidence[claim.id] = round(conf, 4)
+        items.append(item)
+        confidence[claim.id] = round(conf, 4)
     return FaithfulnessOutput(items=items), confidence

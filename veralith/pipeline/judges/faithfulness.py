@@ -6,12 +6,14 @@ found. With no context there is nothing to ground a claim in, so no call is made
 
 Each chunk goes with the date its metadata gives (veralith.llm.dates), and each call with the trace's
 date and the oldest date a chunk may have to answer a question about now (`fresh_from`), so either
-backend can tell a stale claim (docs/concepts.md).
+backend can tell a stale claim; every verdict is then reviewed against those dates by the same
+deterministic rules whichever backend gave it (veralith.llm.temporal, docs/concepts.md).
 """
 
 from __future__ import annotations
 
 from veralith.config import settings
+from veralith.llm import temporal
 from veralith.llm.base import CallResult
 from veralith.llm.dates import fresh_from, metadata_date
 from veralith.llm.tasks import ChunkIn, ClaimIn, FaithfulnessInput
@@ -43,9 +45,18 @@ def without_call(claims: list[Claim]) -> list[FaithfulnessJudgment]:
             for c in claims]
 
 
-def assemble(calls: list[CallResult], claims: list[Claim]) -> list[FaithfulnessJudgment]:
+def assemble(calls: list[CallResult], claims: list[Claim],
+             payloads: list[FaithfulnessInput] | None = None) -> list[FaithfulnessJudgment]:
+    """The judgments of `claims` from the calls' items, each reviewed against the dates of its chunks
+    (veralith.llm.temporal) when the payloads it was asked with are given."""
     items = {item.claim_id: (item, call.confidence.get(item.claim_id))
              for call in calls for item in call.output.items}  # type: ignore[attr-defined]
+    asked = {c.id: (c, p) for p in payloads or [] for c in p.claims}
+    for cid, (item, _) in list(items.items()):
+        if cid in asked:
+            timed = temporal.review(item, *asked[cid])
+            if timed is not None:   # a verdict the dates changed has no measured confidence: unknown
+                items[cid] = (timed, None)
     judgments = []
     for claim in claims:
         if claim.id not in items:

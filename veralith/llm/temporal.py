@@ -1,4 +1,8 @@
-"""Stale claims, offline: a verdict of the faithfulness judge checked against the dates it rests on.
+"""Stale claims: a verdict of the faithfulness judge checked against the dates it rests on.
+
+Deterministic and shared by both backends: veralith.pipeline.judges.faithfulness runs `review` on every
+item the local judge or an LLM returns, so a model that missed the dates is corrected the same way the
+offline judge is (an LLM may also answer `stale` itself; veralith.llm.stale_check validates that).
 
 A claim the judge found `supported` or `conflicting` is reviewed by three rules (docs/concepts.md,
 "Stale claims"); a chunk's age is the period its evidence sentence is scoped to ("In 2019, ..."), else
