@@ -2,8 +2,8 @@
 
 A date is read as the period it names: "2019" is the whole year, "March 2019" the month, "Q3 2019"
 the quarter, "2019-03-14" or "14 March 2019" the day, "2019-2021" the years from one to the other.
-Only years 1900-2099 are read, and a bare number is a year only where it stands alone (not "2019
-staff"'s neighbour "$2019", "2019%" or "3.2019").
+Only years 1900-2099 are read, and a bare number is a year only where it stands alone (not "$2019",
+"2019%" or "3.2019"); an impossible date ("2019-02-30") is no date at all.
 
 Three readings build on `periods`:
 
