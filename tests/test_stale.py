@@ -13,11 +13,13 @@ from fake_openai_server import task_of
 from typer.testing import CliRunner
 
 from veralith.cli import app
+from veralith.compare.reasons import failure_reason
 from veralith.config import settings
 from veralith.llm.dates import fresh_from, metadata_date, parse_label, periods, scope, written
 from veralith.llm.temporal import asks_now
-from veralith.models import FailureCell, Gate, Relation
+from veralith.models import FailureCell, FaithfulnessJudgment, Gate, Relation, SufficiencyLevel, Verdict
 from veralith.pipeline.evaluate import evaluate
+from veralith.pipeline.suggest import SUGGESTIONS, suggest
 from veralith.store import open_store, store_url
 from veralith.store.copy import copy_history
 
@@ -257,3 +259,42 @@ def test_inspect_web_and_json_show_the_stale_claim_and_its_dates(tmp_path):
     page = TestClient(create_app(store_url()), base_url="http://127.0.0.1").get(f"/traces/{trace_id}")
     assert page.status_code == 200
     assert "rel-stale" in page.text and "Changed later by" in page.text and "is dated <strong>2019</strong>" in page.text
+
+
+def test_a_partial_quote_is_dated_by_the_sentence_it_is_in(openai_server):
+    def item(body):
+        return _item("conflicting", grounding=("c0",), contradicting=("c1",),
+                     quote="entry to the Corrow museum cost 8 pounds")
+    openai_server.responder = _scripted(item)
+    with _openai(openai_server):
+        judged = _only(evaluate(FEE_Q, [FEE_OLD, FEE_NEW], "Entry to the Corrow museum costs 8 pounds.",
+                                persist=False, metadata=TODAY))
+    assert judged.relation is Relation.stale and judged.contradicting_chunk_ids == ["c1"]
+    assert {(d.chunk_id, d.quote) for d in judged.dates} == {("c0", "In 2019"), ("c1", "In 2025")}
+
+
+# ---------------------------------------------------------------- suggestion and reason line
+
+def _judgment(claim_id, relation):
+    return FaithfulnessJudgment(claim_id=claim_id, verdict=Verdict.Y if relation is Relation.supported else Verdict.N,
+                                relation=relation, reasoning="r")
+
+
+def test_stale_suggestion_replaces_the_cells_text_only_when_every_ungrounded_claim_is_stale():
+    cell, level = FailureCell.complete_ungrounded, SufficiencyLevel.high
+    only = suggest(cell, level, refusal=False,
+                   faithfulness=[_judgment("k1", Relation.supported), _judgment("k2", Relation.stale)])
+    assert only.title == "Stale answer" and "k2" in only.summary
+    assert any("Filter retrieval by date" in a for a in only.actions)
+    assert any("Re-index the corpus" in a for a in only.actions)
+    mixed = suggest(cell, level, refusal=False,
+                    faithfulness=[_judgment("k1", Relation.unsupported), _judgment("k2", Relation.stale)])
+    assert mixed.title == SUGGESTIONS[(cell, level)].title
+    assert any("k2" in a and "re-index the corpus" in a for a in mixed.actions)
+    none = suggest(cell, level, refusal=False, faithfulness=[_judgment("k1", Relation.unsupported)])
+    assert not any("out-of-date" in a for a in none.actions)
+
+
+def test_reason_line_names_a_stale_claim():
+    detail = {"bad_claims": [{"id": "k2", "text": "Entry costs 8 pounds.", "relation": "stale"}]}
+    assert failure_reason(detail) == "k2 'Entry costs 8 pounds.' rests on out-of-date chunks"

@@ -5,7 +5,8 @@ item the local judge or an LLM returns, so a model that missed the dates is corr
 offline judge is (an LLM may also answer `stale` itself; veralith.llm.stale_check validates that).
 
 A claim the judge found `supported` or `conflicting` is reviewed by three rules (docs/concepts.md,
-"Stale claims"); a chunk's age is the period its evidence sentence is scoped to ("In 2019, ..."), else
+"Stale claims"); a chunk's age is the period its evidence sentence is scoped to ("In 2019, ...";
+for a chunk named without a quote, the one period all its scoped sentences agree on), else
 the date the chunk says it was written ("Updated: 2019-03-01"), else its metadata date
 (veralith.llm.dates). An undated chunk is never stale: unknown is not old.
 
@@ -36,6 +37,7 @@ from functools import cache
 from veralith.llm.dates import Period, parse_label, periods, scope, written
 from veralith.llm.local.wordlists import lines
 from veralith.llm.tasks import ChunkIn, ClaimIn, DateEvidence, FaithfulnessInput, FaithfulnessItem
+from veralith.llm.text import quote_in, sentence_spans
 
 __all__ = ["asks_now", "review"]
 
@@ -57,8 +59,18 @@ class _Age:
     quote: str          # the chunk's words that give it; "" when its metadata date does
 
 
+def _sentences(text: str, quote: str) -> list[str]:
+    """The sentences of `text` the quote is in: a judge may quote part of a sentence whose opening
+    ("In 2019, ...") dates it. The quote itself when it spans sentences or is not found."""
+    found = [s for a, b in sentence_spans(text) if quote_in(quote, s := text[a:b])]
+    return found or [quote]
+
+
 def _age(chunk: ChunkIn, quotes: list[str]) -> _Age | None:
-    scoped = [found for q in quotes if (found := scope(q)) is not None]
+    scoped = [found for q in quotes for s in _sentences(chunk.text, q) if (found := scope(s)) is not None]
+    if not quotes:   # named without a quote: dated by its sentences' scope only when they all agree
+        every = [found for a, b in sentence_spans(chunk.text) if (found := scope(chunk.text[a:b])) is not None]
+        scoped = every if len({p.label for p, _ in every}) == 1 else []
     if scoped:
         period, words = max(scoped, key=lambda s: s[0].end)
         return _Age(period, words)
