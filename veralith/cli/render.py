@@ -34,7 +34,7 @@ _RELATION_MARK = {Relation.supported: "✓", Relation.unsupported: "✗", Relati
 # unsupported (the context does not say), and a person must be able to tell them apart.
 _RELATION_MEANS = {Relation.supported: "a chunk supports it", Relation.unsupported: "no chunk supports it",
                    Relation.contradicted: "a chunk says otherwise", Relation.conflicting: "chunks disagree",
-                   Relation.stale: "only an out-of-date chunk says it"}
+                   Relation.stale: "its chunks are out of date"}
 GATE_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
 _CHUNK_PREVIEW = 240
 
@@ -276,10 +276,17 @@ def _response(result: EvaluationResult) -> Text:
     return text
 
 
+def _shown_relations(result: EvaluationResult) -> list[Relation]:
+    """Every verdict, but `stale` only where a claim is stale: most traces carry no dates, and the
+    legend must fit one line."""
+    present = {j.relation for j in result.faithfulness}
+    return [r for r in Relation if r is not Relation.stale or r in present]
+
+
 def _legend(result: EvaluationResult) -> Text:
     """What the colours and marks of the response mean, and which claims could not be placed in it."""
     entries = [Text.assemble((f"{_RELATION_MARK[r]} {RELATION_LABEL[r]}", _RELATION_STYLE[r]),
-                             (f" ({_RELATION_MEANS[r]})", "dim")) for r in Relation]
+                             (f" ({_RELATION_MEANS[r]})", "dim")) for r in _shown_relations(result)]
     judged = _judgments(result)
     if any(c.id not in judged for c in result.claims):
         entries.append(Text("? not judged", style=_UNJUDGED_STYLE))

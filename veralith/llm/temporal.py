@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from veralith.llm.dates import Period, parse_label, periods, scope, written
-from veralith.llm.local.wordlists import lines
+from veralith.llm.local.lexicon import NOW_WORDS
 from veralith.llm.tasks import ChunkIn, ClaimIn, DateEvidence, FaithfulnessInput, FaithfulnessItem
 from veralith.llm.text import quote_in, sentence_spans
 
@@ -45,7 +45,7 @@ __all__ = ["asks_now", "review"]
 @cache
 def _now_words() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple((re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"\b", re.I), kind)
-                 for *words, kind in lines("now_words"))
+                 for *words, kind in NOW_WORDS)
 
 
 def asks_now(text: str) -> set[str]:
