@@ -31,7 +31,7 @@ GOLDEN = Path(__file__).parent / "golden" / "traces.jsonl"
 HOLDOUT = Path(__file__).parent / "golden" / "holdout.jsonl"
 
 # Floors for test (b), the local backend, set a little below the measured figures (traces.jsonl:
-# cell 0.859, gate 0.902, no false pass on a swap; holdout.jsonl: cell 0.571, gate 0.762) so that a
+# cell 0.866, gate 0.907 on 97 traces, no false pass on a swap; holdout.jsonl: cell 0.571, gate 0.762) so that a
 # change that makes the offline judges worse fails here. They are floors, not the goals (cell 0.80,
 # gate 0.90): raise them as the judges improve, never lower them to let a change through.
 LOCAL_CELL_ACCURACY_FLOOR = 0.85
@@ -43,7 +43,8 @@ HELD_OUT_GATE_ACCURACY_FLOOR = 0.74
 SWAP_TAGS = {"number_swap", "negation_flip", "entity_swap"}
 TAGS = SWAP_TAGS | {"comparison_flip", "multi_part_one_claim", "paraphrase", "partial_refusal_correct",
                     "partial_refusal_wrong", "full_refusal_correct", "full_refusal_wrong", "offtopic_shared_words",
-                    "middle_of_chunk", "two_chunks", "conflicting_chunks", "empty_context", "empty_response", "plain"}
+                    "middle_of_chunk", "two_chunks", "conflicting_chunks", "empty_context", "empty_response", "plain",
+                    "stale"}
 CELLS = [f"{row}_{col}" for row in ("complete", "incomplete", "extra") for col in ("grounded", "ungrounded")]
 
 
@@ -139,7 +140,7 @@ def _data_problems(trace: dict) -> list[str]:
             problems.append(f"sub-question {k} is {status} but answering claims exist: {answered}")
     if any(v not in ("yes", "no") for v in o["sufficiency"]):
         problems.append("sufficiency must be yes/no")
-    if any(v not in ("supported", "unsupported", "contradicted", "conflicting") for v in o["faithfulness"]):
+    if any(v not in ("supported", "unsupported", "contradicted", "conflicting", "stale") for v in o["faithfulness"]):
         problems.append("unknown faithfulness relation")
     # The pipeline decides these in code for an empty context: nothing suffices, nothing is grounded.
     if not trace["context"] and ("yes" in o["sufficiency"] or any(f != "unsupported" for f in o["faithfulness"])):
@@ -211,6 +212,15 @@ def oracle_client(trace: dict) -> FakeClient:
         items = []
         for c in payload.claims:
             relation = o["faithfulness"][_index(c.id, claim_texts, c.text)]
+            if relation == "stale":
+                # Answered as a judge blind to dates would (it states it; a later chunk, if any, says
+                # otherwise), quoting the chunks whole: the pipeline's date review must make it stale.
+                blind = "conflicting" if len(payload.chunks) > 1 else "supported"
+                items.append({"claim_id": c.id, "reasoning": "oracle", "relation": blind,
+                              "evidence": [{"chunk_id": k.id, "quote": k.text} for k in payload.chunks],
+                              "grounding_chunk_ids": [first],
+                              "contradicting_chunk_ids": [last] if blind == "conflicting" else []})
+                continue
             items.append({"claim_id": c.id, "evidence": [], "reasoning": "oracle", "relation": relation,
                           "grounding_chunk_ids": [first] if relation in ("supported", "conflicting") else [],
                           "contradicting_chunk_ids": [last] if relation in ("contradicted", "conflicting") else []})
@@ -258,8 +268,11 @@ def test_golden_oracle_reproduces_every_cell_and_gate() -> None:
     mismatches = []
     for trace in TRACES + HELD_OUT:
         result = evaluate(trace["query"], trace["context"], trace["response"], persist=False,
-                          client=oracle_client(trace))
+                          client=oracle_client(trace), metadata=trace.get("metadata"))
         got = _outcome(result)
+        relations = [j.relation.value for j in result.faithfulness]
+        if relations != trace["oracle"]["faithfulness"]:
+            got = (*got, f"relations {relations}")
         errors = "".join(f" [{e.phase.value}: {e.kind}: {e.message[:160]}]" for e in result.errors)
         if got != _expected(trace) or result.errors:
             mismatches.append((trace["id"], trace["tags"], _expected(trace), got, errors))
@@ -275,7 +288,8 @@ def _local_figures(traces: list[dict]) -> tuple[float, float, list[str], int, li
     rows, cell_ok, gate_ok, false_passes = [], 0, 0, []
     with settings.override(backend="local"):
         for trace in traces:
-            result = veralith.evaluate(trace["query"], trace["context"], trace["response"], persist=False)
+            result = veralith.evaluate(trace["query"], trace["context"], trace["response"], persist=False,
+                                       metadata=trace.get("metadata"))
             got, want = _outcome(result), _expected(trace)
             cell_ok += got[0] == want[0]
             gate_ok += got[1] == want[1]

@@ -134,6 +134,10 @@ class Settings(BaseModel):
         200_000, ge=1, description="The most characters the offline `local` judge reads in one call: the "
         "query with the response, or with the context. A longer trace is not judged by it: `indeterminate`, "
         "reason `input_too_large`.")
+    stale_after_days: int = Field(
+        365, ge=1, le=36500, description="How old a chunk may be, in days before the trace's as_of date, and still "
+        "answer a question about now (\"current\", \"latest\", \"still\"): a claim resting only on older chunks is "
+        "stale. (\"This year\" and \"this month\" ask for the calendar year or month instead.)")
     gate_fail_cells: tuple[str, ...] = Field(
         ("complete_ungrounded", "incomplete_grounded", "incomplete_ungrounded", "extra_grounded", "extra_ungrounded"),
         description="Failure cells that fail the quality gate, comma-separated (default: every cell but "

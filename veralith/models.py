@@ -40,6 +40,7 @@ class Relation(str, Enum):
     unsupported = "unsupported"        # the context does not say it (absence of evidence)
     contradicted = "contradicted"      # the context says otherwise
     conflicting = "conflicting"        # some chunks support it, others contradict it
+    stale = "stale"                    # stated only by chunks too old for the question, or changed by a later one
 
 
 class FailureCell(str, Enum):
@@ -194,6 +195,14 @@ class Quote(_Model):
     quote: str = Field(description="Verbatim text of the chunk (whitespace may differ).")
 
 
+class ChunkDate(_Model):
+    """The date of a chunk a faithfulness verdict rests on: what it is evidence of a stale claim with."""
+
+    chunk_id: str
+    date: str = Field(description="ISO at its precision: 2019, 2019-Q3, 2019-03 or 2019-03-14 (2019..2021: years).")
+    quote: str = Field(description="The chunk's words that give the date; empty when its metadata does.")
+
+
 class SufficiencyJudgment(_Model):
     sub_question_id: str
     verdict: Verdict
@@ -204,6 +213,9 @@ class SufficiencyJudgment(_Model):
 
 
 class FaithfulnessJudgment(_Model):
+    """How the context relates to one claim. For `stale`, grounding_chunk_ids are the chunks that state
+    it (too old for the question) and contradicting_chunk_ids the later chunks that changed it, if any."""
+
     claim_id: str
     verdict: Verdict
     relation: Relation
@@ -211,6 +223,8 @@ class FaithfulnessJudgment(_Model):
     grounding_chunk_ids: list[str] = Field(default_factory=list)
     contradicting_chunk_ids: list[str] = Field(default_factory=list)
     evidence: list[Quote] = Field(default_factory=list)
+    dates: list[ChunkDate] = Field(default_factory=list, description="For a stale claim (and a conflict the dates "
+                                   "explain): the dates of the chunks it rests on and of those that changed it.")
     confidence: float | None = Field(None, ge=0.0, le=1.0,
                                      description="Probability that the verdict is right; None when unknown.")
 

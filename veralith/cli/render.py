@@ -24,16 +24,17 @@ __all__ = ["GATE_STYLE", "RELATION_LABEL", "fmt_fraction", "fmt_latency", "fmt_t
            "one_line", "result_view", "stats_view", "summary_view", "terminal_safe"]
 
 RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
-                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
+                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting", Relation.stale: "stale"}
 _RELATION_STYLE = {Relation.supported: "green", Relation.unsupported: "yellow",
-                   Relation.contradicted: "bold red", Relation.conflicting: "magenta"}
+                   Relation.contradicted: "bold red", Relation.conflicting: "magenta", Relation.stale: "cyan"}
 # Each verdict its own mark, so they read apart without colour (a pipe, a log, a screen reader).
 _RELATION_MARK = {Relation.supported: "✓", Relation.unsupported: "✗", Relation.contradicted: "⊘",
-                  Relation.conflicting: "≠"}
+                  Relation.conflicting: "≠", Relation.stale: "⧖"}
 # What each verdict means, in the legend: contradicted (the context says otherwise) is worse than
 # unsupported (the context does not say), and a person must be able to tell them apart.
 _RELATION_MEANS = {Relation.supported: "a chunk supports it", Relation.unsupported: "no chunk supports it",
-                   Relation.contradicted: "a chunk says otherwise", Relation.conflicting: "chunks disagree"}
+                   Relation.contradicted: "a chunk says otherwise", Relation.conflicting: "chunks disagree",
+                   Relation.stale: "its chunks are out of date"}
 GATE_STYLE = {"pass": "green", "fail": "red", "indeterminate": "yellow"}
 _CHUNK_PREVIEW = 240
 
@@ -238,8 +239,8 @@ def _judgments(result: EvaluationResult) -> dict[str, Any]:
 
 
 # Which colour a stretch of the response takes when claims overlap: the worst verdict covering it.
-_SEVERITY = {None: 0, Relation.supported: 1, Relation.unsupported: 2, Relation.conflicting: 3,
-             Relation.contradicted: 4}
+_SEVERITY = {None: 0, Relation.supported: 1, Relation.stale: 2, Relation.unsupported: 3, Relation.conflicting: 4,
+             Relation.contradicted: 5}
 _UNJUDGED_STYLE, _GAP_STYLE = "dim underline", "blue italic"
 _CLOSING = frozenset(".,;:!?)]}\"'”’»…")
 
@@ -299,10 +300,17 @@ def _response(result: EvaluationResult) -> Text:
     return text
 
 
+def _shown_relations(result: EvaluationResult) -> list[Relation]:
+    """Every verdict, but `stale` only where a claim is stale: most traces carry no dates, and the
+    legend must fit one line."""
+    present = {j.relation for j in result.faithfulness}
+    return [r for r in Relation if r is not Relation.stale or r in present]
+
+
 def _legend(result: EvaluationResult) -> Text:
     """What the colours and marks of the response mean, and which claims could not be placed in it."""
     entries = [Text.assemble((f"{_RELATION_MARK[r]} {RELATION_LABEL[r]}", _RELATION_STYLE[r]),
-                             (f" ({_RELATION_MEANS[r]})", "dim")) for r in Relation]
+                             (f" ({_RELATION_MEANS[r]})", "dim")) for r in _shown_relations(result)]
     judged = _judgments(result)
     if any(c.id not in judged for c in result.claims):
         entries.append(Text("? not judged", style=_UNJUDGED_STYLE))
@@ -336,7 +344,12 @@ def _claims(result: EvaluationResult) -> RenderableType:
             evidence = (Text("no chunk supports it", style="dim") if unsupported and not judged.grounding_chunk_ids
                         else Text.assemble(_ids(judged.grounding_chunk_ids)))
             if judged.contradicting_chunk_ids:
-                evidence = Text.assemble(evidence, " contradicted by ", _ids(judged.contradicting_chunk_ids))
+                by = " changed later by " if judged.relation is Relation.stale else " contradicted by "
+                evidence = Text.assemble(evidence, by, _ids(judged.contradicting_chunk_ids))
+            for dated in judged.dates:
+                said = f" “{one_line(dated.quote, 60)}”" if dated.quote else " (its metadata)"
+                evidence = Text.assemble(evidence, "\n", ("dated ", "dim"), literal(dated.chunk_id, "cyan"), " ",
+                                         literal(dated.date), literal(said, "dim"))
             evidence.append_text(_why(judged.reasoning))
             for quote in judged.evidence[:2]:
                 # For an unsupported claim a quote is the nearest passage the judge found, not support.

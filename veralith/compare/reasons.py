@@ -63,6 +63,8 @@ def failure_reason(detail: Mapping[str, Any]) -> str:
             return f"{said} contradicted{by}{more}"
         if claim["relation"] == "conflicting":
             return f"{said} rests on conflicting chunks{more}"
+        if claim["relation"] == "stale":
+            return f"{said} rests on out-of-date chunks{more}"
         return f"{said} not supported by any chunk{more}"
     uncovered = detail.get("uncovered") or []
     if uncovered:

@@ -42,6 +42,7 @@ from typing import Any
 
 from veralith.config import settings
 from veralith.llm import prompts, tasks as t
+from veralith.llm.dates import fresh_from
 from veralith.llm.text import sentence_spans
 from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
@@ -111,8 +112,9 @@ def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, 
     if chunk_in:  # without chunks, sufficiency is "no" and every claim unsupported, decided without a call
         calls += [("sufficiency", t.SufficiencyInput(query=query, sub_questions=b, chunks=chunk_in, as_of=as_of))
                   for b in _batches(sub_questions, batch_size)]
-        calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunk_in, as_of=as_of))
-                  for b in _batches(claims, batch_size)]
+        fresh = fresh_from(as_of, settings.stale_after_days)
+        calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunk_in, as_of=as_of,
+                                                       fresh_from=fresh)) for b in _batches(claims, batch_size)]
     if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
         calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
     if settings.explain:  # whether the trace will fail is unknown before judging: counted as if it will

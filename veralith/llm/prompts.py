@@ -56,7 +56,7 @@ PROMPT_VERSIONS = {
     "questions": "questions-v2",
     "claims": "claims-v4",
     "sufficiency": "sufficiency-v2",
-    "faithfulness": "faithfulness-v3",
+    "faithfulness": "faithfulness-v4",
     "completeness": "completeness-v3",
     "explain": "explain-v1",
 }
@@ -118,13 +118,20 @@ unsupported; true in the world is not support.
 - contradicted: a chunk states something incompatible, none supports it.
 - conflicting: a chunk supports it and another contradicts it (figures for different times do not \
 conflict: judge the claim's time).
+- stale: chunks state it, but only chunks too old for it: the question or claim asks about now \
+("current", "latest", "still", "now": chunks dated on or after the cutoff given; "this year": this \
+calendar year) and every chunk stating it is older; or a later chunk changes it. A claim naming its own \
+time is judged at that time. Grounding ids: the old chunks; contradicting ids: the later ones.
+Dates: for a stale claim, each chunk it names with its date (YYYY, YYYY-Qn, YYYY-MM or YYYY-MM-DD) and \
+the chunk's words that give it ("" when the chunk's date attribute does); an undated chunk is never old.
 Rules: "about X" is supported by a value that rounds to X; exact figures match at their precision; \
 "up to 10" or "5-10" does not support "10"; unit conversions must be right; a fiscal year is not the \
 calendar year unless a chunk says so; aliases of one entity match; a narrower term supports a broader \
 one ("France" supports "Europe"; "Europe" never supports "France"); a negation must cover exactly what \
 the chunk negates; a source named in the note must be the supporting chunk's source, else unsupported; \
 "current", "latest", "this year": as of "Today is".
-Grounding ids only for supported or conflicting; contradicting ids only for contradicted or conflicting. \
+Grounding ids only for supported, conflicting or stale; contradicting ids only for contradicted, \
+conflicting or stale. \
 Claim ids start with k, sub-question ids with q; chunk ids are whatever the context gives.
 """
 
@@ -215,19 +222,26 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                      "supporting_chunk_ids": []}]}),
     ],
     "faithfulness": [
-        (FaithfulnessInput(query="What were 2023 sales, and can children take Zorvex?",
+        (FaithfulnessInput(query="What were 2023 sales, can children take Zorvex, and what does it cost now?",
                            chunks=[ChunkIn(id="c0", text="Sales for fiscal 2023 (to 30 September) were $383.3 "
                                            "billion.", source="annual-report.pdf"),
-                                   ChunkIn(id="c1", text="Zorvex is not approved for children under 12.")],
+                                   ChunkIn(id="c1", text="Zorvex is not approved for children under 12."),
+                                   ChunkIn(id="c2", text="As of 2021, Zorvex costs $40 a month.")],
                            claims=[ClaimIn(id="k1", text="Fiscal 2023 sales were about $383 billion.",
                                            context_note="attributed to the annual report"),
-                                   ClaimIn(id="k2", text="Zorvex is not approved for anyone under 18.")]),
-         {"items": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "were $383.3 billion"}],
+                                   ClaimIn(id="k2", text="Zorvex is not approved for anyone under 18."),
+                                   ClaimIn(id="k3", text="Zorvex currently costs $40 a month.")],
+                           as_of="2025-05-01", fresh_from="2024-05-01"),
+         {"items": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "were $383.3 billion"}], "dates": [],
                      "reasoning": "383.3 is about 383, from the annual report.",
                      "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []},
                     {"claim_id": "k2", "evidence": [{"chunk_id": "c1", "quote": "not approved for children under 12"}],
-                     "reasoning": "Chunk c1 negates approval under 12 only, not 12 to 17.",
-                     "relation": "unsupported", "grounding_chunk_ids": [], "contradicting_chunk_ids": []}]}),
+                     "dates": [], "reasoning": "Chunk c1 negates approval under 12 only, not 12 to 17.",
+                     "relation": "unsupported", "grounding_chunk_ids": [], "contradicting_chunk_ids": []},
+                    {"claim_id": "k3", "evidence": [{"chunk_id": "c2", "quote": "Zorvex costs $40 a month"}],
+                     "dates": [{"chunk_id": "c2", "date": "2021", "quote": "As of 2021"}],
+                     "reasoning": "Only c2 states it, and 2021 is before the cutoff for now.",
+                     "relation": "stale", "grounding_chunk_ids": ["c2"], "contradicting_chunk_ids": []}]}),
     ],
     "completeness": [
         (_ACME,
@@ -275,6 +289,8 @@ def _example_input(payload: BaseModel) -> str:
                            *(f'{q.id} "{q.text}" {q.coverage}, chunks sufficient: {q.sufficient}'
                              for q in payload.sub_questions),
                            *(f'claim {c.id} "{c.text}" {c.relation}' for c in payload.claims)])
+    if isinstance(payload, FaithfulnessInput) and payload.as_of:
+        lines.append(f"today: {payload.as_of}, cutoff for now: {payload.fresh_from}")
     if isinstance(payload, SufficiencyInput | FaithfulnessInput):
         lines += [f'chunk {c.id} ({c.source}) "{c.text}"' if c.source else f'chunk {c.id} "{c.text}"'
                   for c in payload.chunks]
@@ -299,6 +315,10 @@ def _quotes(evidence: list[dict[str, str]]) -> str:
     return ", ".join(f'{e["chunk_id"]} "{e["quote"]}"' for e in evidence)
 
 
+def _dates(dates: list[dict[str, str]]) -> str:
+    return ", ".join(f'{d["chunk_id"]} {d["date"]} "{d["quote"]}"' for d in dates)
+
+
 def _example_output(task_name: str, out: dict[str, Any]) -> list[str]:
     """One line per output item, empty fields left out: what each item says, not how JSON spells it."""
     if task_name == "questions":
@@ -315,6 +335,7 @@ def _example_output(task_name: str, out: dict[str, Any]) -> list[str]:
                 + (f" [{_ids(i['supporting_chunk_ids'])}]" if i["supporting_chunk_ids"] else "") for i in out["items"]]
     if task_name == "faithfulness":
         return [f"{i['claim_id']}: " + (f"{_quotes(i['evidence'])}; " if i["evidence"] else "")
+                + (f"dates {_dates(i['dates'])}; " if i.get("dates") else "")
                 + f"{i['reasoning']} → {i['relation']}"
                 + (f", grounding [{_ids(i['grounding_chunk_ids'])}]" if i["grounding_chunk_ids"] else "")
                 + (f", contradicting [{_ids(i['contradicting_chunk_ids'])}]" if i["contradicting_chunk_ids"] else "")
@@ -396,16 +417,18 @@ def render(task_name: str, payload: BaseModel, *, schema_in_prompt: dict[str, An
             {"role": "user", "content": "\n".join(parts)}]
 
 
-def _today(as_of: str | None) -> list[_Block]:
+def _today(as_of: str | None, fresh_from: str | None = None) -> list[_Block]:
     if not as_of:
         return []
     if _DATE.fullmatch(as_of.strip()):
-        return [_Block("", as_of, note=f"Today is {as_of.strip()}.")]
+        cutoff = (f" A question about now needs chunks dated {fresh_from} or later."
+                  if fresh_from and _DATE.fullmatch(fresh_from) else "")
+        return [_Block("", as_of, note=f"Today is {as_of.strip()}.{cutoff}")]
     return [_Block("today", as_of)]   # not a plain date: it is data like any other
 
 
 def _chunks(chunks: list[ChunkIn]) -> list[_Block]:
-    return [_Block("chunk", c.text, (("id", c.id), ("source", c.source))) for c in chunks] or [
+    return [_Block("chunk", c.text, (("id", c.id), ("source", c.source), ("date", c.date))) for c in chunks] or [
         _Block("", "", note="(No chunks: retrieval returned nothing.)")]
 
 
@@ -421,7 +444,8 @@ def _blocks(payload: BaseModel) -> tuple[list[_Block], list[_Block]]:
         shared = [*_today(payload.as_of), _Block("question", payload.query), *_chunks(payload.chunks)]
         return shared, [_Block("subq", q.text, (("id", q.id),)) for q in payload.sub_questions]
     if isinstance(payload, FaithfulnessInput):
-        shared = [*_today(payload.as_of), _Block("question", payload.query), *_chunks(payload.chunks)]
+        shared = [*_today(payload.as_of, payload.fresh_from), _Block("question", payload.query),
+                  *_chunks(payload.chunks)]
         return shared, [_Block("claim", c.text, (("id", c.id), ("note", c.context_note))) for c in payload.claims]
     if isinstance(payload, ExplainInput):
         shared = [_Block("question", payload.query), *_chunks(payload.chunks), _Block("response", payload.response)]

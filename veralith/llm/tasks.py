@@ -25,17 +25,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from veralith.llm.stale_check import stale_problems
+from veralith.llm.text import quote_in
+
 __all__ = [
     "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "EXPLAIN", "FAITHFULNESS", "QUOTE_NOT_FOUND", "QUESTIONS",
     "SUFFICIENCY", "TASKS", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput",
-    "CompletenessOutput", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote", "ExtractedClaim",
-    "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "GapIn",
-    "GapLink", "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem", "QuestionItem", "QuestionsInput",
+    "CompletenessOutput", "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote",
+    "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
+    "FaithfulnessOutput", "GapIn", "GapLink", "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem",
+    "QuestionItem", "QuestionsInput",
     "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
     "SufficiencyOutput", "Task", "model_for", "quote_in",
 ]
@@ -61,6 +64,7 @@ class ChunkIn(_In):
     id: str
     text: str
     source: str | None = None
+    date: str | None = None      # from its metadata, an ISO label (veralith.llm.dates); faithfulness shows it
 
 
 class SubQuestionIn(_In):
@@ -82,6 +86,12 @@ class GapIn(_In):
 class Evidence(_Out):
     chunk_id: str
     quote: str
+
+
+class DateEvidence(_Out):
+    chunk_id: str
+    date: str                    # ISO at its precision: 2019, 2019-Q3, 2019-03, 2019-03-14
+    quote: str                   # the chunk's words that give the date; "" when its date attribute gives it
 
 
 # ---------------------------------------------------------------- questions (never sees the response)
@@ -165,13 +175,17 @@ class FaithfulnessInput(_In):
     claims: list[ClaimIn]
     chunks: list[ChunkIn]
     as_of: str | None = None
+    fresh_from: str | None = None   # a question about now needs chunks of this date or later (YYYY-MM-DD)
 
 
 class FaithfulnessItem(_Out):
     claim_id: str
     evidence: list[Evidence]
+    # The dates a stale verdict rests on (and any the judge read); required in the schema sent to a
+    # model, empty when absent from a reply.
+    dates: list[DateEvidence] = Field(default_factory=list)
     reasoning: str
-    relation: Literal["supported", "unsupported", "contradicted", "conflicting"]
+    relation: Literal["supported", "unsupported", "contradicted", "conflicting", "stale"]
     grounding_chunk_ids: list[str]
     contradicting_chunk_ids: list[str]
 
@@ -257,32 +271,6 @@ class ExplainOutput(_Out):
 
 _ALPHA = re.compile(r"[^\W\d_]", re.UNICODE)
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SPACE = re.compile(r"\s+")
-_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
-_TYPOGRAPHY = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "\u00a0": " "})
-
-
-@lru_cache(maxsize=4096)
-def _normal(text: str) -> str:
-    # Cached: every quote of a call is checked against the same few chunks.
-    return _SPACE.sub(" ", text.translate(_TYPOGRAPHY)).strip()
-
-
-def quote_in(quote: str, text: str) -> bool:
-    """True when `quote` is verbatim in `text`, up to whitespace and typographic quotes and dashes.
-
-    An ellipsis marks an elision: each piece must occur, in order.
-    """
-    haystack = _normal(text)
-    position = 0
-    for piece in (p for p in _ELLIPSIS.split(quote.strip()) if p.strip()):
-        found = haystack.find(_normal(piece), position)
-        if found < 0:
-            return False
-        position = found + len(_normal(piece))
-    return True
-
-
 def _number(text: str) -> str:
     """A number as written, minus separators and leading zeros ("07:15" and "7:15" are one time)."""
     return re.sub(r"(?<!\d)0+(?=\d)", "", text.replace(",", ""))
@@ -384,7 +372,8 @@ def _check_faithfulness(inp: FaithfulnessInput, out: FaithfulnessOutput) -> list
         problems += _subset(cid, f"grounding_chunk_ids of {cid}", item.grounding_chunk_ids, set(chunks))
         problems += _subset(cid, f"contradicting_chunk_ids of {cid}", item.contradicting_chunk_ids, set(chunks))
         problems += _quotes(cid, item.evidence, chunks)
-        if rel in ("supported", "conflicting") and not item.grounding_chunk_ids:
+        problems += stale_problems(cid, item, inp)
+        if rel in ("supported", "conflicting", "stale") and not item.grounding_chunk_ids:
             problems.append((cid, f"{cid} is '{rel}' but cites no grounding chunk"))
         if rel in ("contradicted", "conflicting") and not item.contradicting_chunk_ids:
             problems.append((cid, f"{cid} is '{rel}' but cites no contradicting chunk"))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-__all__ = ["sentence_spans"]
+__all__ = ["quote_in", "sentence_spans"]
 
 # A sentence ends at . ! ? (optionally followed by quotes/brackets) before whitespace and an
 # uppercase letter, digit or quote, or at a newline. Abbreviations and decimals ("e.g.", "3.5",
@@ -46,3 +47,29 @@ def _append(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> No
         end -= 1
     if end > start:
         spans.append((start, end))
+
+
+_SPACE = re.compile(r"\s+")
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
+_TYPOGRAPHY = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "\u00a0": " "})
+
+
+@lru_cache(maxsize=4096)
+def _normal(text: str) -> str:
+    # Cached: every quote of a call is checked against the same few chunks.
+    return _SPACE.sub(" ", text.translate(_TYPOGRAPHY)).strip()
+
+
+def quote_in(quote: str, text: str) -> bool:
+    """True when `quote` is verbatim in `text`, up to whitespace and typographic quotes and dashes.
+
+    An ellipsis marks an elision: each piece must occur, in order.
+    """
+    haystack = _normal(text)
+    position = 0
+    for piece in (p for p in _ELLIPSIS.split(quote.strip()) if p.strip()):
+        found = haystack.find(_normal(piece), position)
+        if found < 0:
+            return False
+        position = found + len(_normal(piece))
+    return True

@@ -312,12 +312,13 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
     model (no context, no claims) is decided in code and makes no call."""
     size = settings.batch_size
     sqs, claims, gaps = parts.sub_questions, parts.claims, parts.gaps
+    fplan = faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of)
     plans: dict[Phase, tuple[Any, list[Any], Callable[[list[Any]], Any], Callable[[], Any]]] = {
         Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, sqs, chunks, size, as_of),
                             lambda calls: sufficiency.assemble(calls, sqs),
                             lambda: sufficiency.without_call(sqs)),
-        Phase.faithfulness: (FAITHFULNESS, faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of),
-                             lambda calls: faithfulness.assemble(calls, claims),
+        Phase.faithfulness: (FAITHFULNESS, fplan,
+                             lambda calls: faithfulness.assemble(calls, claims, fplan),
                              lambda: faithfulness.without_call(claims)),
         Phase.completeness: (COMPLETENESS, completeness.plan(query, sqs, claims, gaps, parts.context_notes),
                              lambda calls: completeness.assemble(calls, sqs, claims, gaps),

@@ -1,12 +1,13 @@
-"""Rule-based suggestions: one text per (cell, sufficiency level), plus action lines for refusals and
-conflicting sources. Sufficiency picks between the HIGH wording (retrieval was fine, so the
+"""Rule-based suggestions: one text per (cell, sufficiency level), plus action lines for refusals,
+conflicting sources and stale claims; a response whose only ungrounded claims are stale gets the stale
+text instead of its cell's. Sufficiency picks between the HIGH wording (retrieval was fine, so the
 generator is at fault) and the LOW wording (retrieval fell short, so fix that first)."""
 
 from __future__ import annotations
 
 from veralith.models import FailureCell, FaithfulnessJudgment, Relation, SufficiencyLevel, Suggestion
 
-__all__ = ["SUGGESTIONS", "suggest"]
+__all__ = ["STALE", "SUGGESTIONS", "suggest"]
 
 H, L = SufficiencyLevel.high, SufficiencyLevel.low
 C = FailureCell
@@ -108,10 +109,31 @@ _CONFLICT = ("Some chunks contradict others on claims {ids}: deduplicate or date
              "instruct the generator to surface conflicting sources instead of picking one.")
 
 
+# A stale claim is the corpus's doing, not the generator's: the chunk said it, once. When every
+# ungrounded claim is stale this replaces the cell's text; beside other ungrounded claims it adds a line.
+STALE = Suggestion(
+    title="Stale answer",
+    summary="The response repeats what the context once said: the chunks behind {ids} are older than the "
+            "question allows, or a later chunk changed them.",
+    actions=["Filter retrieval by date: keep documents dated within the period the question asks about (a "
+             "metadata filter on the document date), or boost recent ones.",
+             "Re-index the corpus: drop or mark superseded versions so the newest one wins, and store each "
+             "chunk's date in its metadata.",
+             "Give the generator today's date and each chunk's date, and instruct it to prefer the latest source "
+             "and to say as of when a figure holds."])
+_STALE = ("Claims {ids} rest on out-of-date chunks: filter retrieval by date or re-index the corpus so the "
+          "newest version wins.")
+
+
 def suggest(cell: FailureCell, level: SufficiencyLevel, *, refusal: bool,
             faithfulness: list[FaithfulnessJudgment]) -> Suggestion:
     base = SUGGESTIONS[(cell, level)]
     extra: list[str] = []
+    stale = [j.claim_id for j in faithfulness if j.relation is Relation.stale]
+    if stale and all(j.relation in (Relation.supported, Relation.stale) for j in faithfulness):
+        base = STALE.model_copy(update={"summary": STALE.summary.format(ids=", ".join(stale))})
+    elif stale:
+        extra.append(_STALE.format(ids=", ".join(stale)))
     if refusal:
         extra.append(_REFUSAL_CORRECT if level is L else _REFUSAL_UNNEEDED)
     conflicting = [j.claim_id for j in faithfulness if j.relation is Relation.conflicting]

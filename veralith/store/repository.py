@@ -64,7 +64,7 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "sufficiency_judgments": ("trace_id", "position", "sub_question_id", "verdict", "reasoning", "chunk_ids",
                               "prompt_version", "confidence"),
     "faithfulness_judgments": ("trace_id", "position", "claim_id", "verdict", "relation", "reasoning",
-                               "prompt_version", "confidence", "evidence"),
+                               "prompt_version", "confidence", "evidence", "dates"),
     "grounding": ("trace_id", "judgment_position", "kind", "position", "claim_id", "chunk_id"),
     "judge_errors": ("trace_id", "position", "phase", "kind", "message", "attempts"),
     "completeness": ("trace_id", "reasoning", "uncovered_sub_question_ids", "prompt_version", "supports", "statuses",

@@ -129,7 +129,8 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
             for i, j in enumerate(result.sufficiency)],
         "faithfulness_judgments": [
             (trace_id, i, j.claim_id, j.verdict.value, j.relation.value, j.reasoning, pv.get("faithfulness"),
-             j.confidence, dumps([e.model_dump() for e in j.evidence], what="evidence"))
+             j.confidence, dumps([e.model_dump() for e in j.evidence], what="evidence"),
+             dumps([d.model_dump() for d in j.dates], what="dates"))
             for i, j in enumerate(result.faithfulness)],
         "grounding": [
             (trace_id, i, kind, k, j.claim_id, chunk)
@@ -228,7 +229,7 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
                         for j in children["sufficiency_judgments"]],
         "faithfulness": [{"claim_id": j["claim_id"], "verdict": j["verdict"], "relation": j["relation"],
                           "reasoning": j["reasoning"], "confidence": j["confidence"],
-                          "evidence": json.loads(j["evidence"]),
+                          "evidence": json.loads(j["evidence"]), "dates": json.loads(j.get("dates") or "[]"),
                           "grounding_chunk_ids": grounding.get(j["position"], empty)["supports"],
                           "contradicting_chunk_ids": grounding.get(j["position"], empty)["contradicts"]}
                          for j in children["faithfulness_judgments"]],

@@ -18,7 +18,7 @@ __all__ = ["ClaimView", "Segment", "claim_views", "coverage_reason", "quote_in_c
            "row_reasons"]
 
 RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
-                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting"}
+                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting", Relation.stale: "stale"}
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Segment:
     text: str
     kind: str = "text"            # text | claim | gap
     index: int = -1
-    relation: str = ""            # for a claim: supported | unsupported | contradicted | conflicting | unjudged
+    relation: str = ""            # for a claim: a Relation value (supported, ..., stale) or unjudged
 
 
 def response_segments(result: EvaluationResult) -> list[Segment]:

@@ -12,11 +12,11 @@ import unicodedata
 from functools import lru_cache
 from typing import NamedTuple
 
-from veralith.llm.local.wordlists import table, words
+from veralith.llm.local.wordlists import lines, table, words
 
-__all__ = ["FIRST_PERSON", "GENERIC", "GENERIC_WEIGHT", "MONTHS", "NAME_WEIGHT", "NEGATIONS", "NUMBER_WEIGHT",
-           "PERSONAL", "PREFIX", "PREFIX_CREDIT", "STOPWORDS", "SUBJECTIVE", "Token", "WH_WORDS", "content_terms",
-           "fold", "stem", "tokens"]
+__all__ = ["FIRST_PERSON", "GENERIC", "GENERIC_WEIGHT", "MONTHS", "NAME_WEIGHT", "NEGATIONS", "NOW_WORDS",
+           "NUMBER_WEIGHT", "PERSONAL", "PREFIX", "PREFIX_CREDIT", "STOPWORDS", "SUBJECTIVE", "Token", "WH_WORDS",
+           "content_terms", "fold", "stem", "tokens"]
 
 STOPWORDS = words("stopwords")
 # Words that carry little of a claim's specific content: matching them proves little, missing
@@ -29,6 +29,9 @@ PERSONAL = FIRST_PERSON
 # Opinion and feeling words: an answer that judges or enthuses says more than a source states.
 SUBJECTIVE = words("subjective")
 WH_WORDS = words("wh_words")
+# Words that ask about the present, each entry ending with the period it asks for (now, year, month):
+# read by the stale-claim review both backends share (veralith.llm.temporal).
+NOW_WORDS = lines("now_words")
 
 _NUMBER_WORDS = table("number_words")
 _MONTHS = table("month_abbreviations")
