@@ -13,9 +13,12 @@ ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h
 rational arithmetic from the stored floats and rounded once, so the same data always gives the
 same, correctly rounded threshold.
 
-Cost (`SqlCalibration`, either store): the count from the running totals (`trace_rollup`, a few
-rows) and one two-row read at OFFSET floor(h) in the partial index `traces_calibration`: no sort, no
-full scan; the offset walk grows with the knowledge base's calibration traces, not the table.
+Cost (`SqlCalibration`, either store): both reads come from `calibration_counts`, the number of
+calibration traces per (knowledge base, sufficiency fraction as stored) that triggers keep
+(migrations/0018; PostgreSQL 0010). A fraction is a ratio of small integers, so a knowledge base has
+few distinct values: the count is a sum over them and the values at ranks floor(h) and floor(h)+1
+are found by walking their counts in order. The result is exact (the same stored floats at the same
+ranks as sorting every trace) and costs one row per distinct value, whatever the history's size.
 """
 
 from __future__ import annotations
@@ -32,9 +35,7 @@ from veralith.store.sql import Db
 __all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "SqlCalibration", "calibrate",
            "linear_percentile", "rank_of"]
 
-CALIBRATION_CELL = "complete_grounded"
-# `status = 'done'` must appear literally for the planner to use the partial index.
-_WHERE = ("status = 'done' AND knowledge_base = ? AND failure_cell = ? AND sufficiency_fraction IS NOT NULL")
+CALIBRATION_CELL = "complete_grounded"  # also written into the triggers that keep calibration_counts
 
 
 class CalibrationData(Protocol):
@@ -69,19 +70,24 @@ class SqlCalibration:
         self.db = db
 
     def calibration_count(self, knowledge_base: str) -> int:
-        # From the running totals: s_n counts the traces of a group with a sufficiency fraction, so
-        # this costs a few rows whatever the history's size (the same count the index would give).
-        row = self.db.execute("SELECT COALESCE(SUM(s_n), 0) FROM trace_rollup WHERE knowledge_base = ?"
-                              " AND failure_cell = ? AND status = 'done'",
-                              [knowledge_base, CALIBRATION_CELL]).fetchone()
+        row = self.db.execute("SELECT COALESCE(SUM(n), 0) FROM calibration_counts WHERE knowledge_base = ?",
+                              [knowledge_base]).fetchone()
         return int(row[0])
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
-        rows = self.db.execute(
-            f"SELECT sufficiency_fraction FROM traces{self.db.dialect.index('traces_calibration')} WHERE {_WHERE}"
-            " ORDER BY sufficiency_fraction LIMIT ? OFFSET ?", [knowledge_base, CALIBRATION_CELL, limit, offset])
-        return [row[0] for row in rows.fetchall()]
-
+        """The values at ranks offset .. offset+limit-1 (ascending), walked from the counts by value."""
+        values: list[float] = []
+        seen = 0  # values below the current one
+        for value, n in self.db.execute("SELECT value, n FROM calibration_counts WHERE knowledge_base = ?"
+                                        " ORDER BY value", [knowledge_base]).fetchall():
+            n = int(n)
+            # ranks seen .. seen+n-1 all hold `value`; keep those inside the window asked for
+            first, last = max(seen, offset), min(seen + n, offset + limit)
+            values.extend([float(value)] * max(0, last - first))
+            seen += n
+            if seen >= offset + limit:
+                break
+        return values
 
 def rank_of(n: int, percentile: float) -> int:
     """floor(h): the rank of the lower of the two values the percentile lies between."""
