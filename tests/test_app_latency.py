@@ -18,8 +18,8 @@ from veralith.models import ContextChunk
 from veralith.pipeline.inputs import check_latency, normalize_context
 from veralith.sdk.log import log, shutdown
 from veralith.store import open_store
-from veralith.store.protocol import TraceInput
 from veralith.store.histogram import RELATIVE_ERROR, app_latency_percentiles
+from veralith.store.protocol import TraceInput
 
 QUERY = "When was Acme founded?"
 CONTEXT = [{"text": "Acme was founded in 1947.", "id": "d1", "rank": 1, "score": 0.91},

@@ -32,8 +32,8 @@ from veralith.config import settings
 from veralith.models import ThresholdSource
 from veralith.store.sql import Db
 
-__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "SqlCalibration", "calibrate",
-           "linear_percentile", "rank_of"]
+__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "CountedCalibration", "SqlCalibration",
+           "calibrate", "linear_percentile", "rank_of", "value_counts"]
 
 CALIBRATION_CELL = "complete_grounded"  # also written into the triggers that keep calibration_counts
 
@@ -75,19 +75,49 @@ class SqlCalibration:
         return int(row[0])
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
-        """The values at ranks offset .. offset+limit-1 (ascending), walked from the counts by value."""
-        values: list[float] = []
-        seen = 0  # values below the current one
-        for value, n in self.db.execute("SELECT value, n FROM calibration_counts WHERE knowledge_base = ?"
-                                        " ORDER BY value", [knowledge_base]).fetchall():
-            n = int(n)
-            # ranks seen .. seen+n-1 all hold `value`; keep those inside the window asked for
-            first, last = max(seen, offset), min(seen + n, offset + limit)
-            values.extend([float(value)] * max(0, last - first))
-            seen += n
-            if seen >= offset + limit:
-                break
-        return values
+        return _walk(value_counts(self.db, knowledge_base).get(knowledge_base, []), offset, limit)
+
+
+class CountedCalibration:
+    """CalibrationData over counts by value already read (`value_counts`): `stats` reads every
+    knowledge base's counts in one query and calibrates each from them."""
+
+    def __init__(self, counts: dict[str, list[tuple[float, int]]]) -> None:
+        self.counts = counts
+
+    def calibration_count(self, knowledge_base: str) -> int:
+        return sum(n for _, n in self.counts.get(knowledge_base, []))
+
+    def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
+        return _walk(self.counts.get(knowledge_base, []), offset, limit)
+
+
+def value_counts(db: Db, knowledge_base: str | None = None) -> dict[str, list[tuple[float, int]]]:
+    """{knowledge base: [(sufficiency fraction, traces), ...] ascending} from calibration_counts,
+    for one knowledge base or (None) all of them."""
+    sql, params = "SELECT knowledge_base, value, n FROM calibration_counts", []
+    if knowledge_base is not None:
+        sql += " WHERE knowledge_base = ?"
+        params.append(knowledge_base)
+    counts: dict[str, list[tuple[float, int]]] = {}
+    for kb, value, n in db.execute(sql + " ORDER BY knowledge_base, value", params).fetchall():
+        if int(n) > 0:
+            counts.setdefault(kb, []).append((float(value), int(n)))
+    return counts
+
+
+def _walk(counts: list[tuple[float, int]], offset: int, limit: int) -> list[float]:
+    """The values at ranks offset .. offset+limit-1 of the multiset `counts` (ascending (value, n))."""
+    values: list[float] = []
+    seen = 0  # how many values come before the current one
+    for value, n in counts:
+        # ranks seen .. seen+n-1 all hold `value`; keep those inside the window asked for
+        first, last = max(seen, offset), min(seen + n, offset + limit)
+        values.extend([value] * max(0, last - first))
+        seen += n
+        if seen >= offset + limit:
+            break
+    return values
 
 def rank_of(n: int, percentile: float) -> int:
     """floor(h): the rank of the lower of the two values the percentile lies between."""

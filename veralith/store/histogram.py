@@ -17,7 +17,7 @@ from typing import Any
 
 from veralith.store.sql import Db
 
-__all__ = ["GROWTH", "RELATIVE_ERROR", "app_latency_percentiles", "bucket_value"]
+__all__ = ["GROWTH", "RELATIVE_ERROR", "app_latency_percentiles", "bucket_value", "histograms", "percentiles"]
 
 GROWTH = 1.02                                  # each bucket's upper bound over its lower (migrations/0018)
 RELATIVE_ERROR = (GROWTH - 1) / (GROWTH + 1)   # the worst relative error of a value read from a bucket
@@ -39,9 +39,27 @@ def app_latency_percentiles(db: Db, kb: str) -> dict[str, Any] | None:
     nearest-rank method (the value at rank ceil(p/100 * n) in ascending order), read from the
     histogram and so within `relative_error` of the exact figure; with their count `n`. None when
     no trace of `kb` recorded a latency."""
-    rows = db.execute("SELECT h.bucket, h.n, b.lo FROM latency_histogram h JOIN latency_buckets b"
-                      " ON b.bucket = h.bucket WHERE h.knowledge_base = ? ORDER BY h.bucket", [kb]).fetchall()
-    counts = [(int(bucket), int(n), float(lo)) for bucket, n, lo in rows if n > 0]
+    return percentiles(histograms(db, kb).get(kb, []))
+
+
+def histograms(db: Db, kb: str | None = None) -> dict[str, list[tuple[int, int, float]]]:
+    """{knowledge base: [(bucket, traces, lower bound), ...] ascending} for one or (None) every
+    knowledge base, in one query."""
+    sql = ("SELECT h.knowledge_base, h.bucket, h.n, b.lo FROM latency_histogram h JOIN latency_buckets b"
+           " ON b.bucket = h.bucket")
+    params: list[Any] = []
+    if kb is not None:
+        sql += " WHERE h.knowledge_base = ?"
+        params.append(kb)
+    found: dict[str, list[tuple[int, int, float]]] = {}
+    for name, bucket, n, lo in db.execute(sql + " ORDER BY h.knowledge_base, h.bucket", params).fetchall():
+        if int(n) > 0:
+            found.setdefault(name, []).append((int(bucket), int(n), float(lo)))
+    return found
+
+
+def percentiles(counts: list[tuple[int, int, float]]) -> dict[str, Any] | None:
+    """The figures `app_latency_percentiles` describes, from one knowledge base's histogram."""
     n = sum(count for _, count, _ in counts)
     if not n:
         return None

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from veralith.models import cell_name
-from veralith.store.calibration import SqlCalibration, calibrate
-from veralith.store.histogram import app_latency_percentiles
+from veralith.store.calibration import CountedCalibration, calibrate, value_counts
+from veralith.store.histogram import app_latency_percentiles, histograms, percentiles
 from veralith.store.sql import Db
 
 __all__ = ["PREVIEW_CHARS", "STATUSES", "app_latency_percentiles", "knowledge_bases", "list_traces", "stats",
@@ -100,11 +100,14 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
             sums[key] += row[key] or 0
         usd += row["usd"] or 0.0
     thresholds, latency = {}, {}
+    # One read each for every knowledge base's counts by value and latency histogram.
+    counted = CountedCalibration(value_counts(db, kb))
+    timed = histograms(db, kb)
     for name in sorted(kbs if kb is None else {kb}):
-        found = calibrate(SqlCalibration(db), name)
+        found = calibrate(counted, name)
         thresholds[name] = {"threshold": found.threshold, "source": found.source.value,
                             "calibration_traces": found.traces}
-        figures = app_latency_percentiles(db, name)
+        figures = percentiles(timed.get(name, []))
         if figures is not None:
             latency[name] = figures
     return {
