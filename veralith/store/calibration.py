@@ -75,49 +75,63 @@ class SqlCalibration:
         return int(row[0])
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
-        return _walk(value_counts(self.db, knowledge_base).get(knowledge_base, []), offset, limit)
+        # Only the values whose ranks overlap [offset, offset + limit) leave the database.
+        rows = self.db.execute(_RANKED.format(where=" WHERE knowledge_base = ?")
+                               + " WHERE upto > ? AND upto - n < ? ORDER BY value",
+                               [knowledge_base, offset, offset + limit]).fetchall()
+        return _walk([(int(upto) - int(n), float(value), int(n)) for _, value, n, upto, _ in rows], offset, limit)
 
 
 class CountedCalibration:
-    """CalibrationData over counts by value already read (`value_counts`): `stats` reads every
-    knowledge base's counts in one query and calibrates each from them."""
+    """CalibrationData over the counts `value_counts` read for every knowledge base in one query
+    (what `stats` needs): each knowledge base's total and the values around its percentile."""
 
-    def __init__(self, counts: dict[str, list[tuple[float, int]]]) -> None:
+    def __init__(self, counts: dict[str, tuple[int, list[tuple[int, float, int]]]]) -> None:
         self.counts = counts
 
     def calibration_count(self, knowledge_base: str) -> int:
-        return sum(n for _, n in self.counts.get(knowledge_base, []))
+        return self.counts.get(knowledge_base, (0, []))[0]
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
-        return _walk(self.counts.get(knowledge_base, []), offset, limit)
+        total, rows = self.counts.get(knowledge_base, (0, []))
+        values = _walk(rows, offset, limit)
+        if len(values) != max(0, min(limit, total - offset)):  # asked for ranks value_counts did not read
+            raise ValueError(f"ranks {offset}..{offset + limit - 1} of {knowledge_base!r} were not read")
+        return values
 
 
-def value_counts(db: Db, knowledge_base: str | None = None) -> dict[str, list[tuple[float, int]]]:
-    """{knowledge base: [(sufficiency fraction, traces), ...] ascending} from calibration_counts,
-    for one knowledge base or (None) all of them."""
-    sql, params = "SELECT knowledge_base, value, n FROM calibration_counts", []
-    if knowledge_base is not None:
-        sql += " WHERE knowledge_base = ?"
-        params.append(knowledge_base)
-    counts: dict[str, list[tuple[float, int]]] = {}
-    for kb, value, n in db.execute(sql + " ORDER BY knowledge_base, value", params).fetchall():
-        if int(n) > 0:
-            counts.setdefault(kb, []).append((float(value), int(n)))
+# Each value with its count, the running count up to and including it (`upto`, so its ranks are
+# upto - n .. upto - 1) and the knowledge base's total, by one window over the counts.
+_RANKED = ("SELECT knowledge_base, value, n, upto, total FROM (SELECT knowledge_base, value, n,"
+           " CAST(SUM(n) OVER (PARTITION BY knowledge_base ORDER BY value) AS BIGINT) AS upto,"
+           " CAST(SUM(n) OVER (PARTITION BY knowledge_base) AS BIGINT) AS total"
+           " FROM calibration_counts{where}) AS ranked")
+
+
+def value_counts(db: Db, percentile: float,
+                 knowledge_base: str | None = None) -> dict[str, tuple[int, list[tuple[int, float, int]]]]:
+    """{knowledge base: (total, [(first rank, value, traces), ...] ascending)} for one or (None)
+    every knowledge base: only the values at or next to ranks floor(h) and floor(h)+1 of
+    `percentile` (a margin of one rank each side of h keeps float rounding from losing one)."""
+    where, params = ("", []) if knowledge_base is None else (" WHERE knowledge_base = ?", [knowledge_base])
+    rows = db.execute(_RANKED.format(where=where) + " WHERE upto > (total - 1) * ? / 100 - 1"
+                      " AND upto - n <= (total - 1) * ? / 100 + 2 ORDER BY knowledge_base, value",
+                      [*params, percentile, percentile]).fetchall()
+    counts: dict[str, tuple[int, list[tuple[int, float, int]]]] = {}
+    for kb, value, n, upto, total in rows:
+        counts.setdefault(kb, (int(total), []))[1].append((int(upto) - int(n), float(value), int(n)))
     return counts
 
 
-def _walk(counts: list[tuple[float, int]], offset: int, limit: int) -> list[float]:
-    """The values at ranks offset .. offset+limit-1 of the multiset `counts` (ascending (value, n))."""
+def _walk(rows: list[tuple[int, float, int]], offset: int, limit: int) -> list[float]:
+    """The values at ranks offset .. offset+limit-1, from (first rank, value, count) rows ascending."""
     values: list[float] = []
-    seen = 0  # how many values come before the current one
-    for value, n in counts:
-        # ranks seen .. seen+n-1 all hold `value`; keep those inside the window asked for
-        first, last = max(seen, offset), min(seen + n, offset + limit)
-        values.extend([value] * max(0, last - first))
-        seen += n
-        if seen >= offset + limit:
-            break
+    for first, value, n in rows:
+        # ranks first .. first+n-1 all hold `value`; keep those inside the window asked for
+        low, high = max(first, offset), min(first + n, offset + limit)
+        values.extend([value] * max(0, high - low))
     return values
+
 
 def rank_of(n: int, percentile: float) -> int:
     """floor(h): the rank of the lower of the two values the percentile lies between."""

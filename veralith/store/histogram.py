@@ -39,38 +39,41 @@ def app_latency_percentiles(db: Db, kb: str) -> dict[str, Any] | None:
     nearest-rank method (the value at rank ceil(p/100 * n) in ascending order), read from the
     histogram and so within `relative_error` of the exact figure; with their count `n`. None when
     no trace of `kb` recorded a latency."""
-    return percentiles(histograms(db, kb).get(kb, []))
+    return percentiles(histograms(db, kb).get(kb))
 
 
-def histograms(db: Db, kb: str | None = None) -> dict[str, list[tuple[int, int, float]]]:
-    """{knowledge base: [(bucket, traces, lower bound), ...] ascending} for one or (None) every
-    knowledge base, in one query."""
-    sql = ("SELECT h.knowledge_base, h.bucket, h.n, b.lo FROM latency_histogram h JOIN latency_buckets b"
-           " ON b.bucket = h.bucket")
-    params: list[Any] = []
-    if kb is not None:
-        sql += " WHERE h.knowledge_base = ?"
-        params.append(kb)
-    found: dict[str, list[tuple[int, int, float]]] = {}
-    for name, bucket, n, lo in db.execute(sql + " ORDER BY h.knowledge_base, h.bucket", params).fetchall():
-        if int(n) > 0:
-            found.setdefault(name, []).append((int(bucket), int(n), float(lo)))
+_PERCENTILES = (("p50", 50), ("p95", 95))
+
+
+def histograms(db: Db, kb: str | None = None) -> dict[str, tuple[int, list[tuple[int, int, int, float]]]]:
+    """{knowledge base: (traces, [(running count up to and including the bucket, bucket, its
+    traces, its lower bound), ...] ascending)} for one or (None) every knowledge base, in one query:
+    only the buckets at or next to the ranks of p50 and p95 leave the database."""
+    where, params = ("", []) if kb is None else (" WHERE knowledge_base = ?", [kb])
+    near = " OR ".join(f"(upto >= total * {p} / 100.0 - 1 AND upto - n <= total * {p} / 100.0 + 1)"
+                       for _, p in _PERCENTILES)
+    rows = db.execute(
+        "SELECT r.knowledge_base, r.upto, r.bucket, r.n, b.lo, r.total FROM (SELECT knowledge_base, bucket, n,"
+        " CAST(SUM(n) OVER (PARTITION BY knowledge_base ORDER BY bucket) AS BIGINT) AS upto,"
+        " CAST(SUM(n) OVER (PARTITION BY knowledge_base) AS BIGINT) AS total"
+        f" FROM latency_histogram{where}) AS r JOIN latency_buckets b ON b.bucket = r.bucket"
+        f" WHERE {near} ORDER BY r.knowledge_base, r.bucket", params).fetchall()
+    found: dict[str, tuple[int, list[tuple[int, int, int, float]]]] = {}
+    for name, upto, bucket, n, lo, total in rows:
+        found.setdefault(name, (int(total), []))[1].append((int(upto), int(bucket), int(n), float(lo)))
     return found
 
 
-def percentiles(counts: list[tuple[int, int, float]]) -> dict[str, Any] | None:
-    """The figures `app_latency_percentiles` describes, from one knowledge base's histogram."""
-    n = sum(count for _, count, _ in counts)
-    if not n:
+def percentiles(histogram: tuple[int, list[tuple[int, int, int, float]]] | None) -> dict[str, Any] | None:
+    """The figures `app_latency_percentiles` describes, from one knowledge base's `histograms` entry."""
+    if histogram is None or not histogram[0]:
         return None
+    n, rows = histogram
     figures: dict[str, Any] = {"n": n}
-    for name, p in (("p50", 50), ("p95", 95)):
+    for name, p in _PERCENTILES:
         rank = max(1, math.ceil(p * n / 100))
-        seen = 0
-        for bucket, count, lo in counts:
-            seen += count
-            if seen >= rank:
-                figures[name] = bucket_value(bucket, lo)
-                break
+        # the bucket holding that rank: its ranks are upto - count + 1 .. upto
+        figures[name] = next(bucket_value(bucket, lo) for upto, bucket, count, lo in rows
+                             if upto - count < rank <= upto)
     figures["relative_error"] = RELATIVE_ERROR
     return figures
