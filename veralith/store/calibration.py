@@ -77,7 +77,8 @@ class SqlCalibration:
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         # Only the values whose ranks overlap [offset, offset + limit) leave the database.
         rows = self.db.execute(_RANKED.format(where=" WHERE knowledge_base = ?")
-                               + " WHERE upto > ? AND upto - n < ?", [knowledge_base, offset, offset + limit]).fetchall()
+                               + " WHERE upto > ? AND upto - n < ?",
+                               [knowledge_base, offset, offset + limit]).fetchall()
         return _walk(sorted((int(upto) - int(n), float(value), int(n)) for _, value, n, upto, _ in rows), offset, limit)
 
 
