@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import math
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -17,8 +18,8 @@ from veralith.models import ContextChunk
 from veralith.pipeline.inputs import check_latency, normalize_context
 from veralith.sdk.log import log, shutdown
 from veralith.store import open_store
+from veralith.store.histogram import RELATIVE_ERROR, app_latency_percentiles
 from veralith.store.protocol import TraceInput
-from veralith.store.queries import app_latency_percentiles
 
 QUERY = "When was Acme founded?"
 CONTEXT = [{"text": "Acme was founded in 1947.", "id": "d1", "rank": 1, "score": 0.91},
@@ -109,13 +110,19 @@ def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base(store_url):
                                   app_latency_ms={"total": 4000.0}))
     store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="untimed"))
     figures = store.stats()["app_latency"]
-    assert figures == {"fast": {"n": 100, "p50": 50.0, "p95": 95.0}, "slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}
+    # Read from the histogram: within RELATIVE_ERROR of the exact nearest-rank values, and said so.
+    exact = {"fast": {"n": 100, "p50": 50.0, "p95": 95.0}, "slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}
+    assert set(figures) == set(exact)
+    for kb, want in exact.items():
+        assert figures[kb]["n"] == want["n"] and figures[kb]["relative_error"] == RELATIVE_ERROR < 0.01
+        for name in ("p50", "p95"):
+            assert figures[kb][name] == pytest.approx(want[name], rel=RELATIVE_ERROR)
     with store.connection() as db:  # type: ignore[attr-defined]
         assert app_latency_percentiles(db, "untimed") is None
-    assert store.stats(kb="slow")["app_latency"] == {"slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}
-    out = CliRunner().invoke(app, ["stats"]).stdout
-    assert "App latency" in out and "50 ms" in out and "95 ms" in out and "4,000 ms" in out
-
+    assert store.stats(kb="slow")["app_latency"] == {"slow": figures["slow"]}
+    out = " ".join(CliRunner().invoke(app, ["stats"]).stdout.split())
+    assert "App latency" in out and "from a histogram, within 1%" in out
+    assert f"{figures['fast']['p50']:,.0f} ms" in out and "3,987 ms" in out
 
 def test_inspect_export_and_the_web_page_show_them(tmp_path):
     result = log(QUERY, CONTEXT, RESPONSE, sync=True, latency_ms={"total": 812.5, "retrieval": 120.0})
@@ -137,4 +144,7 @@ def test_inspect_export_and_the_web_page_show_them(tmp_path):
     client = TestClient(create_app(str(tmp_path / "veralith.db")), base_url="http://127.0.0.1:8765")
     page = client.get(f"/traces/{result.trace_id}").text
     assert "rank 1" in page and "score 0.91" in page and "812 ms" in page and "retrieval 120 ms" in page
-    assert "p50 812 ms" in client.get("/").text
+    overview = client.get("/").text
+    shown_p50 = re.search(r"p50 ≈ ([\d,]+) ms", overview)
+    assert shown_p50 and float(shown_p50[1].replace(",", "")) == pytest.approx(812.5, rel=RELATIVE_ERROR, abs=0.5)
+    assert "from a histogram, within 1%" in overview

@@ -510,8 +510,11 @@ def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
         thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
     parts: list[RenderableType] = [dist, lines, thresholds]
     if stats.get("app_latency"):
-        latency = Table("knowledge base", "p50", "p95", "traces", box=None, pad_edge=False,
-                        title="App latency (the app's own time per call)", title_justify="left")
+        # The percentiles come from a histogram (veralith.store.histogram): say they are approximate, and how.
+        bound = max(figures["relative_error"] for figures in stats["app_latency"].values())
+        latency = Table("knowledge base", "p50 ≈", "p95 ≈", "traces", box=None, pad_edge=False,
+                        title=f"App latency (the app's own time per call; p50/p95 from a histogram, within "
+                              f"{bound:.0%})", title_justify="left")
         for kb, figures in stats["app_latency"].items():
             latency.add_row(literal(kb), f"{figures['p50']:,.0f} ms", f"{figures['p95']:,.0f} ms", str(figures["n"]))
         parts.append(latency)

@@ -13,9 +13,12 @@ ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h
 rational arithmetic from the stored floats and rounded once, so the same data always gives the
 same, correctly rounded threshold.
 
-Cost (`SqlCalibration`, either store): the count from the running totals (`trace_rollup`, a few
-rows) and one two-row read at OFFSET floor(h) in the partial index `traces_calibration`: no sort, no
-full scan; the offset walk grows with the knowledge base's calibration traces, not the table.
+Cost (`SqlCalibration`, either store): both reads come from `calibration_counts`, the number of
+calibration traces per (knowledge base, sufficiency fraction as stored) that triggers keep
+(migrations/0018; PostgreSQL 0010). A fraction is a ratio of small integers, so a knowledge base has
+few distinct values: the count is a sum over them and the values at ranks floor(h) and floor(h)+1
+are found by walking their counts in order. The result is exact (the same stored floats at the same
+ranks as sorting every trace) and costs one row per distinct value, whatever the history's size.
 """
 
 from __future__ import annotations
@@ -29,12 +32,10 @@ from veralith.config import settings
 from veralith.models import ThresholdSource
 from veralith.store.sql import Db
 
-__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "SqlCalibration", "calibrate",
-           "linear_percentile", "rank_of"]
+__all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "CountedCalibration", "SqlCalibration",
+           "calibrate", "linear_percentile", "rank_of", "value_counts"]
 
-CALIBRATION_CELL = "complete_grounded"
-# `status = 'done'` must appear literally for the planner to use the partial index.
-_WHERE = ("status = 'done' AND knowledge_base = ? AND failure_cell = ? AND sufficiency_fraction IS NOT NULL")
+CALIBRATION_CELL = "complete_grounded"  # also written into the triggers that keep calibration_counts
 
 
 class CalibrationData(Protocol):
@@ -69,18 +70,67 @@ class SqlCalibration:
         self.db = db
 
     def calibration_count(self, knowledge_base: str) -> int:
-        # From the running totals: s_n counts the traces of a group with a sufficiency fraction, so
-        # this costs a few rows whatever the history's size (the same count the index would give).
-        row = self.db.execute("SELECT COALESCE(SUM(s_n), 0) FROM trace_rollup WHERE knowledge_base = ?"
-                              " AND failure_cell = ? AND status = 'done'",
-                              [knowledge_base, CALIBRATION_CELL]).fetchone()
+        row = self.db.execute("SELECT COALESCE(SUM(n), 0) FROM calibration_counts WHERE knowledge_base = ?",
+                              [knowledge_base]).fetchone()
         return int(row[0])
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
-        rows = self.db.execute(
-            f"SELECT sufficiency_fraction FROM traces{self.db.dialect.index('traces_calibration')} WHERE {_WHERE}"
-            " ORDER BY sufficiency_fraction LIMIT ? OFFSET ?", [knowledge_base, CALIBRATION_CELL, limit, offset])
-        return [row[0] for row in rows.fetchall()]
+        # Only the values whose ranks overlap [offset, offset + limit) leave the database.
+        rows = self.db.execute(_RANKED.format(where=" WHERE knowledge_base = ?")
+                               + " WHERE upto > ? AND upto - n < ?",
+                               [knowledge_base, offset, offset + limit]).fetchall()
+        return _walk(sorted((int(upto) - int(n), float(value), int(n)) for _, value, n, upto, _ in rows), offset, limit)
+
+
+class CountedCalibration:
+    """CalibrationData over the counts `value_counts` read for every knowledge base in one query
+    (what `stats` needs): each knowledge base's total and the values around its percentile."""
+
+    def __init__(self, counts: dict[str, tuple[int, list[tuple[int, float, int]]]]) -> None:
+        self.counts = counts
+
+    def calibration_count(self, knowledge_base: str) -> int:
+        return self.counts.get(knowledge_base, (0, []))[0]
+
+    def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
+        total, rows = self.counts.get(knowledge_base, (0, []))
+        values = _walk(rows, offset, limit)
+        if len(values) != max(0, min(limit, total - offset)):  # asked for ranks value_counts did not read
+            raise ValueError(f"ranks {offset}..{offset + limit - 1} of {knowledge_base!r} were not read")
+        return values
+
+
+# Each value with its count, the running count up to and including it (`upto`, so its ranks are
+# upto - n .. upto - 1) and the knowledge base's total, by one window over the counts.
+_RANKED = ("SELECT knowledge_base, value, n, upto, total FROM (SELECT knowledge_base, value, n,"
+           " CAST(SUM(n) OVER (PARTITION BY knowledge_base ORDER BY value) AS BIGINT) AS upto,"
+           " CAST(SUM(n) OVER (PARTITION BY knowledge_base) AS BIGINT) AS total"
+           " FROM calibration_counts{where}) AS ranked")
+
+
+def value_counts(db: Db, percentile: float,
+                 knowledge_base: str | None = None) -> dict[str, tuple[int, list[tuple[int, float, int]]]]:
+    """{knowledge base: (total, [(first rank, value, traces), ...] ascending)} for one or (None)
+    every knowledge base: only the values at or next to ranks floor(h) and floor(h)+1 of
+    `percentile` (a margin of one rank each side of h keeps float rounding from losing one)."""
+    where, params = ("", []) if knowledge_base is None else (" WHERE knowledge_base = ?", [knowledge_base])
+    rows = db.execute(_RANKED.format(where=where) + " WHERE upto > (total - 1) * ? / 100 - 1"
+                      " AND upto - n <= (total - 1) * ? / 100 + 2 ORDER BY knowledge_base, value",
+                      [*params, percentile, percentile]).fetchall()
+    counts: dict[str, tuple[int, list[tuple[int, float, int]]]] = {}
+    for kb, value, n, upto, total in rows:
+        counts.setdefault(kb, (int(total), []))[1].append((int(upto) - int(n), float(value), int(n)))
+    return counts
+
+
+def _walk(rows: list[tuple[int, float, int]], offset: int, limit: int) -> list[float]:
+    """The values at ranks offset .. offset+limit-1, from (first rank, value, count) rows ascending."""
+    values: list[float] = []
+    for first, value, n in rows:
+        # ranks first .. first+n-1 all hold `value`; keep those inside the window asked for
+        low, high = max(first, offset), min(first + n, offset + limit)
+        values.extend([value] * max(0, high - low))
+    return values
 
 
 def rank_of(n: int, percentile: float) -> int:

@@ -1,8 +1,9 @@
 """Copy a whole history from one store into another (`veralith migrate --to URL`).
 
 Everything a store holds is copied: traces with their context and every judgment, run membership
-and runs, the history of superseded outcomes, and the judge-reply cache. The running totals are
-not copied: the target's own triggers build them as the traces arrive.
+and runs, the history of superseded outcomes, and the judge-reply cache. The running totals and the
+counts by value (calibration, app latency) are not copied: the target's own triggers build them as
+the traces arrive.
 
 Re-running a copy copies nothing twice. A trace is recognised by its `uid` (every trace has one,
 veralith.store.repository), a run by its kind, name, start time and input, a cache entry by its

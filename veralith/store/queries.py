@@ -7,11 +7,12 @@ Listing walks an index of `traces` newest-first and stops after `limit`. Stats r
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from veralith.config import settings
 from veralith.models import cell_name
-from veralith.store.calibration import SqlCalibration, calibrate
+from veralith.store.calibration import CountedCalibration, calibrate, value_counts
+from veralith.store.histogram import app_latency_percentiles, histograms, percentiles
 from veralith.store.sql import Db
 
 __all__ = ["PREVIEW_CHARS", "STATUSES", "app_latency_percentiles", "knowledge_bases", "list_traces", "stats",
@@ -72,7 +73,8 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     Means are None when nothing was judged (never NaN). `usd` sums the known costs and
     `usd_unknown` counts results whose price was unknown, so a partial total is never passed off
     as complete. `app_latency` holds, per knowledge base whose traces recorded the app's own
-    latency, its p50 and p95 in ms and how many traces `n` they are over (app_latency_percentiles).
+    latency, its p50 and p95 in ms, how many traces `n` they are over and the `relative_error` they
+    are within: read from a histogram, they are approximate (veralith.store.histogram).
     """
     sql = "SELECT * FROM trace_rollup"  # running totals kept by triggers (migrations/0002)
     params: list[Any] = []
@@ -99,11 +101,14 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
             sums[key] += row[key] or 0
         usd += row["usd"] or 0.0
     thresholds, latency = {}, {}
+    # One read each for every knowledge base's counts by value and latency histogram.
+    counted = CountedCalibration(value_counts(db, settings.calibration_percentile, kb))
+    timed = histograms(db, kb)
     for name in sorted(kbs if kb is None else {kb}):
-        found = calibrate(SqlCalibration(db), name)
+        found = calibrate(counted, name)
         thresholds[name] = {"threshold": found.threshold, "source": found.source.value,
                             "calibration_traces": found.traces}
-        figures = app_latency_percentiles(db, name)
+        figures = percentiles(timed.get(name))
         if figures is not None:
             latency[name] = figures
     return {
@@ -123,21 +128,3 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
         "thresholds": thresholds,
         "app_latency": latency,
     }
-
-
-def app_latency_percentiles(db: Db, kb: str) -> dict[str, Any] | None:
-    """p50 and p95 of the app's own latency (ms) over the traces of `kb` that recorded one, by the
-    nearest-rank method (the value at rank ceil(p/100 * n) in ascending order), with their count `n`;
-    None when none did. Each percentile walks the index traces_app_latency from the nearer end."""
-    where = "knowledge_base = ? AND app_latency_ms IS NOT NULL"
-    hint = db.dialect.index("traces_app_latency")
-    n = int(db.execute(f"SELECT count(*) FROM traces{hint} WHERE {where}", [kb]).fetchone()[0])
-    if not n:
-        return None
-    figures: dict[str, Any] = {"n": n}
-    for name, p in (("p50", 50), ("p95", 95)):
-        rank = max(1, math.ceil(p * n / 100))
-        order, offset = ("ASC", rank - 1) if rank <= n - rank else ("DESC", n - rank)
-        figures[name] = db.execute(f"SELECT app_latency_ms FROM traces{hint} WHERE {where}"
-                                   f" ORDER BY app_latency_ms {order} LIMIT 1 OFFSET ?", [kb, offset]).fetchone()[0]
-    return figures

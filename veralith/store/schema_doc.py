@@ -38,9 +38,10 @@ migrated by newer code is refused.
 
 Both stores have the tables and columns below, with the same meanings, so one set of queries
 serves both. PostgreSQL differs in two places, each for concurrency: trace ids come in blocks of
-1,000 from the sequence `veralith_trace_ids`, and `trace_rollup` and `trace_daily` are views over
-base rows plus append-only deltas that writers fold together every few seconds
-(`veralith_compact_rollups()`), so concurrent writers never wait on the same total rows.
+1,000 from the sequence `veralith_trace_ids`, and `trace_rollup`, `trace_daily`,
+`calibration_counts` and `latency_histogram` are views over base rows plus append-only deltas that
+writers fold together every few seconds (`veralith_compact_rollups()`,
+`veralith_compact_value_rollups()`), so concurrent writers never wait on the same total rows.
 
 Work states of a trace: `pending` (logged, not evaluated) → `running` (claimed under a lease:
 host, pid, a per-process token and a time renewed while it runs) → `done` (result stored in the same

@@ -9,8 +9,9 @@ The same SQL as the SQLite store (veralith.store.sqlstore) on connections from a
   this host's block in its spool folder (veralith.store.spooler), which this store keeps refilled.
 - Work is claimed with `FOR UPDATE SKIP LOCKED` plus the lease, so many workers on many hosts each
   take different traces without waiting for one another.
-- The running totals behind `stats` are append-only deltas; a writer folds them into base rows
-  every few seconds (`compact`), one process at a time.
+- The running totals behind `stats` (and its counts by value: calibration, app latency) are
+  append-only deltas; a writer folds them into base rows every few seconds (`compact`), one
+  process at a time.
 - The server's errors become StoreUnavailable (cannot connect, connection lost, pool exhausted) or
   WritesStopped (disk full, read-only server); messages never show the password.
 
@@ -38,6 +39,9 @@ __all__ = ["PostgresStore"]
 
 _COMPACT_EVERY_S = 5.0
 _CONNECT_TIMEOUT_S = 10
+# Both folds (migrations/postgres 0001 and 0010); each takes its own advisory lock and returns how
+# many delta rows it folded.
+_COMPACT = "SELECT veralith_compact_rollups() + veralith_compact_value_rollups()"
 
 
 class PostgresStore(SqlStore):
@@ -162,13 +166,13 @@ class PostgresStore(SqlStore):
             if highest > (int(last) if called else 0):
                 db.execute("SELECT setval(?::regclass, ?)", [sequence, highest])
         self._ids().fill()
-        db.execute("SELECT veralith_compact_rollups()")
+        db.execute(_COMPACT)
 
     def compact(self) -> int:
         """Fold the running totals' deltas into their base rows now (one process at a time; others
         return 0). Returns how many delta rows were folded."""
         with self.connection() as db:
-            return int(db.execute("SELECT veralith_compact_rollups()").fetchone()[0])
+            return int(db.execute(_COMPACT).fetchone()[0])
 
     def _maybe_compact(self) -> None:
         now = time.monotonic()
@@ -180,6 +184,6 @@ class PostgresStore(SqlStore):
             return
         try:
             with pool.connection(timeout=1) as conn:
-                conn.execute("SELECT veralith_compact_rollups()")
+                conn.execute(_COMPACT)
         except Exception:  # best effort: the totals read correctly either way, only more slowly
             return
