@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from veralith.models import ContextChunk, EvaluationResult
 
 if TYPE_CHECKING:
+    from veralith.store.batchjobs import BatchJobs
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.runs import Run
 
@@ -214,6 +215,12 @@ class TraceStore(Protocol):
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         """Their sufficiency fractions in ascending order, `limit` of them from rank `offset`."""
+        ...
+
+    # -- Batch-API jobs ------------------------------------------------------------------------
+    def batch_jobs(self) -> BatchJobs:
+        """The state of `veralith eval --batch` jobs (veralith.store.batchjobs: jobs, their reserved
+        traces, their requests and replies), on this store's connections."""
         ...
 
     # -- judge-reply cache ---------------------------------------------------------------------
