@@ -24,7 +24,7 @@ from veralith.store.sql import Db
 
 __all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "fail_requests", "finish_job", "job_rows", "mark_sent",
            "release_job", "renew_job", "replies", "reserve", "reserved", "sent_batches", "store_replies", "take_job",
-           "take_reserved", "to_send"]
+           "take_reserved", "to_send", "unanswered"]
 
 RESERVED = "veralith-batch"     # the lease host of a trace reserved for a batch job (never a real host)
 _FOREVER = 1e15                 # the lease time of a reservation: never older than any timeout
@@ -153,6 +153,13 @@ def fail_requests(db: Db, job: str, batch_id: str, failed: Iterable[tuple[str, s
                        [(e, max_tries, job, c, batch_id) for c, e in failed])
 
 
+def unanswered(db: Db, job: str, batch_id: str) -> list[str]:
+    """Requests of `batch_id` still waiting: after its output was read, those it left unanswered."""
+    rows = db.execute("SELECT custom_id FROM batch_requests WHERE job = ? AND batch_id = ? AND state = 'sent'"
+                      " ORDER BY custom_id", [job, batch_id]).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def replies(db: Db, job: str) -> dict[str, tuple[str, str | None]]:
     """custom_id -> (state, the reply JSON or the error) of every answered or given-up request."""
     rows = db.execute("SELECT custom_id, state, reply, error FROM batch_requests WHERE job = ?"
@@ -206,4 +213,4 @@ class BatchJobs:
         return call
 
 
-_READS = frozenset({"reserved", "to_send", "sent_batches", "replies", "job_rows"})
+_READS = frozenset({"unanswered", "reserved", "to_send", "sent_batches", "replies", "job_rows"})
