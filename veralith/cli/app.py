@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
+from veralith.cli import batch, batchjobs, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
 from veralith.cli.command import VeralithCommand, VeralithGroup, epilog
 from veralith.cli.exits import ExitCode, fail, print_error
 from veralith.llm.local.about import about
@@ -198,6 +198,9 @@ def eval_command(
         "tokens and estimated cost for the configured judge model, and the totals (the budget guard's "
         "estimate). Records a real run would skip as already evaluated are left out and counted (the "
         "database is only read; --rejudge estimates them too).")] = False,
+    batch_api: Annotated[bool, typer.Option(
+        "--batch", help="Send every judge call through the OpenAI Batch API (half price; replies within 24 h): "
+        "waits and shows progress; if it stops, `veralith batch collect` finishes the job.")] = False,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 
@@ -230,6 +233,12 @@ def eval_command(
                        err=_err(), rejudge=rejudge or no_persist)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
+    if batch_api:
+        _eval_batch(file, total=total, kb=kb, backend=backend, model=model, run_name=run_name, rejudge=rejudge,
+                    refused=[name for name, given in (("--no-persist", no_persist), ("--output", output),
+                                                      ("--fail-under", fail_under), ("--max-cell", max_cell),
+                                                      ("--concurrency", concurrency)) if given])
+        return
     from veralith.cli.gate import EvalHooks
 
     try:  # the run (--run-name) and the CI gate (--fail-under, --max-cell)
@@ -253,6 +262,27 @@ def eval_command(
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
                               model=model, concurrency=concurrency, output=output,
                               where=lambda r: f"{file}:{r.line}"), _out())
+
+
+def _eval_batch(file: Path, *, total: int, kb: str, backend: Backend | None, model: str | None,
+                run_name: str | None, rejudge: bool, refused: list[str]) -> None:
+    """`eval --batch`: veralith.cli.batchjobs, with the same settings overrides as a synchronous eval."""
+    if refused:
+        raise _fail(f"--batch cannot be used with {', '.join(refused)}: a batch job stores every result and may "
+                    "finish in another process (`veralith batch collect`)", ExitCode.ERROR)
+    from veralith.cli import batchjobs
+    from veralith.cli.gate import EvalHooks
+    from veralith.config import settings
+
+    try:
+        hooks = EvalHooks(file, persist=True, run_name=run_name, fail_under=None, max_cell=None)
+    except (TypeError, ValueError) as exc:
+        raise _fail(str(exc), ExitCode.ERROR) from None
+    overrides: dict[str, Any] = {"backend": backend.value} if backend is not None else {}
+    if model is not None:
+        overrides["judge_model"] = model
+    with settings.override(**overrides):
+        batchjobs.eval_batch(file, store=_store(), kb=kb, run=hooks.run, rejudge=rejudge, total=total)
 
 
 @_command("resume")
@@ -530,6 +560,7 @@ _command("worker")(worker.worker_command)
 _command("migrate")(migrate.migrate_command)
 # Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
 _command("import")(importing.import_command)
+_command("batch")(batchjobs.batch_command)
 
 
 def main() -> None:

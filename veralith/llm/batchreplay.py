@@ -27,6 +27,7 @@ import openai
 
 from veralith.errors import JudgeCallError, JudgeServerDown
 from veralith.llm.client import OpenAIClient
+from veralith.llm.server import Habits, Server
 from veralith.llm.transport import Transport, _Hold
 from veralith.observability.cost import record_call
 from veralith.usage import CallUsage
@@ -110,6 +111,31 @@ class ReplayTransport(Transport):
         return _Answered(openai.types.chat.ChatCompletion.model_validate(json.loads(text)))
 
 
+class _FixedHabits(Habits):
+    """Habits that never change: what was learnt from one reply would change the next requests, so
+    a trace's pass after its replies came back would ask for different requests than were sent."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "send_max_tokens" not in self.__dict__:   # still being built by the dataclass __init__
+            object.__setattr__(self, name, value)
+
+
+class _BatchServer(Server):
+    """The Batch API as a server: OpenAI's behaviour assumed (structured outputs, a system role,
+    log-probabilities), fixed for the whole job; no request slots (nothing is sent from a pass)."""
+
+    def __init__(self, base_url: str | None) -> None:
+        super().__init__(base_url)
+        self.local = False
+
+    def habits(self, model: str) -> Habits:
+        with self.lock:
+            return self._habits.setdefault(model, _FixedHabits(logprobs_decided=True))
+
+    def slots(self, limit: int | None) -> threading.Semaphore | None:
+        return None
+
+
 class BatchClient(OpenAIClient):
     """OpenAIClient whose calls are answered from a batch job's replies (see the module docstring).
 
@@ -127,7 +153,8 @@ class BatchClient(OpenAIClient):
         self._put = real_cache.put if real_cache is not None else None
         if real_cache is not None:
             self.cache = _PassCache(real_cache)
-        self._transports = {name: ReplayTransport(t.sdk, t.server, model=t.model, timeout_s=t.timeout_s,
+        self.server = _BatchServer(self.base_url)
+        self._transports = {name: ReplayTransport(t.sdk, self.server, model=t.model, timeout_s=t.timeout_s,
                                                   max_retries=0, temperature=t.temperature, redact=t.redact,
                                                   answers=answers, needed=self.needed,
                                                   needed_lock=self._needed_lock)

@@ -40,17 +40,21 @@ def create_job(db: Db, job: str, settings: dict[str, Any]) -> None:
 
 
 def reserve(db: Db, job: str, trace_ids: Sequence[int]) -> int:
-    """Move traces this process holds pending (queued by it) into the job's reservation; how many moved."""
+    """Move traces this process holds (queued by it, or claimed to be re-judged) into the job's
+    reservation, pending; how many moved."""
     host, pid, token, _ = leases.mine()
     moved = 0
     with db.write():
         for trace_id in trace_ids:
             cursor = db.execute(
                 "UPDATE traces SET lease_host = ?, lease_pid = 0, lease_token = ?, lease_at = ?, updated_at = ?"
-                " WHERE id = ? AND status = 'pending' AND lease_host = ? AND lease_pid = ? AND lease_token = ?",
-                [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
+                " , status = 'pending' WHERE id = ? AND status IN ('pending', 'running') AND lease_host = ?"
+                " AND lease_pid = ? AND lease_token = ?", [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
             moved += cursor.rowcount
         db.execute("UPDATE batch_jobs SET traces = traces + ?, updated_at = ? WHERE id = ?", [moved, now_iso(), job])
+    for trace_id in trace_ids:   # a trace claimed to be re-judged in place: its lease is the job's now
+        if (db.key, trace_id) in renewer.held():
+            renewer.drop((db.key, trace_id))
     return moved
 
 
