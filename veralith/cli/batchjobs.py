@@ -114,13 +114,14 @@ def batch_command(
 
     A job lives in the database, so any process that shares it (another host, in fleet mode) can
     collect it; each trace is judged once, whoever collects."""
+    from veralith.cli.runs import existing_db
     from veralith.store import open_store
 
-    store = open_store()
-    jobs = store.batch_jobs()
-    rows = jobs.job_rows(job)
+    found = existing_db()   # reading never creates a database
+    rows = found.batch_jobs().job_rows(job) if found is not None else []
     if job is not None and not rows:
-        raise fail(f"no batch job {job!r} in {store.url} (see `veralith batch status`)")
+        where = found.url if found is not None else "the database (there is none yet)"
+        raise fail(f"no batch job {job!r} in {where} (see `veralith batch status`)")
     if action is Action.status:
         if not rows:
             _out().print("no batch jobs")
@@ -134,7 +135,7 @@ def batch_command(
         _out().print(f"batch job {job} is done: nothing to collect" if job else "no unfinished batch jobs",
                      markup=False)
         return
-    err = _err()
+    store, err = open_store(), _err()
     for name in todo:
         row = next(r for r in rows if r["id"] == name)
         tally = running.Tally(total=row["traces"] - row["judged"])

@@ -50,8 +50,12 @@ class CallDeferred(JudgeServerDown):
 
 
 def custom_id(body: Mapping[str, Any]) -> str:
-    """The request's name in its batch and in the store: a hash of its canonical JSON."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The request's name in its batch and in the store: a hash of its canonical JSON, without its
+    `max_tokens`. That cap is sized from a token count that may be an estimate until the tokenizer
+    has loaded (veralith.llm.estimate.max_output_tokens), so two passes may size it a few tokens
+    apart; the reply to either is as good, and a re-ask (a grown cap) differs in its messages anyway."""
+    text = json.dumps({k: v for k, v in body.items() if k != "max_tokens"}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=False)
     return "v1-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
