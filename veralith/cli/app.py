@@ -22,7 +22,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
-from veralith.cli import batch, batchjobs, compare, filters, importing, listing, migrate, records, render, runs, serve, worker
+from veralith.cli import (
+    batch,
+    batchjobs,
+    compare,
+    filters,
+    importing,
+    listing,
+    migrate,
+    records,
+    render,
+    runs,
+    serve,
+    worker,
+)
 from veralith.cli.command import VeralithCommand, VeralithGroup, epilog
 from veralith.cli.exits import ExitCode, fail, print_error
 from veralith.llm.local.about import about

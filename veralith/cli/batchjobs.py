@@ -45,7 +45,7 @@ def _out() -> Console:
 def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, total: int) -> None:
     """Store the file's records as traces of a new batch job and collect it (see the module doc)."""
     from veralith.llm import get_client
-    from veralith.sdk.batchjob import collect, start
+    from veralith.sdk.batchjob import start
 
     client = get_client()
     if client.backend != "openai":

@@ -39,7 +39,7 @@ def submit(sdk: openai.OpenAI, requests: list[tuple[str, str]], *, job: str) -> 
                         separators=(",", ":"), ensure_ascii=False) for name, body in requests]
     data = ("\n".join(lines) + "\n").encode("utf-8")
     uploaded = sdk.files.create(file=(f"veralith-{job}.jsonl", data, "application/jsonl"), purpose="batch")
-    batch = sdk.batches.create(input_file_id=uploaded.id, endpoint=BATCH_URL, completion_window="24h",
+    batch = sdk.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h",
                                metadata={"veralith_job": job})
     return str(batch.id)
 

@@ -191,7 +191,7 @@ def _judge(store: Store, job: str, trace_id: int, client: Any,
     inputs = store.load_input(trace_id)
     saver = _SaveIfTaken(store, job, trace_id)
     try:
-        result = evaluate_checked(inputs.query, inputs.context, inputs.response, store=saver,  # type: ignore[arg-type]
+        result = evaluate_checked(inputs.query, inputs.context, inputs.response, store=saver,
                                   client=client, trace_id=trace_id, knowledge_base=inputs.knowledge_base,
                                   metadata=inputs.metadata)
     except CallDeferred:

@@ -22,9 +22,9 @@ from veralith.store.ownership import renewer
 from veralith.store.repository import now_iso
 from veralith.store.sql import Db
 
-__all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "fail_requests", "finish_job", "job_rows", "mark_sent",
-           "release_job", "renew_job", "replies", "reserve", "reserved", "sent_batches", "store_replies", "take_job",
-           "take_reserved", "to_send", "unanswered"]
+__all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "fail_requests", "finish_job", "job_rows",
+           "mark_sent", "release_job", "renew_job", "replies", "reserve", "reserved", "sent_batches", "store_replies",
+           "take_job", "take_reserved", "to_send", "unanswered"]
 
 RESERVED = "veralith-batch"     # the lease host of a trace reserved for a batch job (never a real host)
 _FOREVER = 1e15                 # the lease time of a reservation: never older than any timeout
@@ -49,7 +49,8 @@ def reserve(db: Db, job: str, trace_ids: Sequence[int]) -> int:
             cursor = db.execute(
                 "UPDATE traces SET lease_host = ?, lease_pid = 0, lease_token = ?, lease_at = ?, updated_at = ?"
                 " , status = 'pending' WHERE id = ? AND status IN ('pending', 'running') AND lease_host = ?"
-                " AND lease_pid = ? AND lease_token = ?", [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
+                " AND lease_pid = ? AND lease_token = ?",
+                [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
             moved += cursor.rowcount
         db.execute("UPDATE batch_jobs SET traces = traces + ?, updated_at = ? WHERE id = ?", [moved, now_iso(), job])
     for trace_id in trace_ids:   # a trace claimed to be re-judged in place: its lease is the job's now
@@ -181,8 +182,8 @@ def job_rows(db: Db, job: str | None = None) -> list[dict[str, Any]]:
                             [row["id"]]).fetchall()
         row["requests"] = {str(s): int(n) for s, n in counts}
         row["batches"] = sent_batches(db, row["id"])
-        row["collector"] = (f"{row['lease_host']}/{row['lease_pid']}" if row["lease_host"] and
-                            not leases.stale(row["lease_host"], row["lease_pid"], row["lease_token"], row["lease_at"]) else None)
+        lease = (row["lease_host"], row["lease_pid"], row["lease_token"], row["lease_at"])
+        row["collector"] = f"{lease[0]}/{lease[1]}" if lease[0] and not leases.stale(*lease) else None
         row["settings"] = json.loads(row["settings"] or "{}")
     return jobs
 

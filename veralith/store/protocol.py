@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.runs import Run
 
-__all__ = ["BrowseStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
+__all__ = ["BatchJobStore", "BrowseStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
 
 
 @dataclass(frozen=True)
@@ -217,12 +217,6 @@ class TraceStore(Protocol):
         """Their sufficiency fractions in ascending order, `limit` of them from rank `offset`."""
         ...
 
-    # -- Batch-API jobs ------------------------------------------------------------------------
-    def batch_jobs(self) -> BatchJobs:
-        """The state of `veralith eval --batch` jobs (veralith.store.batchjobs: jobs, their reserved
-        traces, their requests and replies), on this store's connections."""
-        ...
-
     # -- judge-reply cache ---------------------------------------------------------------------
     def cache_get(self, key: str) -> str | None:
         """The cached reply (JSON text) under `key`, or None."""
@@ -313,5 +307,14 @@ class BrowseStore(Protocol):
 
 
 @runtime_checkable
-class Store(TraceStore, RunStore, BrowseStore, Protocol):
+class BatchJobStore(Protocol):
+    """Jobs of `veralith eval --batch` (veralith.sdk.batchjob)."""
+
+    def batch_jobs(self) -> BatchJobs:
+        """The jobs' state (veralith.store.batchjobs: jobs, their reserved traces, their requests and
+        replies), on this store's connections."""
+        ...
+
+
+class Store(TraceStore, RunStore, BrowseStore, BatchJobStore, Protocol):
     """Everything a store offers (what `open_store()` returns)."""
