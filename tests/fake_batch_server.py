@@ -44,6 +44,7 @@ class FakeBatchServer:
     def __init__(self, *, port: int = 0) -> None:
         self.chat = FakeOpenAIServer()        # the answerer; its own socket is never served
         self.polls_to_finish = 1              # retrieves of a batch before it is completed
+        self.hold_from: int | None = None     # the Nth batch created (1-based) and later stay in progress
         self.expire_next = 0                  # this many coming batches expire, answering their first half
         self.fail: Callable[[dict[str, Any]], bool] | None = None   # True: the request fails in its batch
         self.files: dict[str, bytes] = {}
@@ -91,8 +92,8 @@ class FakeBatchServer:
             self.expire_next -= expire
             for line in lines:
                 self.sent[line["custom_id"]] += 1
-            self.batches[batch_id] = {"lines": lines, "polls": 0, "expire": expire, "state": _batch(
-                batch_id, body, len(lines))}
+            self.batches[batch_id] = {"lines": lines, "polls": 0, "expire": expire, "n": len(self.batches) + 1,
+                                      "state": _batch(batch_id, body, len(lines))}
         return self.batches[batch_id]["state"]
 
     def retrieve(self, batch_id: str) -> dict[str, Any]:
@@ -102,7 +103,8 @@ class FakeBatchServer:
             state = batch["state"]
             if state["status"] == "validating":
                 state["status"] = "in_progress"
-            finish = batch["polls"] >= self.polls_to_finish and state["status"] == "in_progress"
+            held = self.hold_from is not None and batch["n"] >= self.hold_from
+            finish = batch["polls"] >= self.polls_to_finish and state["status"] == "in_progress" and not held
         if finish:
             self._finish(batch)
         return batch["state"]
