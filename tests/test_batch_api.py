@@ -82,6 +82,8 @@ def test_batch_results_are_the_synchronous_ones_at_half_the_price(batch_env, sto
     result = _run("eval", str(path), "--batch", "--run-name", "nightly")
     assert result.exit_code == 0, result.output
     assert "batch job job-" in result.stderr and "veralith batch collect" in result.stderr
+    assert "40 requests sent; batches out: batch-fake-" in result.stderr   # progress, round by round
+    assert "20 judged this round, 0 traces waiting" in result.stderr
     batched = _stored(store)
     assert len(batched) == N
     # Decomposition, then the three judges (then any re-ask the synchronous path makes too); each request once.
@@ -141,7 +143,7 @@ def test_an_expired_batch_out_of_tries_is_reported_on_its_traces(batch_env, stor
     settings.reload()
     batch_env.expire_next = 1
     result = _run("eval", str(_file(tmp_path)), "--batch")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 2, result.output    # judge errors, as a synchronous eval reports them
     results = _stored(store)
     assert len(results) == N
     first = next(iter(batch_env.batches.values()))["lines"]
@@ -185,6 +187,25 @@ def test_killed_while_waiting_then_collected_loses_nothing_and_judges_once(batch
     assert all(len(store.history(r.trace_id)) == 0 for r in results.values())   # judged once
     again = _run("batch", "collect", jobs[0]["id"])
     assert again.exit_code == 0 and "nothing to collect" in again.output
+
+
+def test_cached_replies_are_not_sent_and_the_budget_is_checked_before(batch_env, store, tmp_path, monkeypatch):
+    path = _file(tmp_path)
+    assert _run("eval", str(path), "--batch").exit_code == 0
+    sent, batches = dict(batch_env.sent), len(batch_env.batches)
+    result = _run("eval", str(path), "--batch", "--rejudge")   # every request is in the reply cache
+    assert result.exit_code == 0, result.output
+    assert dict(batch_env.sent) == sent and len(batch_env.batches) == batches
+    results = _stored(store)
+    assert len(results) == N and all(r.usage.cache_hits and not r.usage.calls for r in results.values())
+    assert all(len(store.history(r.trace_id)) == 1 for r in results.values())
+    monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", "0.000001")
+    settings.reload()
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({**_traces(1)[0], "id": "x", "query": "A new question?"}) + "\n", encoding="utf-8")
+    result = _run("eval", str(other), "--batch")
+    assert result.exit_code == 2 and "exceeds the per-trace budget" in result.stderr
+    assert len(batch_env.batches) == batches
 
 
 def test_a_reserved_trace_is_taken_once_and_by_nobody_else(batch_env, store):

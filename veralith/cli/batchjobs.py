@@ -64,6 +64,8 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
     if not ids:
         _out().print(f"nothing to judge: {tally.unchanged} unchanged, {tally.bad_lines} bad lines, "
                      f"{tally.failed} refused", markup=False)
+        if tally.errors:
+            raise typer.Exit(ExitCode.ERROR)
         return
     job = start(store, ids, run_id=run_id)
     err.print(literal(f"batch job {job}: {len(ids)} traces; if this stops, `veralith batch collect {job}` "
@@ -79,6 +81,8 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
     from veralith.cli.render import summary_view
 
     _out().print(summary_view(tally, title="veralith eval --batch"))
+    if tally.errors:   # bad lines, records refused (budget) or failed: as a synchronous eval, exit 2
+        raise typer.Exit(ExitCode.ERROR)
 
 
 def _collect(store: Store, job: str, tally: running.Tally, err: Console, run_id: int | None) -> int:

@@ -148,8 +148,10 @@ class BatchClient(OpenAIClient):
     """
 
     def __init__(self, answers: Mapping[str, tuple[str, str | None]], **kwargs: Any) -> None:
+        from veralith.llm.cache import get_cache
         from veralith.observability.pricing import batch_price_usd
 
+        kwargs.setdefault("cache", get_cache())   # as get_client() builds the synchronous client
         super().__init__(price=batch_price_usd, **kwargs)
         real_cache = self.cache
         self.needed: dict[str, str] = {}
