@@ -105,7 +105,8 @@ def main() -> None:
     batch_usd = sum(r.usage.usd or 0.0 for r in results)
     sync_usd = sum(r["usage"]["usd"] or 0.0 for r in sync_rows)
     tokens = (sum(r.usage.input_tokens for r in results), sum(r.usage.output_tokens for r in results))
-    sync_tokens = (sum(r["usage"]["input_tokens"] for r in sync_rows), sum(r["usage"]["output_tokens"] for r in sync_rows))
+    sync_tokens = (sum(r["usage"]["input_tokens"] for r in sync_rows),
+                   sum(r["usage"]["output_tokens"] for r in sync_rows))
     calls, sync_calls = sum(r.usage.calls for r in results), sum(r["usage"]["calls"] for r in sync_rows)
     print(f"traces: {args.traces}  (fake batch server, gpt-4o prices; {folder})")
     print(f"synchronous eval: {sync_calls} calls, {sync_tokens[0]} in / {sync_tokens[1]} out tokens, "

@@ -244,6 +244,11 @@ def eval_command(
         # --no-persist has no stored results to skip by: a real run would judge every record, as with --rejudge.
         bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
                        err=_err(), rejudge=rejudge or no_persist)
+        if batch_api:
+            from veralith.observability.pricing import BATCH_DISCOUNT
+
+            _out().print(f"with --batch, the Batch API bills every token at {BATCH_DISCOUNT:.0%} of the prices above",
+                         markup=False)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
     if batch_api:
