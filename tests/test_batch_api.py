@@ -233,3 +233,27 @@ def test_refusals_are_one_line(batch_env, tmp_path, monkeypatch):
     assert result.exit_code == 2 and "--batch needs the OpenAI backend" in result.stderr
     assert _run("batch", "collect", "job-nope").exit_code == 1
     assert "no batch jobs" in _run("batch", "status").output
+
+
+def test_a_job_another_live_process_collects_is_left_to_it(batch_env, store, tmp_path):
+    from veralith.sdk.batchjob import start
+    from veralith.store import leases
+    from veralith.store.protocol import TraceInput
+
+    ids = [store.create_trace(TraceInput(query="q?", context=[], response="r."), queued=True)]
+    job = start(store, ids)
+    host, _pid, _token, at = leases.mine()
+    with store.connection() as db, db.write():   # the parent process (alive, this host) holds the job
+        db.execute("UPDATE batch_jobs SET lease_host = ?, lease_pid = ?, lease_token = 'other', lease_at = ?",
+                   [host, os.getppid(), at])
+    result = _run("batch", "collect", job)
+    assert result.exit_code == 2 and "being collected by another live process" in result.stderr
+    assert f"collected by {host}/{os.getppid()}" in _run("batch", "status").output
+    assert store.batch_jobs().reserved(job) == ids and not batch_env.batches   # nothing sent, nothing taken
+
+
+def test_dry_run_with_batch_names_the_discount(batch_env, tmp_path):
+    result = _run("eval", str(_file(tmp_path, 2)), "--dry-run", "--batch")
+    assert result.exit_code == 0, result.output
+    assert "with --batch, the Batch API bills every token at 50% of the prices above" in result.output
+    assert not batch_env.batches
