@@ -96,8 +96,19 @@ class ReplayTransport(Transport):
                  needed: dict[str, str], needed_lock: threading.Lock, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.answers, self.needed, self.needed_lock = answers, needed, needed_lock
+        self._sends = threading.local()   # sends within the current complete() call of each thread
+
+    def complete(self, *args: Any, **kwargs: Any) -> Any:
+        self._sends.n = 0
+        return super().complete(*args, **kwargs)
 
     def _send(self, messages: list[dict[str, str]], options: dict[str, Any], retries: int, hold: _Hold) -> Any:
+        # A synchronous transport sends a request again after adapting it to the server; here the
+        # habits are fixed, so the same body would come back with the same reply: stop instead of looping.
+        self._sends.n = getattr(self._sends, "n", 0) + 1
+        if self._sends.n > 2:
+            raise JudgeCallError("context_truncated", "the Batch API's reply to this request read too little of "
+                                 "the prompt, and a batch cannot adapt the request to the server", attempts=1)
         body = {"model": self.model, "messages": messages,
                 **{k: v for k, v in options.items() if not k.startswith("_")}}
         name = custom_id(body)
