@@ -101,6 +101,14 @@ class Settings(BaseModel):
     busy_timeout_s: float = Field(
         60.0, gt=0, le=3600, description="How long a command waits for another process's SQLite write lock "
         "before it stops with one line saying so (nothing half-written). `log()` never waits for it.")
+    batch_poll_s: float = Field(
+        30.0, gt=0, le=3600, description="`veralith eval --batch` / `veralith batch collect`: the first wait "
+        "between two looks at the OpenAI batches of a job; each wait without news is 1.5 times longer, up to "
+        "ten times this.")
+    batch_max_tries: int = Field(
+        3, ge=1, le=10, description="`eval --batch`: how many times one request is sent in a batch before its "
+        "judge call is recorded as failed (a request that failed, or was left unanswered by an expired batch, "
+        "is re-sent alone).")
     evaluate: Literal["local", "remote"] = Field(
         "local", description="Who judges what `log()` records: `local`, a background worker in the logging "
         "process; `remote`, nobody here: `log()` only records, and `veralith worker` judges (fleet mode).")

@@ -26,6 +26,7 @@ from rich.console import Console
 
 from veralith.cli import (
     batch,
+    batchjobs,
     compare,
     filters,
     importing,
@@ -217,6 +218,9 @@ def eval_command(
         "--explain", help="For each failing trace, one more judge call: what went wrong in it and the change to "
         "try, quoting the trace (shown by `inspect`, kept beside the suggestion; priced, cached, within the budget; "
         "--dry-run counts it for every trace).")] = False,
+    batch_api: Annotated[bool, typer.Option(
+        "--batch", help="Send every judge call through the OpenAI Batch API (half price; replies within 24 h): "
+        "waits and shows progress; if it stops, `veralith batch collect` finishes the job.")] = False,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 
@@ -250,8 +254,20 @@ def eval_command(
         with settings.override(explain=True) if explain else contextlib.nullcontext():
             bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model,
                            out=_out(), err=_err(), rejudge=rejudge or no_persist)
+        if batch_api:
+            from veralith.observability.pricing import BATCH_DISCOUNT
+
+            _out().print(f"with --batch, the Batch API bills every token at {BATCH_DISCOUNT:.0%} of the prices above",
+                         markup=False)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
+    if batch_api:
+        _eval_batch(file, total=total, kb=kb, backend=backend, model=model, run_name=run_name, rejudge=rejudge,
+                    refused=[name for name, given in (("--no-persist", no_persist), ("--output", output),
+                                                      ("--fail-under", fail_under), ("--max-cell", max_cell),
+                                                      ("--concurrency", concurrency), ("--explain", explain))
+                             if given])
+        return
     from veralith.cli.gate import EvalHooks
 
     try:  # the run (--run-name) and the CI gate (--fail-under, --max-cell)
@@ -286,6 +302,27 @@ def eval_command(
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
                               model=model, concurrency=concurrency, output=output,
                               where=lambda r: f"{file}:{r.line}", explain=explain, awork=awork), _out())
+
+
+def _eval_batch(file: Path, *, total: int, kb: str, backend: Backend | None, model: str | None,
+                run_name: str | None, rejudge: bool, refused: list[str]) -> None:
+    """`eval --batch`: veralith.cli.batchjobs, with the same settings overrides as a synchronous eval."""
+    if refused:
+        raise _fail(f"--batch cannot be used with {', '.join(refused)}: a batch job stores every result and may "
+                    "finish in another process (`veralith batch collect`)", ExitCode.ERROR)
+    from veralith.cli import batchjobs
+    from veralith.cli.gate import EvalHooks
+    from veralith.config import settings
+
+    try:
+        hooks = EvalHooks(file, persist=True, run_name=run_name, fail_under=None, max_cell=None)
+    except (TypeError, ValueError) as exc:
+        raise _fail(str(exc), ExitCode.ERROR) from None
+    overrides: dict[str, Any] = {"backend": backend.value} if backend is not None else {}
+    if model is not None:
+        overrides["judge_model"] = model
+    with settings.override(**overrides):
+        batchjobs.eval_batch(file, store=_store(), kb=kb, run=hooks.run, rejudge=rejudge, total=total)
 
 
 @_command("resume")
@@ -585,6 +622,7 @@ _command("worker")(worker.worker_command)
 _command("migrate")(migrate.migrate_command)
 # Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
 _command("import")(importing.import_command)
+_command("batch")(batchjobs.batch_command)
 
 
 def main() -> None:

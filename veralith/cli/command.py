@@ -25,7 +25,7 @@ __all__ = ["EXAMPLES", "VeralithCommand", "VeralithGroup", "default_text", "epil
 
 # One or two lines a person can copy, per command; shown under its help and in docs/cli.md.
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "eval": ("veralith eval traces.jsonl --run-name main",
+    "eval": ("veralith eval traces.jsonl --run-name main", "veralith eval traces.jsonl --batch",
              "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0"),
     "resume": ("veralith resume", "veralith resume --failed"),
     "inspect": ("veralith inspect 12", "veralith inspect my-record-id --json", "veralith inspect 12 --explain"),
@@ -40,6 +40,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
                "veralith worker --once"),
     "migrate": ("veralith migrate --to postgresql://veralith@db.internal/veralith",),
     "import": ("veralith import spans.json --run-name imported",),
+    "batch": ("veralith batch status", "veralith batch collect job-3f2a9c1e7b04"),
 }
 
 

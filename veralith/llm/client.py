@@ -246,7 +246,7 @@ class OpenAIClient:
     def _kept(self, task: Task, key: str, model: str, usage: CallUsage, result: CallResult) -> CallResult:
         """A judged call's result, priced, reported to the cost tracker and cached (when complete)."""
         usage.usd = self._usd(usage)
-        record_call(usage)
+        self._record(usage)
         if self.cache is not None and not result.missing:
             value = result.output.model_dump(mode="json")
             if result.confidence:
@@ -382,10 +382,14 @@ class OpenAIClient:
         except ValueError:
             return None   # written by an older output model: ask again, the fresh reply overwrites it
         usage = CallUsage(model=model, cache_hits=1, calls=0, usd=0.0)
-        record_call(usage)
+        self._record(usage)
         confidence = {str(k): float(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
         kept = [(str(r[0]), str(r[1])) for r in repairs or [] if isinstance(r, list) and len(r) == 2]
         return CallResult(output, usage, confidence, repairs=kept)
+
+    def _record(self, usage: CallUsage) -> None:
+        """Report one call or cache hit to the cost tracker (a subclass may hold it back: veralith.batchapi)."""
+        record_call(usage)
 
     def _usd(self, usage: CallUsage) -> float | None:
         if self.price is None:
@@ -402,7 +406,7 @@ class OpenAIClient:
         err.args = (err.message,)
         # Tokens spent on a failed call still cost money; the cost tracker reads them from here.
         usage.usd = self._usd(usage)
-        record_call(usage)
+        self._record(usage)
         err.usage = usage
         return err
 

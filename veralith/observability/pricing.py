@@ -25,7 +25,8 @@ from typing import NamedTuple
 
 from veralith.config import settings
 
-__all__ = ["PRICES_CHECKED", "CostWarning", "Price", "family", "price_of", "price_usd"]
+__all__ = ["BATCH_DISCOUNT", "PRICES_CHECKED", "CostWarning", "Price", "batch_price_usd", "family", "price_of",
+           "price_usd"]
 
 PRICES_CHECKED = "2026-11-30"
 
@@ -134,3 +135,14 @@ def price_usd(model: str, input_tokens: int, cached_input_tokens: int, output_to
     cached = min(max(cached_input_tokens, 0), max(input_tokens, 0))
     uncached = max(input_tokens, 0) - cached
     return (uncached * price.input + cached * price.cached_input + max(output_tokens, 0) * price.output) / 1e6
+
+
+# The OpenAI Batch API bills every token of a batched request at half the synchronous rate (input,
+# cached input and output alike), whatever the model: `veralith eval --batch` prices with this.
+BATCH_DISCOUNT = 0.5
+
+
+def batch_price_usd(model: str, input_tokens: int, cached_input_tokens: int, output_tokens: int) -> float | None:
+    """USD cost of one call sent through the Batch API: `price_usd` times BATCH_DISCOUNT (None when unknown)."""
+    usd = price_usd(model, input_tokens, cached_input_tokens, output_tokens)
+    return None if usd is None else usd * BATCH_DISCOUNT

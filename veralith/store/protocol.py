@@ -36,11 +36,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from veralith.models import ContextChunk, EvaluationResult, Explanation
 
 if TYPE_CHECKING:
+    from veralith.store.batchjobs import BatchJobs
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.patterns import DocumentFigures, PatternScope
     from veralith.store.runs import Run
 
-__all__ = ["BrowseStore", "PatternStore", "RunStore", "Store", "StoredResult", "TraceInfo", "TraceInput", "TraceStore"]
+__all__ = ["BatchJobStore", "BrowseStore", "PatternStore", "RunStore", "Store", "StoredResult", "TraceInfo",
+           "TraceInput", "TraceStore"]
 
 
 @dataclass(frozen=True)
@@ -347,5 +349,15 @@ class PatternStore(Protocol):
 
 
 @runtime_checkable
-class Store(TraceStore, RunStore, BrowseStore, PatternStore, Protocol):
+class BatchJobStore(Protocol):
+    """Jobs of `veralith eval --batch` (veralith.sdk.batchjob)."""
+
+    def batch_jobs(self) -> BatchJobs:
+        """The jobs' state (veralith.store.batchjobs: jobs, their reserved traces, their requests and
+        replies), on this store's connections."""
+        ...
+
+
+@runtime_checkable
+class Store(TraceStore, RunStore, BrowseStore, PatternStore, BatchJobStore, Protocol):
     """Everything a store offers (what `open_store()` returns)."""

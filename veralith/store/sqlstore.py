@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult, Explanation
 from veralith.store import browse, ownership, patterns, queries, replies, repository, runs as run_sql, spool
+from veralith.store.batchjobs import BatchJobs
 from veralith.store.calibration import SqlCalibration
 from veralith.store.ids import IdFile
 from veralith.store.protocol import Store, StoredResult, TraceInfo, TraceInput
@@ -264,6 +265,10 @@ class SqlStore(abc.ABC):
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         with self.connection() as db:
             return SqlCalibration(db).calibration_values(knowledge_base, offset, limit)
+
+    # -- Batch-API jobs (veralith.batchapi) -------------------------------------------------------
+    def batch_jobs(self) -> BatchJobs:
+        return BatchJobs(self)
 
     # -- judge-reply cache ---------------------------------------------------------------------
     @_guarded

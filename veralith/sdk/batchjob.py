@@ -1,0 +1,233 @@
+"""Batch-API jobs: judge stored traces through the OpenAI Batch API (`veralith eval --batch`,
+`veralith batch collect`).
+
+`start(store, trace_ids)` puts traces this process queued into a new job (reserved for it in the
+store: veralith.store.batchjobs). `collect(store, job)` then works the job to its end, in rounds:
+
+1. read every batch of the job that finished: replies kept, failed or unanswered requests (an
+   expired or cancelled batch's unfinished part) made new again while VERALITH_BATCH_MAX_TRIES
+   allows, else given up;
+2. a pass over the job's traces with `BatchClient` (veralith.llm.batchreplay): each trace is judged
+   by the synchronous pipeline, its calls answered from the replies. A trace whose calls are all
+   answered is taken out of the reservation and its result saved (one conditional UPDATE: judged
+   exactly once, whichever collector gets there); the others name the requests they still need;
+3. the new requests go out as one batch (only those: a partly failed batch re-sends its failures);
+4. wait (VERALITH_BATCH_POLL_S, growing 1.5 times per round without news, up to ten times) and
+   go round again, until no trace is left.
+
+Everything needed to go on is in the store after each step, so the process may die at any point:
+`collect` in any process (another host, in fleet mode) takes the job over once its collector's
+lease is stale. The reply cache applies as in the synchronous path: a request it answers is never
+sent.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veralith.config import settings
+from veralith.errors import StoreError, VeralithError
+from veralith.models import EvaluationResult
+
+if TYPE_CHECKING:
+    from veralith.store.protocol import Store
+
+__all__ = ["JobBusy", "JobNotFound", "Round", "collect", "start"]
+
+logger = logging.getLogger("veralith.sdk")
+
+
+class JobNotFound(StoreError):
+    """No batch job by that id in this store."""
+
+
+class JobBusy(VeralithError):
+    """Another live process is collecting the job."""
+
+
+@dataclass
+class Round:
+    """Where a job stands after one round (for progress lines)."""
+
+    job: str
+    traces_left: int
+    judged: int = 0                                  # traces judged and stored in this round
+    sent: int = 0                                    # requests sent in a new batch this round
+    batches: list[tuple[str, str, int, int]] = field(default_factory=list)   # (id, status, done, total) out
+
+
+def start(store: Store, trace_ids: list[int], *, run_id: int | None = None) -> str:
+    """A new job holding these traces (pending, queued by this process); its id."""
+    jobs = store.batch_jobs()
+    job = "job-" + secrets.token_hex(6)
+    current = settings.current
+    jobs.create_job(job, {"judge_model": current.judge_model, "decomposer_model": current.decomposer_model,
+                          "run_id": run_id})
+    jobs.reserve(job, trace_ids)
+    return job
+
+
+def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], None] | None = None,
+            on_round: Callable[[Round], None] | None = None, sdk: Any = None,
+            sleep: Callable[[float], None] = time.sleep) -> int:
+    """Work the job to its end (see the module docstring); the number of traces judged here.
+
+    JobNotFound / JobBusy when there is no such job / another live collector has it. `on_result`
+    gets each stored result, `on_round` where the job stands after each round.
+    """
+    from veralith.llm import batchremote
+
+    jobs = store.batch_jobs()
+    taken = jobs.take_job(job)
+    if taken is None:
+        raise JobNotFound(f"no batch job {job!r} in {store.url} (see `veralith batch status`)")
+    if not taken:
+        raise JobBusy(f"batch job {job} is being collected by another live process; it is left to it")
+    sdk = sdk or batchremote.connect()
+    first = settings.current.batch_poll_s
+    wait, judged = first, 0
+    try:
+        while True:
+            news = _gather(sdk, jobs, job)
+            traces = jobs.reserved(job)
+            if not traces:
+                jobs.finish_job(job)
+                return judged
+            now = Round(job, len(traces))
+            now.judged, needed = _pass(store, job, traces, jobs.replies(job), on_result)
+            judged += now.judged
+            if needed:
+                jobs.add_requests(job, sorted(needed.items()))
+            new = jobs.to_send(job)
+            if new:
+                batch_id = batchremote.submit(sdk, new, job=job)
+                jobs.mark_sent(job, batch_id, [name for name, _ in new])
+                now.sent = len(new)
+            out = jobs.sent_batches(job)
+            now.traces_left = len(traces) - now.judged
+            for batch_id in out:
+                seen = batchremote.look(sdk, batch_id)
+                counts = seen.request_counts
+                now.batches.append((batch_id, str(seen.status), counts.completed if counts else 0,
+                                    counts.total if counts else 0))
+            if on_round is not None:
+                on_round(now)
+            if not out:
+                if now.traces_left and not now.judged:
+                    # Every call answered or given up, yet traces were neither judged nor waiting: a
+                    # bug, never a loop. Stop with the job left as it is (collect takes it up again).
+                    raise StoreError(f"batch job {job}: {now.traces_left} traces neither judged nor waiting")
+                continue
+            wait = first if (news or now.judged or now.sent) else min(wait * 1.5, first * 10)
+            sleep(wait)
+            jobs.renew_job(job)
+    finally:
+        jobs.release_job(job)
+
+
+def _gather(sdk: Any, jobs: Any, job: str) -> bool:
+    """Read every finished batch of the job into the store; whether any had finished."""
+    from veralith.llm import batchremote
+
+    news = False
+    tries = settings.current.batch_max_tries
+    for batch_id in jobs.sent_batches(job):
+        batch = batchremote.look(sdk, batch_id)
+        if batch.status not in batchremote.FINISHED:
+            continue
+        news = True
+        got = batchremote.outcome(sdk, batch)
+        jobs.store_replies(job, batch_id, got.replies)
+        jobs.fail_requests(job, batch_id, got.failures, max_tries=tries)
+        if batch.status != "completed":
+            logger.warning("veralith: batch %s of job %s ended %s; its unanswered requests are sent again",
+                           batch_id, job, batch.status)
+        # What the batch answered neither way (expired, cancelled, failed as a whole) is sent again.
+        jobs.fail_requests(job, batch_id, [(name, f"batch {batch.status}") for name in jobs.unanswered(job, batch_id)],
+                           max_tries=tries)
+    return news
+
+
+def _pass(store: Store, job: str, traces: list[int], answers: dict[str, tuple[str, str | None]],
+          on_result: Callable[[EvaluationResult], None] | None) -> tuple[int, dict[str, str]]:
+    """Judge every trace whose calls are answered; (how many were stored, the requests still needed)."""
+    from veralith.llm.batchreplay import BatchClient
+
+    client = BatchClient(answers)
+    workers = max(1, min(settings.current.concurrency, len(traces)))
+
+    def one(trace_id: int) -> bool:
+        return client.run_pass(lambda: _judge(store, job, trace_id, client, on_result))
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="veralith-batch") as pool:
+        stored = sum(pool.map(_deferred_is_false(one), traces))
+    return stored, dict(client.needed)
+
+
+def _deferred_is_false(one: Callable[[int], bool]) -> Callable[[int], bool]:
+    from veralith.llm.batchreplay import CallDeferred
+
+    def wrapped(trace_id: int) -> bool:
+        try:
+            return one(trace_id)
+        except CallDeferred:
+            return False
+    return wrapped
+
+
+def _judge(store: Store, job: str, trace_id: int, client: Any,
+           on_result: Callable[[EvaluationResult], None] | None) -> bool:
+    """One trace through the pipeline; stored (True) once all its calls are answered."""
+    from veralith.llm.batchreplay import CallDeferred
+    from veralith.pipeline.evaluate import evaluate_checked
+    from veralith.sdk.stored import failure_message
+
+    inputs = store.load_input(trace_id)
+    saver = _SaveIfTaken(store, job, trace_id)
+    try:
+        result = evaluate_checked(inputs.query, inputs.context, inputs.response, store=saver,
+                                  client=client, trace_id=trace_id, knowledge_base=inputs.knowledge_base,
+                                  metadata=inputs.metadata)
+    except CallDeferred:
+        raise
+    except _NotOurs:
+        return False
+    except Exception as exc:   # a bug or a store error on this trace: recorded on it, as evaluate_stored does
+        if store.batch_jobs().take_reserved(job, trace_id) or saver.taken:
+            store.mark_error(trace_id, failure_message(exc))
+            store.drop_lease(trace_id)
+        logger.warning("veralith: batch job %s: trace %s failed: %s", job, trace_id, failure_message(exc))
+        return False
+    if on_result is not None:
+        on_result(result)
+    return True
+
+
+class _NotOurs(Exception):
+    """The trace left the job's reservation meanwhile (another collector judged it)."""
+
+
+class _SaveIfTaken:
+    """The store as evaluate_checked sees it: reads pass through; `save_result` first takes the
+    trace out of the job's reservation, so only the collector that takes it stores a result."""
+
+    def __init__(self, store: Store, job: str, trace_id: int) -> None:
+        self._store, self._job, self._trace_id, self.taken = store, job, trace_id, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def save_result(self, result: EvaluationResult) -> int:
+        if not self._store.batch_jobs().take_reserved(self._job, self._trace_id):
+            raise _NotOurs(self._trace_id)
+        self.taken = True
+        try:
+            return self._store.save_result(result)
+        finally:
+            self._store.drop_lease(self._trace_id)

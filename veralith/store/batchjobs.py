@@ -1,0 +1,221 @@
+"""Batch-API jobs: the state `veralith eval --batch` keeps so any process can finish a job.
+
+A job's traces are *reserved* for it in `traces`: pending, leased to host RESERVED with the job id
+as token and a lease time far in the future, so no resume, worker or sweep takes them (a lease is
+stale only when its time runs out or its process, on this host, is gone; RESERVED is no host). A
+collector takes a trace out of the reservation (`take_reserved`: one conditional UPDATE, so two
+collectors can never both judge it) just before it saves its result.
+
+The job itself is worked on by one collector at a time (`take_job`: the job row's lease, with the
+same staleness rules as a trace's, veralith.store.leases). Requests are keyed by the sha256 of
+their body (`custom_id`), so the same request asked twice in a job is sent and paid for once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from veralith.store import leases
+from veralith.store.ownership import renewer
+from veralith.store.repository import now_iso
+from veralith.store.sql import Db
+
+__all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "fail_requests", "finish_job", "job_rows",
+           "mark_sent", "release_job", "renew_job", "replies", "reserve", "reserved", "sent_batches", "store_replies",
+           "take_job", "take_reserved", "to_send", "unanswered"]
+
+RESERVED = "veralith-batch"     # the lease host of a trace reserved for a batch job (never a real host)
+_FOREVER = 1e15                 # the lease time of a reservation: never older than any timeout
+
+
+def create_job(db: Db, job: str, settings: dict[str, Any]) -> None:
+    host, pid, token, at = leases.mine()
+    now = now_iso()
+    with db.write():
+        db.execute("INSERT INTO batch_jobs (id, created_at, updated_at, state, settings, lease_host, lease_pid,"
+                   " lease_token, lease_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+                   [job, now, now, json.dumps(settings, sort_keys=True), host, pid, token, at])
+
+
+def reserve(db: Db, job: str, trace_ids: Sequence[int]) -> int:
+    """Move traces this process holds (queued by it, or claimed to be re-judged) into the job's
+    reservation, pending; how many moved."""
+    host, pid, token, _ = leases.mine()
+    moved = 0
+    with db.write():
+        for trace_id in trace_ids:
+            cursor = db.execute(
+                "UPDATE traces SET lease_host = ?, lease_pid = 0, lease_token = ?, lease_at = ?, updated_at = ?"
+                " , status = 'pending' WHERE id = ? AND status IN ('pending', 'running') AND lease_host = ?"
+                " AND lease_pid = ? AND lease_token = ?",
+                [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
+            moved += cursor.rowcount
+        db.execute("UPDATE batch_jobs SET traces = traces + ?, updated_at = ? WHERE id = ?", [moved, now_iso(), job])
+    for trace_id in trace_ids:   # a trace claimed to be re-judged in place: its lease is the job's now
+        if (db.key, trace_id) in renewer.held():
+            renewer.drop((db.key, trace_id))
+    return moved
+
+
+def reserved(db: Db, job: str) -> list[int]:
+    rows = db.execute("SELECT id FROM traces WHERE status = 'pending' AND lease_host = ? AND lease_token = ?"
+                      " ORDER BY id", [RESERVED, job]).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+def take_reserved(db: Db, job: str, trace_id: int) -> bool:
+    """Take one trace out of the job's reservation into this process's claim (running, our lease)."""
+    host, pid, token, at = leases.mine()
+    with db.write():
+        cursor = db.execute(
+            "UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?, lease_at = ?,"
+            " attempts = attempts + 1, updated_at = ? WHERE id = ? AND status = 'pending' AND lease_host = ?"
+            " AND lease_token = ?", [host, pid, token, at, now_iso(), trace_id, RESERVED, job])
+        taken = cursor.rowcount == 1
+        if taken:
+            db.execute("UPDATE batch_jobs SET judged = judged + 1, updated_at = ? WHERE id = ?", [now_iso(), job])
+    if taken:
+        renewer.hold((db.key, trace_id))
+    return taken
+
+
+def take_job(db: Db, job: str) -> bool | None:
+    """Become the job's collector: True when taken (or already ours), False when another live
+    collector holds it, None when there is no such job."""
+    with db.write():
+        row = db.execute("SELECT lease_host, lease_pid, lease_token, lease_at FROM batch_jobs WHERE id = ?"
+                         + db.dialect.for_update, [job]).fetchone()
+        if row is None:
+            return None
+        if not (leases.is_mine(*row[:3]) or leases.stale(*row)):
+            return False
+        db.execute("UPDATE batch_jobs SET lease_host = ?, lease_pid = ?, lease_token = ?, lease_at = ? WHERE id = ?",
+                   [*leases.mine(), job])
+    return True
+
+
+def release_job(db: Db, job: str) -> None:
+    """Stop collecting (renewed or not): the job is anyone's at once, not after a lease timeout."""
+    host, pid, token, _ = leases.mine()
+    with db.write():
+        db.execute("UPDATE batch_jobs SET lease_host = NULL, lease_pid = NULL, lease_token = NULL, lease_at = NULL"
+                   " WHERE id = ? AND lease_host = ? AND lease_pid = ? AND lease_token = ?", [job, host, pid, token])
+
+
+def renew_job(db: Db, job: str) -> None:
+    host, pid, token, at = leases.mine()
+    with db.write():
+        db.execute("UPDATE batch_jobs SET lease_at = ? WHERE id = ? AND lease_host = ? AND lease_pid = ?"
+                   " AND lease_token = ?", [at, job, host, pid, token])
+
+
+def finish_job(db: Db, job: str) -> None:
+    with db.write():
+        db.execute("UPDATE batch_jobs SET state = 'done', updated_at = ?, lease_host = NULL, lease_pid = NULL,"
+                   " lease_token = NULL, lease_at = NULL WHERE id = ?", [now_iso(), job])
+
+
+def add_requests(db: Db, job: str, requests: Iterable[tuple[str, str]]) -> None:
+    """Keep (custom_id, body) requests as new; one already known (sent, answered) is left as it is."""
+    with db.write():
+        db.executemany("INSERT INTO batch_requests (job, custom_id, body, state) VALUES (?, ?, ?, 'new')"
+                       " ON CONFLICT (job, custom_id) DO NOTHING", [(job, c, b) for c, b in requests])
+
+
+def to_send(db: Db, job: str) -> list[tuple[str, str]]:
+    rows = db.execute("SELECT custom_id, body FROM batch_requests WHERE job = ? AND state = 'new' ORDER BY custom_id",
+                      [job]).fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def mark_sent(db: Db, job: str, batch_id: str, custom_ids: Sequence[str]) -> None:
+    with db.write():
+        db.executemany("UPDATE batch_requests SET state = 'sent', batch_id = ?, tries = tries + 1"
+                       " WHERE job = ? AND custom_id = ? AND state = 'new'", [(batch_id, job, c) for c in custom_ids])
+
+
+def sent_batches(db: Db, job: str) -> list[str]:
+    rows = db.execute("SELECT DISTINCT batch_id FROM batch_requests WHERE job = ? AND state = 'sent'"
+                      " ORDER BY batch_id", [job]).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def store_replies(db: Db, job: str, batch_id: str, answered: Iterable[tuple[str, str]]) -> None:
+    """Record (custom_id, completion JSON) replies of `batch_id`; a request since re-sent elsewhere is left."""
+    with db.write():
+        db.executemany("UPDATE batch_requests SET state = 'done', reply = ?, error = NULL"
+                       " WHERE job = ? AND custom_id = ? AND batch_id = ? AND state = 'sent'",
+                       [(r, job, c, batch_id) for c, r in answered])
+
+
+def fail_requests(db: Db, job: str, batch_id: str, failed: Iterable[tuple[str, str]], *, max_tries: int) -> None:
+    """Requests of `batch_id` that got no reply: new again (to be re-sent) while tries are left, else failed."""
+    with db.write():
+        db.executemany("UPDATE batch_requests SET error = ?, state = CASE WHEN tries < ? THEN 'new' ELSE 'failed' END"
+                       " WHERE job = ? AND custom_id = ? AND batch_id = ? AND state = 'sent'",
+                       [(e, max_tries, job, c, batch_id) for c, e in failed])
+
+
+def unanswered(db: Db, job: str, batch_id: str) -> list[str]:
+    """Requests of `batch_id` still waiting: after its output was read, those it left unanswered."""
+    rows = db.execute("SELECT custom_id FROM batch_requests WHERE job = ? AND batch_id = ? AND state = 'sent'"
+                      " ORDER BY custom_id", [job, batch_id]).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def replies(db: Db, job: str) -> dict[str, tuple[str, str | None]]:
+    """custom_id -> (state, the reply JSON or the error) of every answered or given-up request."""
+    rows = db.execute("SELECT custom_id, state, reply, error FROM batch_requests WHERE job = ?"
+                      " AND state IN ('done', 'failed')", [job]).fetchall()
+    return {str(r[0]): (str(r[1]), r[2] if r[1] == "done" else r[3]) for r in rows}
+
+
+def job_rows(db: Db, job: str | None = None) -> list[dict[str, Any]]:
+    """Each job (newest first, or the one named) with its request counts by state and its open batches."""
+    where, params = ("WHERE id = ?", [job]) if job is not None else ("", [])
+    jobs = list(db.query("SELECT id, created_at, updated_at, state, traces, judged, settings, lease_host, lease_pid,"
+                         f" lease_token, lease_at FROM batch_jobs {where} ORDER BY created_at DESC, id", params))
+    for row in jobs:
+        counts = db.execute("SELECT state, COUNT(*) FROM batch_requests WHERE job = ? GROUP BY state",
+                            [row["id"]]).fetchall()
+        row["requests"] = {str(s): int(n) for s, n in counts}
+        row["batches"] = sent_batches(db, row["id"])
+        lease = (row["lease_host"], row["lease_pid"], row["lease_token"], row["lease_at"])
+        row["collector"] = f"{lease[0]}/{lease[1]}" if lease[0] and not leases.stale(*lease) else None
+        row["settings"] = json.loads(row["settings"] or "{}")
+    return jobs
+
+
+class BatchJobs:
+    """The functions above on a store's connections, its database errors mapped to StoreError
+    (what `Store.batch_jobs()` returns): `jobs.reserve(job, ids)` runs `reserve(db, job, ids)`."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in __all__ or name in ("RESERVED", "BatchJobs"):
+            raise AttributeError(name)
+        function = globals()[name]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from veralith.errors import StoreError
+
+            if self._store.read_only and name not in _READS:
+                raise StoreError(f"{self._store.url} was opened read-only; batch {name} writes")
+            try:
+                with self._store.connection() as db:
+                    return function(db, *args, **kwargs)
+            except StoreError:
+                raise
+            except Exception as exc:
+                mapped = self._store._classify(exc)
+                if mapped is not None:
+                    raise mapped from exc
+                raise
+        return call
+
+
+_READS = frozenset({"unanswered", "reserved", "to_send", "sent_batches", "replies", "job_rows"})
