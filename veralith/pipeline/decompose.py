@@ -30,7 +30,7 @@ from veralith.llm.tasks import (
 from veralith.llm.text import sentence_spans
 from veralith.models import Claim, Gap, Remark, SubQuestion, claim_id
 
-__all__ = ["Decomposition", "claims_input", "decompose"]
+__all__ = ["Decomposition", "claims_input", "decompose", "decomposition_of"]
 
 
 @dataclass
@@ -63,11 +63,17 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         c_call = CallResult(ClaimsOutput(claims=[], gaps=[], asks_clarification=False))
     else:
         q_call, c_call = _both(client, QuestionsInput(query=query), claims_in)
-    questions: QuestionsOutput = q_call.output  # type: ignore[assignment]
-    out: ClaimsOutput = c_call.output  # type: ignore[assignment]
     usage = CallUsage()
     usage.add(q_call.usage)
     usage.add(c_call.usage)
+    return decomposition_of(response, claims_in, q_call.output, c_call.output,  # type: ignore[arg-type]
+                            usage=usage, repairs=[*q_call.repairs, *c_call.repairs])
+
+
+def decomposition_of(response: str, claims_in: ClaimsInput, questions: QuestionsOutput, out: ClaimsOutput, *,
+                     usage: CallUsage, repairs: list[tuple[str, str]]) -> Decomposition:
+    """The decomposition read off the two extraction outputs (from their own calls, or the single-call
+    mode's one reply): items located in the response, claims renumbered k1, k2, ... in reply order."""
     by_id = {s.id: (s, span) for s, span in zip(claims_in.sentences, sentence_spans(response), strict=True)}
 
     def spans_of(ids: list[str]) -> list[tuple[int, int]]:
@@ -85,7 +91,7 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
         context_notes={k: c.note or None for k, c in zip(claim_ids, out.claims, strict=True)},
         asks_clarification=out.asks_clarification,
         usage=usage,
-        repairs=[*q_call.repairs, *c_call.repairs],
+        repairs=repairs,
         remarks=[Remark(id=r.id, text=r.text, **_locate(response, r.text, spans_of(r.source_sentence_ids)))
                  for r in out.remarks],
     )

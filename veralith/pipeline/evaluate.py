@@ -1,5 +1,8 @@
 """The orchestrator: validate → decompose → three judges (concurrently) → classify → review → suggest → store.
 
+In the single-call mode (veralith.pipeline.fast) one call does decompose and the three judges; from
+its reply on, every stage is the same code.
+
 Each judge is isolated: its own calls, its own error slot, its own timing. One failing never
 stops the others; a judge that failed leaves None behind, and everything that depends on it
 (the cell, the gate) says "unknown" rather than guessing.
@@ -34,6 +37,7 @@ from veralith.models import (
 )
 from veralith.pipeline import classify as classify_mod
 from veralith.pipeline.decompose import Decomposition, decompose
+from veralith.pipeline.fast import FastReply, ask_at_once, effective_mode, verdicts
 from veralith.pipeline.inputs import (
     as_of as as_of_date,
     check_knowledge_base,
@@ -134,12 +138,19 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
     repairs: list[Repair] = []
     base = dict(trace_id=trace_id, knowledge_base=knowledge_base, metadata=metadata or {}, query=query,
                 context=chunks, response=response, backend=client.backend, as_of=as_of)
+    mode = effective_mode(client)
+    base["mode"] = mode
 
     t0 = time.perf_counter()
-    versions["questions"] = client.prompt_version("questions")
-    versions["claims"] = client.prompt_version("claims")
+    reply = None
+    for task in ("fast",) if mode == "fast" else ("questions", "claims"):
+        versions[task] = client.prompt_version(task)
     try:
-        parts = decompose(client, query, response)
+        if mode == "fast":
+            reply = ask_at_once(client, query, chunks, response, as_of)
+            parts = reply.parts
+        else:
+            parts = decompose(client, query, response)
         usage.add(parts.usage)
         repairs += [Repair(phase=Phase.decompose, kind=k, message=m) for k, m in parts.repairs]
     except JudgeServerDown:
@@ -154,7 +165,10 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
                                 judge_model=client.model)
     latency["decompose"] = _ms(t0)
 
-    judged, missing = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, repairs, as_of)
+    if reply is None:
+        judged, missing = _run_judges(client, query, chunks, parts, latency, usage, errors, versions, repairs, as_of)
+    else:
+        judged, missing = _judges_of(reply, query, chunks, parts, latency, usage, errors, repairs, as_of)
     suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
 
     t0 = time.perf_counter()
@@ -206,15 +220,15 @@ def _undecided(st: Status, cell: FailureCell | None, missing: Missing) -> Status
                                  "summary": f"{what} without the verdicts the judges did not give: {named}."})
 
 
-def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
-                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
-                repairs: list[Repair], as_of: str | None) -> tuple[Judged, Missing]:
-    """Submit every judge's batches at once (judges and batches all run concurrently on an I/O-bound
-    backend), then assemble each judge from its own batches only. A judge with nothing to ask a
-    model (no context, no claims) is decided in code and makes no call."""
-    size = settings.batch_size
+Plan = tuple[Any, list[Any], Callable[[list[Any]], Any], Callable[[], Any]]
+
+
+def _plans(query: str, chunks: list[ContextChunk], parts: Decomposition, size: int,
+           as_of: str | None) -> dict[Phase, Plan]:
+    """Per judge: (task, its call inputs in batches of `size`, how to assemble its calls, how to
+    decide it without a call). A judge with nothing to ask a model (no context, no claims) has no inputs."""
     sqs, claims, gaps = parts.sub_questions, parts.claims, parts.gaps
-    plans: dict[Phase, tuple[Any, list[Any], Callable[[list[Any]], Any], Callable[[], Any]]] = {
+    return {
         Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, sqs, chunks, size, as_of),
                             lambda calls: sufficiency.assemble(calls, sqs),
                             lambda: sufficiency.without_call(sqs)),
@@ -225,6 +239,15 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
                              lambda calls: completeness.assemble(calls, sqs, claims, gaps),
                              lambda: completeness.without_call(sqs, claims, gaps)),
     }
+
+
+def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
+                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
+                repairs: list[Repair], as_of: str | None) -> tuple[Judged, Missing]:
+    """Submit every judge's batches at once (judges and batches all run concurrently on an I/O-bound
+    backend), then assemble each judge from its own batches only. A judge with nothing to ask a
+    model (no context, no claims) is decided in code and makes no call."""
+    plans = _plans(query, chunks, parts, settings.batch_size, as_of)
     n_calls = sum(len(payloads) for _, payloads, _, _ in plans.values())
     pool = ThreadPoolExecutor(max_workers=min(16, n_calls)) if client.concurrent and n_calls > 1 else None
     started = time.perf_counter()
@@ -233,43 +256,70 @@ def _run_judges(client: JudgeClient, query: str, chunks: list[ContextChunk], par
         if payloads:
             versions[phase.value] = client.prompt_version(task.name)
         pending[phase] = [_submit(pool, client, task, p) for p in payloads]
-    results: dict[Phase, Any] = {}
-    missing: dict[Phase, dict[str, str]] = {}
-    down: JudgeServerDown | None = None
     try:
-        for phase, (_task, payloads, assemble, decided) in plans.items():
-            calls, failure = [], None
-            for future in pending[phase]:
-                try:
-                    call, finished = future.result()
-                except Exception as exc:
-                    _add_failed_usage(usage, exc)
-                    if isinstance(exc, JudgeServerDown):
-                        down = down or exc
-                    failure = failure or _as_call_error(exc)
-                    continue
-                usage.add(call.usage)
-                calls.append(call)
-                repairs += [Repair(phase=phase, kind=k, message=m) for k, m in call.repairs]
-                missing.setdefault(phase, {}).update(call.missing)
-                latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
-            latency.setdefault(phase.value, 0.0)
-            if failure is None:
-                try:
-                    results[phase] = assemble(calls) if payloads else decided()
-                except Exception as exc:
-                    failure = _as_call_error(exc)
-            if failure is not None:
-                errors.append(_error(phase, failure))
-                results[phase] = None
-                missing.pop(phase, None)
-            elif missing.get(phase):
-                errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2, message=(
-                    "no usable verdict, even after a re-ask, for " + "; ".join(
-                        f"{i}: {why}" for i, why in missing[phase].items()))))
+        return _gather(plans, pending, started, latency, usage, errors, repairs)
     finally:
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _judges_of(reply: FastReply, query: str, chunks: list[ContextChunk], parts: Decomposition,
+               latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], repairs: list[Repair],
+               as_of: str | None) -> tuple[Judged, Missing]:
+    """The single-call mode's judges: each one's items read out of the one reply, against the very input
+    the full mode would have sent it (unbatched: the reply judged every item at once), then assembled
+    and decided by the same code as the full mode's calls."""
+    size = max(1, len(parts.sub_questions), len(parts.claims))
+    plans = _plans(query, chunks, parts, size, as_of)
+    now = time.perf_counter()
+
+    def read(task: Task, payload: BaseModel) -> Callable[[], tuple[Any, float]]:
+        return lambda: (verdicts(task, payload, reply), now)
+
+    pending: dict[Phase, list[Future | _Done]] = {
+        phase: [_Done(read(task, p)) for p in payloads] for phase, (task, payloads, _, _) in plans.items()}
+    return _gather(plans, pending, now, latency, usage, errors, repairs, reasked=False)
+
+
+def _gather(plans: dict[Phase, Plan], pending: dict[Phase, list[Future | _Done]], started: float,
+            latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
+            repairs: list[Repair], *, reasked: bool = True) -> tuple[Judged, Missing]:
+    """Each judge assembled from its own calls only: a failed call is that judge's error, an item with
+    no usable verdict is a missing verdict the pipeline decides around."""
+    results: dict[Phase, Any] = {}
+    missing: dict[Phase, dict[str, str]] = {}
+    down: JudgeServerDown | None = None
+    for phase, (_task, payloads, assemble, decided) in plans.items():
+        calls, failure = [], None
+        for future in pending[phase]:
+            try:
+                call, finished = future.result()
+            except Exception as exc:
+                _add_failed_usage(usage, exc)
+                if isinstance(exc, JudgeServerDown):
+                    down = down or exc
+                failure = failure or _as_call_error(exc)
+                continue
+            usage.add(call.usage)
+            calls.append(call)
+            repairs += [Repair(phase=phase, kind=k, message=m) for k, m in call.repairs]
+            missing.setdefault(phase, {}).update(call.missing)
+            latency[phase.value] = max(latency.get(phase.value, 0.0), (finished - started) * 1000)
+        latency.setdefault(phase.value, 0.0)
+        if failure is None:
+            try:
+                results[phase] = assemble(calls) if payloads else decided()
+            except Exception as exc:
+                failure = _as_call_error(exc)
+        if failure is not None:
+            errors.append(_error(phase, failure))
+            results[phase] = None
+            missing.pop(phase, None)
+        elif missing.get(phase):
+            errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2 if reasked else 1, message=(
+                ("no usable verdict, even after a re-ask, for " if reasked
+                 else "no usable verdict in the single-call reply (no re-ask in fast mode) for ") + "; ".join(
+                    f"{i}: {why}" for i, why in missing[phase].items()))))
     if down is not None:
         raise down   # not this trace's failure: it stays unjudged (pending) for a later run
     judged = Judged(results[Phase.sufficiency], results[Phase.faithfulness], results[Phase.completeness])
