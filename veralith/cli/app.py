@@ -84,6 +84,15 @@ class Backend(str, Enum):
     local = "local"
 
 
+class Mode(str, Enum):
+    full = "full"
+    fast = "fast"
+
+
+_MODE_HELP = ("full: decompose, then three isolated judges (2 round trips); fast: one call per trace that does "
+              "both, for screening large logs (default: from settings, VERALITH_MODE)")
+
+
 class Format(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
@@ -176,6 +185,7 @@ def eval_command(
         "--no-persist", help="Judge, but write nothing to the database (--dry-run calls no judge).")] = False,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(metavar="NAME", help="Judge model name (default: from settings)")] = None,
+    mode: Annotated[Mode | None, typer.Option(help=_MODE_HELP)] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write one full result per line "
                                                 "(JSON), in input order.")] = None,
     kb: Annotated[str, typer.Option("--kb", metavar="NAME", help="Knowledge base of records that name none.")] \
@@ -227,7 +237,7 @@ def eval_command(
 
         # --no-persist has no stored results to skip by: a real run would judge every record, as with --rejudge.
         bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model, out=_out(),
-                       err=_err(), rejudge=rejudge or no_persist)
+                       err=_err(), rejudge=rejudge or no_persist, mode=mode.value if mode else None)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
     from veralith.cli.gate import EvalHooks
@@ -251,7 +261,7 @@ def eval_command(
 
     # Closes the run whatever happens; raises Exit(3) when only the gate failed.
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
-                              model=model, concurrency=concurrency, output=output,
+                              model=model, mode=mode, concurrency=concurrency, output=output,
                               where=lambda r: f"{file}:{r.line}"), _out())
 
 
@@ -262,6 +272,7 @@ def resume_command(
         help="Traces evaluated in parallel, 1-256 (default: from settings)")] = None,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(metavar="NAME", help="Judge model name (default: from settings)")] = None,
+    mode: Annotated[Mode | None, typer.Option(help=_MODE_HELP)] = None,
     failed: Annotated[bool, typer.Option(
         "--failed", help="Instead re-judge stored traces whose last evaluation failed (judge errors, e.g. an "
         "outage); earlier errors stay in their history.")] = False,
@@ -300,12 +311,12 @@ def resume_command(
     def work(job: records.Record, client: Any) -> Any:
         return batch.evaluate_record(job, persist=True, client=client, failed=failed)
 
-    _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model,
+    _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model, mode=mode,
          concurrency=concurrency, output=None, where=lambda r: f"trace {r.trace_id}")
 
 
 def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
-         model: str | None, concurrency: int | None, output: Path | None, where: Any) -> None:
+         model: str | None, concurrency: int | None, mode: Mode | None = None, output: Path | None, where: Any) -> None:
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code."""
     from collections import deque
 
@@ -318,6 +329,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
         overrides["backend"] = backend.value
     if model is not None:
         overrides["judge_model"] = model
+    if mode is not None:
+        overrides["mode"] = mode.value
     err, tally = _err(), batch.Tally(total=total)
     from veralith.policy import fail_cells
 

@@ -380,6 +380,9 @@ def _usage(result: EvaluationResult) -> Text:
 
     return Text.assemble("judge ", literal(f"{result.backend} ({result.judge_model})"),
                          (f"\n{about()}" if result.backend == "local" else "", "dim"),
+                         (f"\nmode {result.mode}" + (": one call decomposed and judged at once (screening)"
+                                                      if result.mode == "fast" else ""),
+                          "yellow" if result.mode == "fast" else ""),
                          f"\ncalls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
                          f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
                          + (f"\nlatency {phases}" if phases else ""))
