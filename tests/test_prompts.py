@@ -21,6 +21,7 @@ from veralith.llm.tasks import (
     SubQuestionIn,
     SufficiencyInput,
 )
+from veralith.llm.tasks import FastInput
 
 CHUNKS = [ChunkIn(id="c0", text="The Eiffel Tower is 330 metres tall.", source="paris.md"),
           ChunkIn(id="c1", text="It was completed in 1889.")]
@@ -40,6 +41,9 @@ def payloads(as_of: str | None = "2026-12-01") -> dict[str, object]:
         "faithfulness": FaithfulnessInput(query="How tall?", claims=CLAIMS, chunks=CHUNKS, as_of=as_of),
         "completeness": CompletenessInput(query="How tall?", sub_questions=SQS, claims=CLAIMS,
                                           gaps=[GapIn(id="g1", text="the year")]),
+        "fast": FastInput(query="How tall is it?", chunks=CHUNKS, as_of=as_of,
+                          sentences=[Sentence(id="S1", text="It is 330 m tall."),
+                                     Sentence(id="S2", text="I couldn't find the year.")]),
     }
 
 
@@ -50,7 +54,8 @@ def token_of(messages: list[dict[str, str]]) -> str:
 def test_there_is_one_versioned_prompt_per_task():
     assert set(prompts.PROMPT_VERSIONS) == set(TASKS) == set(prompts.EXAMPLES)
     for name, version in prompts.PROMPT_VERSIONS.items():
-        assert re.fullmatch(rf"{name}-v\d+", version) and version != f"{name}-v1"
+        # The five prompts shipped before the December 2026 review were all revised after it.
+        assert re.fullmatch(rf"{name}-v\d+", version) and (name == "fast" or version != f"{name}-v1")
         assert version in prompts.system_prompt(name).splitlines()[0]
         assert f"task: {name}" in prompts.system_prompt(name).splitlines()[0]
 
@@ -128,6 +133,8 @@ def test_data_can_never_close_a_block(name):
         "completeness": CompletenessInput(query=texts[1], sub_questions=[SubQuestionIn(id="q1", text=texts[0])],
                                           claims=[ClaimIn(id="c1", text=texts[2])],
                                           gaps=[GapIn(id="g1", text=texts[0])]),
+        "fast": FastInput(query=texts[1], sentences=[Sentence(id="S1", text=texts[2])],
+                          chunks=[ChunkIn(id="c0", text=texts[0], source=texts[2])], as_of=texts[0]),
     }[name]
     messages = prompts.render(name, hostile)
     token = token_of(messages)
