@@ -15,13 +15,13 @@ from veralith.llm.tasks import (
     ClaimsInput,
     CompletenessInput,
     FaithfulnessInput,
+    FastInput,
     GapIn,
     QuestionsInput,
     Sentence,
     SubQuestionIn,
     SufficiencyInput,
 )
-from veralith.llm.tasks import FastInput
 
 CHUNKS = [ChunkIn(id="c0", text="The Eiffel Tower is 330 metres tall.", source="paris.md"),
           ChunkIn(id="c1", text="It was completed in 1889.")]
