@@ -198,3 +198,17 @@ def test_with_the_same_labels_the_fast_mode_gives_every_golden_cell_and_gate(sui
         if got != want or result.errors:
             wrong.append((trace["id"], want, got, [e.message for e in result.errors]))
     assert not wrong, wrong
+
+
+def test_a_copied_history_keeps_the_mode(store, judge, tmp_path):
+    from veralith.store import open_store
+    from veralith.store.copy import copy_history
+
+    with settings.override(mode="fast"):
+        fast = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
+    full = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
+    target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
+    report = copy_history(store, target)
+    assert report.traces == 2 and not report.mismatches
+    assert target.load_result(fast.trace_id) == store.load_result(fast.trace_id)
+    assert [target.load_result(r.trace_id).mode for r in (fast, full)] == ["fast", "full"]
