@@ -481,7 +481,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 # ---------------------------------------------------------------- auto responder
 
-_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "explain")
+_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "explain", "fast")
 _TOKEN = re.compile(r"Boundary token: (\S+)")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _LETTER = re.compile(r"[^\W\d_]")
@@ -558,7 +558,33 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
         return {"quotes": [{"source": "response", "chunk_id": "", "quote": said}] if said else [],
                 "missing_fact": "" if said else "the answer", "what_went_wrong": "auto reply",
                 "change_to_try": "auto reply"}
+    if task == "fast":
+        return _fast_reply(body)
     return {"error": "fake_openai_server: unknown task"}
+
+
+def _fast_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """The single-call task: the auto replies of the five tasks, each fed the ids the ones before wrote."""
+    b = blocks(body)
+
+    def reply(task: str, extra: dict[str, list[tuple[dict[str, str], str]]]) -> dict[str, Any]:
+        lines = ["Boundary token: t"]
+        for tag, items in {**b, **extra}.items():
+            for attrs, text in items:
+                shown = "".join(f' {k}="{html.escape(v, quote=True)}"' for k, v in attrs.items())
+                lines.append(f"<{tag}-t{shown}>{text}</{tag}-t>")
+        return auto_reply({"messages": [{"role": "system", "content": f"task: {task}"},
+                                        {"role": "user", "content": "\n".join(lines)}]})
+
+    questions = reply("questions", {})
+    said = reply("claims", {})
+    subq = {"subq": [({"id": q["id"]}, q["text"]) for q in questions["sub_questions"]]}
+    claims = {"claim": [({"id": c["id"]}, c["text"]) for c in said["claims"]]}
+    gaps = {"gap": [({"id": g["id"]}, g["text"]) for g in said["gaps"]]}
+    return {**questions, **said, "remarks": [],
+            "sufficiency": reply("sufficiency", subq)["items"],
+            "faithfulness": reply("faithfulness", claims)["items"],
+            "completeness": reply("completeness", {**subq, **claims, **gaps})}
 
 
 # ---------------------------------------------------------------- habits of local model servers

@@ -16,6 +16,7 @@ from veralith.llm.tasks import (
     CompletenessInput,
     ExplainInput,
     FaithfulnessInput,
+    FastInput,
     GapIn,
     JudgedClaimIn,
     JudgedSubQuestionIn,
@@ -48,6 +49,9 @@ def payloads(as_of: str | None = "2026-12-01") -> dict[str, object]:
                                 sub_questions=[JudgedSubQuestionIn(id="q1", text="How tall?", coverage="ungrounded_answer",
                                                                    sufficient="yes")],
                                 claims=[JudgedClaimIn(id="k1", text="It is 300 m tall.", relation="contradicted")]),
+        "fast": FastInput(query="How tall is it?", chunks=CHUNKS, as_of=as_of,
+                          sentences=[Sentence(id="S1", text="It is 330 m tall."),
+                                     Sentence(id="S2", text="I couldn't find the year.")]),
     }
 
 
@@ -58,8 +62,8 @@ def token_of(messages: list[dict[str, str]]) -> str:
 def test_there_is_one_versioned_prompt_per_task():
     assert set(prompts.PROMPT_VERSIONS) == set(TASKS) == set(prompts.EXAMPLES)
     for name, version in prompts.PROMPT_VERSIONS.items():
-        # The five judges' v1 prompts were all revised after review (PROMPTS.md §7); explain is new at v1.
-        assert re.fullmatch(rf"{name}-v\d+", version) and (version != f"{name}-v1" or name == "explain")
+        # The five judges' v1 prompts were all revised after review (PROMPTS.md §7); explain and fast are new at v1.
+        assert re.fullmatch(rf"{name}-v\d+", version) and (version != f"{name}-v1" or name in ("explain", "fast"))
         assert version in prompts.system_prompt(name).splitlines()[0]
         assert f"task: {name}" in prompts.system_prompt(name).splitlines()[0]
 
@@ -143,6 +147,8 @@ def test_data_can_never_close_a_block(name):
                                 sub_questions=[JudgedSubQuestionIn(id="q1", text=texts[2], coverage="unanswered",
                                                                    sufficient="no")],
                                 claims=[JudgedClaimIn(id="k1", text=texts[2], relation="unsupported")]),
+        "fast": FastInput(query=texts[1], sentences=[Sentence(id="S1", text=texts[2])],
+                          chunks=[ChunkIn(id="c0", text=texts[0], source=texts[2])], as_of=texts[0]),
     }[name]
     messages = prompts.render(name, hostile)
     token = token_of(messages)

@@ -67,6 +67,12 @@ class Settings(BaseModel):
         None, description="API key for the judge server. Falls back to OPENAI_API_KEY. Never stored, "
         "logged or printed. Not sent to a server that a `.env` chose unless that `.env` sets the key too.")
     batch_size: int = Field(6, ge=1, le=50, description="Items (claims or sub-questions) per judge call.")
+    mode: Literal["full", "fast"] = Field(
+        "full", description="`full`: two decomposition calls, then three isolated judges (2 round trips). `fast`: "
+        "one call per trace that decomposes and judges at once (1 round trip, fewer tokens), for screening large "
+        "logs; its judges are not isolated, so it agrees less with careful labels. Results record their mode "
+        "and `veralith compare` will not mix modes unless told to. The offline backend makes no calls and "
+        "always runs `full`.")
     concurrency: int = Field(4, ge=1, le=256, description="Traces evaluated in parallel by `veralith eval`.")
     async_calls: bool = Field(
         False, description="`veralith eval`, `resume` and `worker` judge on one event loop with the AsyncOpenAI "

@@ -7,7 +7,7 @@ generated JSON Schema and a test fails when it drifts from these classes.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -373,6 +373,9 @@ class EvaluationResult(_Model):
     backend: str
     judge_model: str
     prompt_versions: dict[str, str] = Field(default_factory=dict)
+    mode: Literal["full", "fast"] = Field(
+        "full", description="How the trace was judged: `full` (two decomposition calls, then three isolated "
+        "judges) or `fast` (one call that decomposes and judges at once, for screening; VERALITH_MODE).")
 
     @model_validator(mode="before")
     @classmethod

@@ -100,6 +100,15 @@ class Backend(str, Enum):
     local = "local"
 
 
+class Mode(str, Enum):
+    full = "full"
+    fast = "fast"
+
+
+_MODE_HELP = ("full: decompose, then three isolated judges (2 round trips); fast: one call per trace that does "
+              "both, for screening large logs (default: from settings, VERALITH_MODE)")
+
+
 class Format(str, Enum):
     jsonl = "jsonl"
     csv = "csv"
@@ -192,6 +201,7 @@ def eval_command(
         "--no-persist", help="Judge, but write nothing to the database (--dry-run calls no judge).")] = False,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(metavar="NAME", help="Judge model name (default: from settings)")] = None,
+    mode: Annotated[Mode | None, typer.Option(help=_MODE_HELP)] = None,
     output: Annotated[Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write one full result per line "
                                                 "(JSON), in input order.")] = None,
     kb: Annotated[str, typer.Option("--kb", metavar="NAME", help="Knowledge base of records that name none.")] \
@@ -253,7 +263,8 @@ def eval_command(
 
         with settings.override(explain=True) if explain else contextlib.nullcontext():
             bad = estimate(file, default_kb=kb, backend=backend.value if backend else None, model=model,
-                           out=_out(), err=_err(), rejudge=rejudge or no_persist)
+                           out=_out(), err=_err(), rejudge=rejudge or no_persist,
+                           mode=mode.value if mode else None)
         if batch_api:
             from veralith.observability.pricing import BATCH_DISCOUNT
 
@@ -265,7 +276,8 @@ def eval_command(
         _eval_batch(file, total=total, kb=kb, backend=backend, model=model, run_name=run_name, rejudge=rejudge,
                     refused=[name for name, given in (("--no-persist", no_persist), ("--output", output),
                                                       ("--fail-under", fail_under), ("--max-cell", max_cell),
-                                                      ("--concurrency", concurrency), ("--explain", explain))
+                                                      ("--concurrency", concurrency), ("--explain", explain),
+                                                      ("--mode fast", mode is not None and mode.value == "fast"))
                              if given])
         return
     from veralith.cli.gate import EvalHooks
@@ -300,7 +312,7 @@ def eval_command(
 
     # Closes the run whatever happens; raises Exit(3) when only the gate failed.
     hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
-                              model=model, concurrency=concurrency, output=output,
+                              model=model, mode=mode, concurrency=concurrency, output=output,
                               where=lambda r: f"{file}:{r.line}", explain=explain, awork=awork), _out())
 
 
@@ -332,6 +344,7 @@ def resume_command(
         help="Traces evaluated in parallel, 1-256 (default: from settings)")] = None,
     backend: Annotated[Backend | None, typer.Option(help="Judge backend (default: from settings)")] = None,
     model: Annotated[str | None, typer.Option(metavar="NAME", help="Judge model name (default: from settings)")] = None,
+    mode: Annotated[Mode | None, typer.Option(help=_MODE_HELP)] = None,
     failed: Annotated[bool, typer.Option(
         "--failed", help="Instead re-judge stored traces whose last evaluation failed (judge errors, e.g. an "
         "outage); earlier errors stay in their history.")] = False,
@@ -373,13 +386,13 @@ def resume_command(
     async def awork(job: records.Record, client: Any) -> Any:
         return await batch.aevaluate_record(job, persist=True, client=client, failed=failed)
 
-    _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model,
+    _run("veralith resume", jobs, work, total=len(ids), persist=True, backend=backend, model=model, mode=mode,
          concurrency=concurrency, output=None, where=lambda r: f"trace {r.trace_id}", awork=awork)
 
 
 def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend: Backend | None,
          model: str | None, concurrency: int | None, output: Path | None, where: Any, explain: bool = False,
-         awork: Any = None) -> None:
+         awork: Any = None, mode: Mode | None = None) -> None:
     """Shared body of eval and resume: progress, per-record reports, ordered output, summary, exit code.
 
     `awork`: `work` as a coroutine function, used instead when VERALITH_ASYNC_CALLS is on (one event
@@ -397,6 +410,8 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
         overrides["judge_model"] = model
     if explain:
         overrides["explain"] = True
+    if mode is not None:
+        overrides["mode"] = mode.value
     err, tally = _err(), batch.Tally(total=total)
     from veralith.policy import fail_cells
 

@@ -331,8 +331,13 @@ def _not_judged(result: EvaluationResult) -> bool:
 
 def judged_alike(info: TraceInfo, client: Any) -> bool:
     """Whether the stored result was judged as `client` would judge now: same backend, model and
-    version of every prompt the result used. A prompt the client no longer knows counts as changed."""
+    version of every prompt the result used, and the same mode (a single-call result used the `fast`
+    prompt, veralith.pipeline.fast). A prompt the client no longer knows counts as changed."""
+    from veralith.pipeline.fast import effective_mode
+
     if not info.prompt_versions or (info.backend, info.judge_model) != (client.backend, client.model):
+        return False
+    if ("fast" in info.prompt_versions) != (effective_mode(client) == "fast"):
         return False
     try:
         return all(client.prompt_version(task) == version for task, version in info.prompt_versions.items())

@@ -49,6 +49,9 @@ def compare_command(
     limit: Annotated[int, typer.Option(
         "--limit", min=0, metavar="N", help="Traces shown per list in text and markdown (0: all); counts are "
         "always complete and --json lists every trace.")] = 50,
+    allow_mixed_modes: Annotated[bool, typer.Option(
+        "--allow-mixed-modes", help="Compare runs judged in different modes (full, fast: VERALITH_MODE); the output "
+        "says so. Without it such a comparison is refused.")] = False,
 ) -> None:
     """Compare two runs: cell transitions, pass rates with a paired test, regressions with reasons."""
     from veralith.compare import compare_runs, to_markdown
@@ -56,7 +59,12 @@ def compare_command(
     db = existing_db()
     if db is None:
         raise fail("no database yet: run `veralith eval FILE --run-name NAME` first", ExitCode.NOT_FOUND)
-    comparison = compare_runs(db, run_a, run_b)  # an unknown run: RunNotFound, exit 1 (VeralithGroup)
+    from veralith.compare import MixedModes
+
+    try:  # an unknown run: RunNotFound, exit 1 (VeralithGroup)
+        comparison = compare_runs(db, run_a, run_b, allow_mixed_modes=allow_mixed_modes)
+    except MixedModes as exc:
+        raise fail(str(exc), ExitCode.ERROR) from None
     if as_json or fmt is CompareFormat.json:
         typer.echo(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
     elif fmt is CompareFormat.markdown:
@@ -87,6 +95,11 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
     head.append("  →  B ")
     head.append_text(literal(_label(c.run_b), "bold"))
     parts.append(head)
+    from veralith.compare import mixed_modes_note
+
+    note = mixed_modes_note(c)
+    if note is not None:
+        parts.append(Text(note, "yellow"))
     if c.run_a.get("id") == c.run_b.get("id"):
         parts.append(Text("A and B are the same run: a run compared with itself cannot change; name two runs "
                           "(see `veralith runs`)", "yellow"))

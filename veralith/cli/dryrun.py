@@ -166,7 +166,7 @@ def _judge() -> Any:
 
 
 def dry_run(path: Path, *, default_kb: str, backend: str | None, model: str | None, out: Console,
-            err: Console, rejudge: bool = False) -> int:
+            err: Console, rejudge: bool = False, mode: str | None = None) -> int:
     """Print the per-trace and total estimate of `path` for `backend` and `model` (default: from
     settings), leaving out records a real run would skip unless `rejudge`; return the number of
     bad records."""
@@ -177,6 +177,8 @@ def dry_run(path: Path, *, default_kb: str, backend: str | None, model: str | No
         overrides["backend"] = backend
     if model is not None:
         overrides["judge_model"] = model
+    if mode is not None:
+        overrides["mode"] = mode
     with settings.override(**overrides):
         return _dry_run(path, default_kb=default_kb, out=out, err=err, rejudge=rejudge)
 
@@ -196,7 +198,9 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
         report(f"note: {message}")
     rows = found.rows
     backend, model, budget = resolve_backend(), settings.judge_model, settings.per_trace_budget_usd
-    decomposer = settings.decomposer_model or model
+    fast = settings.mode == "fast" and backend != "local"
+    # The single call goes to the judge model: no decomposer model is used in that mode.
+    decomposer = model if fast else settings.decomposer_model or model
     table = Table(title=render.literal(f"Estimated judge cost of {path.name}"), title_justify="left")
     for name, justify in (("trace", "left"), ("calls", "right"), ("prompt tokens", "right"),
                           ("output tokens", "right"), ("est. cost", "right")):
@@ -228,7 +232,8 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
                                  f"{found.database} stand (same id, inputs and judges); --rejudge estimates them "
                                  "too."))
     where = "offline heuristics, no paid calls" if backend == "local" else f"judge model {model}" + (
-        f", decomposer model {decomposer}" if decomposer != model else "")
+        f", decomposer model {decomposer}" if decomposer != model else "") + (
+        ", fast mode: one call per trace" if fast else "")
     written = " (the database was only read)" if found.database else ""
     out.print(render.literal(f"Dry run: no model was called and nothing was written{written}. Backend {backend} "
                              f"({where}); tokens counted by {found.method}; output tokens are an "
@@ -238,6 +243,9 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
                                  "(and get one) is known only after judging."))
     if backend == "local":
         out.print(render.literal("To estimate an OpenAI-compatible judge: --backend openai --model NAME."))
+        if settings.mode == "fast":
+            out.print(render.literal("The offline judge has no single-call mode: it runs (and labels its results) "
+                                     "full."))
     if rows and total_usd is None:
         unknown = sorted({m.model for row in rows for m in row.by_model if m.usd is None}) or [model]
         out.print(render.literal(f"The price of {' and '.join(map(repr, unknown))} is unknown: set VERALITH_PRICING "

@@ -417,6 +417,9 @@ def _usage(result: EvaluationResult) -> Text:
 
     return Text.assemble("judge ", literal(f"{result.backend} ({result.judge_model})"),
                          (f"\n{about()}" if result.backend == "local" else "", "dim"),
+                         # Only the opt-in mode is named: a full-mode screen stays as it was.
+                         ("\nmode fast: one call decomposed and judged at once (screening)"
+                          if result.mode == "fast" else "", "yellow"),
                          f"\ncalls {u.calls}  cache hits {u.cache_hits}  tokens {u.input_tokens} in "
                          f"({u.cached_input_tokens} cached) / {u.output_tokens} out  cost {fmt_usd(u.usd)}"
                          + (f"\nlatency {phases}" if phases else ""))

@@ -20,10 +20,11 @@ from typing import Any, NamedTuple
 
 from veralith.compare.reasons import failure_reason
 from veralith.compare.stats import PairedTest, paired_test
+from veralith.errors import VeralithError
 from veralith.models import CELLS_BY_SEVERITY, NO_CELL, cell_severity
 
-__all__ = ["CELLS", "INDETERMINATE", "Change", "Comparison", "Only", "TraceRow", "cell_of", "compare_rows", "gate_of",
-           "pair_rows", "severity", "with_reasons"]
+__all__ = ["CELLS", "INDETERMINATE", "Change", "Comparison", "MixedModes", "Only", "TraceRow", "cell_of",
+           "compare_rows", "gate_of", "mixed_modes_note", "modes_of", "pair_rows", "severity", "with_reasons"]
 
 # A gate or a cell that is not there reads as "indeterminate" (the one name, veralith.models.NO_CELL).
 INDETERMINATE = NO_CELL
@@ -46,6 +47,7 @@ class TraceRow(NamedTuple):
     n_claims: int | None
     n_extra_claims: int | None
     reason: str | None = None     # the stored one-line why (eval runs), else built by with_reasons
+    mode: str | None = None       # "full" | "fast" (veralith.pipeline.fast); None without a result
 
 
 def cell_of(row: TraceRow) -> str:
@@ -103,6 +105,14 @@ class Comparison:
     shifts: dict[str, dict[str, float | None]]  # judge -> {a, b, delta} over the matched pairs
     only_in_a: list[Only] = field(default_factory=list)
     only_in_b: list[Only] = field(default_factory=list)
+    # The judging modes of each run's results ("full", "fast"); two different sets were compared only
+    # because the caller allowed it (compare_runs' allow_mixed_modes), and every view says so.
+    modes_a: list[str] = field(default_factory=list)
+    modes_b: list[str] = field(default_factory=list)
+
+    @property
+    def mixed_modes(self) -> bool:
+        return len({*self.modes_a, *self.modes_b}) > 1
 
     def reason_trace_ids(self) -> list[int]:
         """The traces whose details `with_reasons` needs: the failing side of every change that
@@ -127,6 +137,7 @@ class Comparison:
             "shifts": self.shifts,
             "only_in_a": [asdict(o) for o in self.only_in_a],
             "only_in_b": [asdict(o) for o in self.only_in_b],
+            "modes_a": self.modes_a, "modes_b": self.modes_b, "mixed_modes": self.mixed_modes,
         }
 
 
@@ -166,7 +177,25 @@ def compare_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow], *, run_
         matrix=matrix, pass_rate_a=_pass_rate(rows_a), pass_rate_b=_pass_rate(rows_b),
         test=paired_test(both_pass, pass_to_not, not_to_pass, neither),
         regressions=regressions, improvements=improvements, indeterminate_changes=indeterminate,
-        shifts=_shifts(pairs), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b])
+        shifts=_shifts(pairs), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b],
+        modes_a=modes_of(rows_a), modes_b=modes_of(rows_b))
+
+
+class MixedModes(VeralithError):
+    """Two runs judged in different modes: a change between them may be the mode's, not the app's."""
+
+
+def modes_of(rows: Sequence[TraceRow]) -> list[str]:
+    """The judging modes of the rows that have a result, sorted."""
+    return sorted({r.mode for r in rows if r.mode})
+
+
+def mixed_modes_note(c: Comparison) -> str | None:
+    """One line saying the runs were judged in different modes, when they were (None otherwise)."""
+    if not c.mixed_modes:
+        return None
+    return (f"modes differ: A was judged {'+'.join(c.modes_a) or 'n/a'}, B {'+'.join(c.modes_b) or 'n/a'}; "
+            "the fast mode agrees less with careful labels, so some changes may be the mode's, not the app's")
 
 
 def pair_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow]) -> list[tuple[TraceRow, TraceRow]]:

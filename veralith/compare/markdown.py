@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from veralith.compare.core import CELLS, Change, Comparison, Only
+from veralith.compare.core import CELLS, Change, Comparison, Only, mixed_modes_note
 
 __all__ = ["escape", "to_markdown"]
 
@@ -42,6 +42,9 @@ def to_markdown(c: Comparison, *, limit: int | None = None) -> str:
     65,536 characters); the counts stay complete and a capped list says how many it left out."""
     t = c.test
     lines = [f"## Veralith: {_run(c.run_a)} → {_run(c.run_b)}", ""]
+    note = mixed_modes_note(c)
+    if note is not None:
+        lines += [f"> **Note:** {escape(note)}", ""]
     verdict = (f"**{len(c.regressions)} regression(s)**, {len(c.improvements)} improvement(s)"
                f", {len(c.indeterminate_changes)} indeterminate change(s)")
     lines += [verdict, "",

@@ -10,6 +10,10 @@ The estimate renders the prompts the trace would send, with the pipeline's batch
     1 explain call                          with the `explain` setting (--explain): counted for every
                                             trace, since which traces fail is unknown before judging
 
+In the single-call mode (VERALITH_MODE=fast) the trace makes one `fast` call holding the query, every
+chunk and the response's sentences, whatever it holds; its output allowance is the sum of the five
+tasks' allowances for the same items.
+
 With no chunks the pipeline decides sufficiency and faithfulness in code, and with no claims or
 no sub-questions it decides completeness in code, so those calls cost nothing.
 Sub-questions and claims are unknown before decomposition, so S = the query's sentences and
@@ -97,11 +101,14 @@ def _claim_texts(sentences: list[str]) -> list[str]:
 
 
 def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, batch_size: int,
-                  as_of: str | None = None) -> list[tuple[str, Any]]:
+                  as_of: str | None = None, mode: str = "full") -> list[tuple[str, Any]]:
     """(task name, input model) for every call the trace would make, as the pipeline makes them."""
     chunk_in = [t.ChunkIn(id=c.id, text=c.text, source=c.source) for c in chunks]
     sentences = _sentences(response)
     as_of = as_of or datetime.date.today().isoformat()   # the judges get a date; its tokens count
+    if mode == "fast":
+        return [("fast", t.FastInput(query=query, chunks=chunk_in, as_of=as_of,
+                                     sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]))]
     sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s) for n, s in enumerate(_sentences(query), 1)]
     claims = [t.ClaimIn(id=claim_id(n), text=s) for n, s in enumerate(_claim_texts(sentences), 1)]
     calls: list[tuple[str, Any]] = [("questions", t.QuestionsInput(query=query))]
@@ -133,6 +140,10 @@ def _batches(items: list[Any], size: int) -> list[list[Any]]:
 
 def _output_allowance(task: str, payload: Any, query_tokens: int, response_tokens: int) -> int:
     a = OUTPUT_ALLOWANCE
+    if task == "fast":   # what the five calls would write for the same trace, in one reply
+        return sum(_output_allowance(part, each, query_tokens, response_tokens) for part, each in planned_calls(
+            payload.query, [ContextChunk(id=c.id, text=c.text, source=c.source) for c in payload.chunks],
+            " ".join(s.text for s in payload.sentences), batch_size=50, as_of=payload.as_of))
     if task == "questions":
         return a["questions_base"] + query_tokens + a["questions_per_item"] * len(_sentences(payload.query))
     if task == "claims":
@@ -157,7 +168,9 @@ def max_output_tokens(task: str, payload: Any, model: str) -> int:
     are asked again.
     """
     query_tokens, _ = count_tokens(getattr(payload, "query", ""), model, wait=False)
-    response_tokens, _ = count_tokens(payload.response, model, wait=False) if task == "claims" else (0, "")
+    said = payload.response if task == "claims" else " ".join(s.text for s in payload.sentences) \
+        if task == "fast" else ""
+    response_tokens, _ = count_tokens(said, model, wait=False) if said else (0, "")
     return 2 * _output_allowance(task, payload, query_tokens, response_tokens) + 256
 
 
@@ -175,7 +188,7 @@ def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *
         from veralith.llm.client import strict_schema
 
         schema = strict_schema
-    calls = planned_calls(query, chunks, response, batch_size=settings.batch_size)
+    calls = planned_calls(query, chunks, response, batch_size=settings.batch_size, mode=settings.mode)
     per_model: dict[str, list[int]] = {}   # model -> [calls, input tokens, output tokens]
     sizes: dict[str, tuple[int, int]] = {}
     method = "chars/4"

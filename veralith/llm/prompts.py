@@ -41,6 +41,7 @@ from veralith.llm.tasks import (
     CompletenessInput,
     ExplainInput,
     FaithfulnessInput,
+    FastInput,
     GapIn,
     JudgedClaimIn,
     JudgedSubQuestionIn,
@@ -59,6 +60,7 @@ PROMPT_VERSIONS = {
     "faithfulness": "faithfulness-v4",
     "completeness": "completeness-v3",
     "explain": "explain-v1",
+    "fast": "fast-v1",
 }
 
 _COMMON = """\
@@ -160,8 +162,22 @@ contradicts or fails to support a claim, or the response sentence that invents o
 this trace, naming the chunk, source or missing fact.
 """
 
+# The single-call mode (`--mode fast`): the five tasks' own rules, in the order the reply is written. It
+# gives up the judges' isolation (sufficiency and faithfulness see the response here), which is why it
+# is opt-in and meant for screening; the rules themselves are the reviewed ones, not a paraphrase.
+_FAST = ("Task: all of the steps below in one reply, in schema order: sub-questions, then claims, gaps and "
+         "remarks, then sufficiency (one item per sub-question), faithfulness (one item per claim), completeness. "
+         "Judge context and claims only from the chunks, never from the response; the ids the judging steps "
+         "use are the ones you wrote in the extraction steps.\n"
+         + "\n".join(f"Step {name}. {text[:1].upper()}{text[1:]}" for name, text in (
+             ("sub-questions", _QUESTIONS.removeprefix("Task: ")), ("claims", _CLAIMS.removeprefix("Task: ")),
+             ("sufficiency", _SUFFICIENCY.removeprefix("Task: ")),
+             ("faithfulness", _FAITHFULNESS.removeprefix("Task: ")),
+             ("completeness", _COMPLETENESS.removeprefix("Task: ")))))
+
 _TASK_TEXT = {"questions": _QUESTIONS, "claims": _CLAIMS, "sufficiency": _ITEMS + _SUFFICIENCY,
-              "faithfulness": _ITEMS + _FAITHFULNESS, "completeness": _ITEMS + _COMPLETENESS, "explain": _EXPLAIN}
+              "faithfulness": _ITEMS + _FAITHFULNESS, "completeness": _ITEMS + _COMPLETENESS,
+              "explain": _EXPLAIN, "fast": _ITEMS + _FAST}
 
 _REMINDERS = {
     "questions": "Reminder: only what was asked, one need each.",
@@ -170,6 +186,7 @@ _REMINDERS = {
     "faithfulness": "Reminder: one item per claim, each judged alone; every part must be supported.",
     "completeness": "Reminder: every id once; only \"answers\" answers; statuses last.",
     "explain": "Reminder: quotes verbatim from the blocks; specific to this trace; one change to try.",
+    "fast": "Reminder: extract first, then judge each item alone from the chunks; every id once.",
 }
 
 # ---------------------------------------------------------------- worked examples
@@ -184,6 +201,12 @@ _ACME = CompletenessInput(
             ClaimIn(id="k3", text="Acme's profit depends on the year."),
             ClaimIn(id="k4", text="Acme is a well-known brand.")],
     gaps=[GapIn(id="g1", text="where Acme was founded")])
+
+_FAST_EXAMPLE = FastInput(
+    query="How long is the X200 warranty, and who makes it?",
+    sentences=[Sentence(id="S1", text="The X200 has a 36-month warranty."),
+               Sentence(id="S2", text="I couldn't find who makes it.")],
+    chunks=[ChunkIn(id="c0", text="Every X200 ships with a 24-month warranty.")])
 
 # (input, output): outputs validate against the task's output model and pass its check (tests/test_prompts.py).
 EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
@@ -275,6 +298,30 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
           "change_to_try": "Tell the generator to copy durations and figures exactly from the chunk and cite "
                            "c0 for them; check the answer against x200-manual.pdf."}),
     ],
+    "fast": [
+        (_FAST_EXAMPLE,
+         {"sub_questions": [{"id": "q1", "text": "How long is the X200 warranty?"},
+                            {"id": "q2", "text": "Who makes the X200?"}],
+          "claims": [{"id": "k1", "source_sentence_ids": ["S1"], "text": "The X200 has a 36-month warranty.",
+                      "note": ""}],
+          "gaps": [{"id": "g1", "source_sentence_ids": ["S2"], "text": "who makes the X200"}],
+          "remarks": [], "asks_clarification": False,
+          "sufficiency": [{"sub_question_id": "q1", "required_facts": ["the X200 warranty length"],
+                           "evidence": [{"chunk_id": "c0", "quote": "a 24-month warranty"}], "missing_facts": [],
+                           "reasoning": "c0 gives the length.", "sufficient": "yes", "supporting_chunk_ids": ["c0"]},
+                          {"sub_question_id": "q2", "required_facts": ["the X200 maker"], "evidence": [],
+                           "missing_facts": ["the X200 maker"], "reasoning": "No chunk names a maker.",
+                           "sufficient": "no", "supporting_chunk_ids": []}],
+          "faithfulness": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "a 24-month warranty"}],
+                            "reasoning": "c0 says 24 months, not 36.", "relation": "contradicted",
+                            "grounding_chunk_ids": [], "contradicting_chunk_ids": ["c0"]}],
+          "completeness": {"claims": [{"claim_id": "k1", "reasoning": "Gives a length.", "role": "answers",
+                                       "sub_question_ids": ["q1"]}],
+                           "gaps": [{"gap_id": "g1", "sub_question_ids": ["q2"]}],
+                           "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1.", "status": "answered"},
+                                             {"sub_question_id": "q2", "reasoning": "Only g1.",
+                                              "status": "unanswered"}]}}),
+    ],
 }
 
 
@@ -291,11 +338,11 @@ def _example_input(payload: BaseModel) -> str:
                            *(f'claim {c.id} "{c.text}" {c.relation}' for c in payload.claims)])
     if isinstance(payload, FaithfulnessInput) and payload.as_of:
         lines.append(f"today: {payload.as_of}, cutoff for now: {payload.fresh_from}")
-    if isinstance(payload, SufficiencyInput | FaithfulnessInput):
+    if isinstance(payload, SufficiencyInput | FaithfulnessInput | FastInput):
         lines += [f'chunk {c.id} ({c.source}) "{c.text}"' if c.source else f'chunk {c.id} "{c.text}"'
                   for c in payload.chunks]
     lines.append(f'question: "{getattr(payload, "query", "")}"')
-    if isinstance(payload, ClaimsInput):
+    if isinstance(payload, ClaimsInput | FastInput):
         lines.append(" ".join(f'{s.id} "{s.text}"' for s in payload.sentences))
     if isinstance(payload, SufficiencyInput | CompletenessInput):
         lines.append(" ".join(f'{q.id} "{q.text}"' for q in payload.sub_questions))
@@ -321,6 +368,11 @@ def _dates(dates: list[dict[str, str]]) -> str:
 
 def _example_output(task_name: str, out: dict[str, Any]) -> list[str]:
     """One line per output item, empty fields left out: what each item says, not how JSON spells it."""
+    if task_name == "fast":   # the five steps' lines, in reply order
+        return (_example_output("questions", out) + _example_output("claims", out)
+                + _example_output("sufficiency", {"items": out["sufficiency"]})
+                + _example_output("faithfulness", {"items": out["faithfulness"]})
+                + _example_output("completeness", out["completeness"]))
     if task_name == "questions":
         return [f"{q['id']} {q['text']}" for q in out["sub_questions"]]
     if task_name == "claims":
@@ -454,6 +506,10 @@ def _blocks(payload: BaseModel) -> tuple[list[_Block], list[_Block]]:
                      for q in payload.sub_questions]
         verdicts += [_Block("claim", c.text, (("id", c.id), ("relation", c.relation))) for c in payload.claims]
         return shared, verdicts
+    if isinstance(payload, FastInput):
+        sentences = [_Block("s", s.text, (("id", s.id),)) for s in payload.sentences]
+        return [*_today(payload.as_of), _Block("question", payload.query), *_chunks(payload.chunks),
+                *(sentences or [_Block("", "", note="(The response is empty.)")])], []
     if isinstance(payload, CompletenessInput):
         shared = [_Block("question", payload.query), *(_Block("subq", q.text, (("id", q.id),))
                                                         for q in payload.sub_questions)]

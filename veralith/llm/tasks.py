@@ -33,14 +33,14 @@ from veralith.llm.stale_check import stale_problems
 from veralith.llm.text import quote_in
 
 __all__ = [
-    "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "EXPLAIN", "FAITHFULNESS", "QUOTE_NOT_FOUND", "QUESTIONS",
+    "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "EXPLAIN", "FAITHFULNESS", "FAST", "QUESTIONS", "QUOTE_NOT_FOUND",
     "SUFFICIENCY", "TASKS", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput",
     "CompletenessOutput", "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote",
     "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
-    "FaithfulnessOutput", "GapIn", "GapLink", "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem",
-    "QuestionItem", "QuestionsInput",
-    "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
-    "SufficiencyOutput", "Task", "model_for", "quote_in",
+    "FaithfulnessOutput", "FastInput", "FastOutput", "GapIn", "GapLink", "ItemList", "JudgedClaimIn",
+    "JudgedSubQuestionIn", "Problem", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence",
+    "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "Task",
+    "model_for", "quote_in",
 ]
 
 
@@ -265,6 +265,28 @@ class ExplainOutput(_Out):
     missing_fact: str             # "" or a fact the question needs that no chunk gives
     what_went_wrong: str
     change_to_try: str
+# ---------------------------------------------------------------- fast (all of the above in one call)
+
+class FastInput(_In):
+    """Everything a trace has, for the opt-in single-call mode: decompose and judge at once."""
+
+    query: str
+    sentences: list[Sentence]
+    chunks: list[ChunkIn]
+    as_of: str | None = None
+
+
+class FastOutput(_Out):
+    # Extraction first, then the judges in the order each one's reading builds on the last: a verdict
+    # is written after the items it is about (PROMPTS.md §0, schema order is generation order).
+    sub_questions: list[QuestionItem]
+    claims: list[ExtractedClaim]
+    gaps: list[ExtractedGap]
+    remarks: list[ExtractedRemark]
+    asks_clarification: bool
+    sufficiency: list[SufficiencyItem]
+    faithfulness: list[FaithfulnessItem]
+    completeness: CompletenessOutput
 
 
 # ---------------------------------------------------------------- checks
@@ -441,6 +463,18 @@ def _check_completeness(inp: CompletenessInput, out: CompletenessOutput) -> list
     return problems
 
 
+def _check_fast(inp: FastInput, out: FastOutput) -> list[Problem]:
+    """The extraction half only, checked whole as the two decomposition tasks check theirs. The judged
+    half is read item by item afterwards (veralith.pipeline.fast) with each judge task's own checks, so
+    one inconsistent verdict costs that verdict, not the call."""
+    response = " ".join(s.text for s in inp.sentences)
+    problems = _check_questions(QuestionsInput(query=inp.query), QuestionsOutput(sub_questions=out.sub_questions))
+    problems += _check_claims(ClaimsInput(query=inp.query, response=response, sentences=inp.sentences),
+                              ClaimsOutput(claims=out.claims, gaps=out.gaps, remarks=out.remarks,
+                                           asks_clarification=out.asks_clarification))
+    return problems
+
+
 # ---------------------------------------------------------------- task registry
 
 I = TypeVar("I", bound=BaseModel)
@@ -483,7 +517,9 @@ COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, _chec
     ItemList("sub_questions", "sub_question_id", lambda p: [q.id for q in p.sub_questions])))
 # Checked and re-asked whole, like the extraction tasks: an explanation with an invented quote is not kept in part.
 EXPLAIN = Task("explain", ExplainInput, ExplainOutput, _check_explain)
-TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS, EXPLAIN)}
+# Read whole like an extraction task; its judged lists are settled item by item by the pipeline.
+FAST = Task("fast", FastInput, FastOutput, _check_fast)
+TASKS = {t.name: t for t in (QUESTIONS, CLAIMS, SUFFICIENCY, FAITHFULNESS, COMPLETENESS, EXPLAIN, FAST)}
 # The two decomposition calls: they extract rather than judge, so a smaller model can do them.
 DECOMPOSITION = frozenset({QUESTIONS.name, CLAIMS.name})
 

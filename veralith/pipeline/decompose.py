@@ -28,7 +28,7 @@ from veralith.llm.tasks import (
 from veralith.llm.text import sentence_spans
 from veralith.models import Claim, Gap, Remark, SubQuestion, claim_id
 
-__all__ = ["Decomposition", "claims_input", "decompose", "decompose_steps"]
+__all__ = ["Decomposition", "claims_input", "decompose", "decompose_steps", "decomposition_of"]
 
 
 @dataclass
@@ -69,11 +69,17 @@ def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Dec
     q_call = results[0]
     c_call = results[1] if claims_in.sentences else CallResult(ClaimsOutput(claims=[], gaps=[],
                                                                              asks_clarification=False))
-    questions: QuestionsOutput = q_call.output  # type: ignore[assignment]
-    out: ClaimsOutput = c_call.output  # type: ignore[assignment]
     usage = CallUsage()
     usage.add(q_call.usage)
     usage.add(c_call.usage)
+    return decomposition_of(response, claims_in, q_call.output, c_call.output,  # type: ignore[arg-type]
+                            usage=usage, repairs=[*q_call.repairs, *c_call.repairs])
+
+
+def decomposition_of(response: str, claims_in: ClaimsInput, questions: QuestionsOutput, out: ClaimsOutput, *,
+                     usage: CallUsage, repairs: list[tuple[str, str]]) -> Decomposition:
+    """The decomposition read off the two extraction outputs (from their own calls, or the single-call
+    mode's one reply): items located in the response, claims renumbered k1, k2, ... in reply order."""
     by_id = {s.id: (s, span) for s, span in zip(claims_in.sentences, sentence_spans(response), strict=True)}
 
     def spans_of(ids: list[str]) -> list[tuple[int, int]]:
@@ -91,7 +97,7 @@ def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Dec
         context_notes={k: c.note or None for k, c in zip(claim_ids, out.claims, strict=True)},
         asks_clarification=out.asks_clarification,
         usage=usage,
-        repairs=[*q_call.repairs, *c_call.repairs],
+        repairs=repairs,
         remarks=[Remark(id=r.id, text=r.text, **_locate(response, r.text, spans_of(r.source_sentence_ids)))
                  for r in out.remarks],
     )

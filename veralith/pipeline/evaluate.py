@@ -1,5 +1,8 @@
 """The orchestrator: validate → decompose → three judges (concurrently) → classify → review → suggest → store.
 
+In the single-call mode (veralith.pipeline.fast) one call does decompose and the three judges; from
+its reply on, every stage is the same code.
+
 Each judge is isolated: its own calls, its own error slot, its own timing. One failing never
 stops the others; a judge that failed leaves None behind, and everything that depends on it
 (the cell, the gate) says "unknown" rather than guessing.
@@ -17,7 +20,7 @@ from pydantic import BaseModel
 from veralith.config import settings
 from veralith.errors import JudgeCallError, JudgeServerDown
 from veralith.llm.base import JudgeClient
-from veralith.llm.calls import Batch, Steps, adrive, drive
+from veralith.llm.calls import Batch, Outcome, Steps, adrive, drive
 from veralith.llm.tasks import COMPLETENESS, FAITHFULNESS, SUFFICIENCY, Task
 from veralith.models import (
     ContextChunk,
@@ -34,6 +37,7 @@ from veralith.models import (
 )
 from veralith.pipeline import classify as classify_mod, explain as explain_mod
 from veralith.pipeline.decompose import Decomposition, decompose_steps
+from veralith.pipeline.fast import FastReply, ask_steps, effective_mode, verdicts
 from veralith.pipeline.inputs import (
     as_of as as_of_date,
     check_knowledge_base,
@@ -224,10 +228,17 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
                 context=chunks, response=response, backend=client.backend, as_of=as_of)
 
     t0 = time.perf_counter()
-    versions["questions"] = client.prompt_version("questions")
-    versions["claims"] = client.prompt_version("claims")
+    mode = effective_mode(client)
+    base["mode"] = mode
+    reply = None
+    for task in ("fast",) if mode == "fast" else ("questions", "claims"):
+        versions[task] = client.prompt_version(task)
     try:
-        parts = yield from decompose_steps(query, response, concurrent=client.concurrent)
+        if mode == "fast":
+            reply = yield from ask_steps(query, chunks, response, as_of)
+            parts = reply.parts
+        else:
+            parts = yield from decompose_steps(query, response, concurrent=client.concurrent)
         usage.add(parts.usage)
         repairs += [Repair(phase=Phase.decompose, kind=k, message=m) for k, m in parts.repairs]
     except JudgeServerDown:
@@ -242,8 +253,11 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
                                 judge_model=client.model)
     latency["decompose"] = _ms(t0)
 
-    judged, missing = yield from _judge_steps(client, query, chunks, parts, latency, usage, errors, versions,
-                                              repairs, as_of)
+    if reply is None:
+        judged, missing = yield from _judge_steps(client, query, chunks, parts, latency, usage, errors, versions,
+                                                  repairs, as_of)
+    else:
+        judged, missing = _judges_of(reply, query, chunks, parts, latency, usage, errors, repairs, as_of)
     suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
 
     t0 = time.perf_counter()
@@ -304,16 +318,16 @@ def _undecided(st: Status, cell: FailureCell | None, missing: Missing) -> Status
                                  "summary": f"{what} without the verdicts the judges did not give: {named}."})
 
 
-def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
-                 latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
-                 repairs: list[Repair], as_of: str | None) -> Steps[tuple[Judged, Missing]]:
-    """Ask every judge's batches at once (judges and batches all run concurrently on an I/O-bound
-    backend), then assemble each judge from its own batches only. A judge with nothing to ask a
-    model (no context, no claims) is decided in code and makes no call."""
-    size = settings.batch_size
+Plan = tuple[Any, list[Any], Callable[[list[Any]], Any], Callable[[], Any]]
+
+
+def _plans(query: str, chunks: list[ContextChunk], parts: Decomposition, size: int,
+           as_of: str | None) -> dict[Phase, Plan]:
+    """Per judge: (task, its call inputs in batches of `size`, how to assemble its calls, how to
+    decide it without a call). A judge with nothing to ask a model (no context, no claims) has no inputs."""
     sqs, claims, gaps = parts.sub_questions, parts.claims, parts.gaps
     fplan = faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of)
-    plans: dict[Phase, tuple[Any, list[Any], Callable[[list[Any]], Any], Callable[[], Any]]] = {
+    return {
         Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, sqs, chunks, size, as_of),
                             lambda calls: sufficiency.assemble(calls, sqs),
                             lambda: sufficiency.without_call(sqs)),
@@ -324,6 +338,15 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
                              lambda calls: completeness.assemble(calls, sqs, claims, gaps),
                              lambda: completeness.without_call(sqs, claims, gaps)),
     }
+
+
+def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
+                 latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
+                 repairs: list[Repair], as_of: str | None) -> Steps[tuple[Judged, Missing]]:
+    """Ask every judge's batches at once (judges and batches all run concurrently on an I/O-bound
+    backend), then assemble each judge from its own batches only. A judge with nothing to ask a
+    model (no context, no claims) is decided in code and makes no call."""
+    plans = _plans(query, chunks, parts, settings.batch_size, as_of)
     asked: list[tuple[Task, BaseModel]] = []
     for phase, (task, payloads, _, _) in plans.items():
         if payloads:
@@ -331,12 +354,41 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
         asked += [(task, p) for p in payloads]
     started = time.perf_counter()
     outcomes = iter((yield Batch(asked)) if asked else [])
+    by_phase = {phase: [next(outcomes) for _ in payloads] for phase, (_, payloads, _, _) in plans.items()}
+    return _gather(plans, by_phase, started, latency, usage, errors, repairs)
+
+
+def _judges_of(reply: FastReply, query: str, chunks: list[ContextChunk], parts: Decomposition,
+               latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], repairs: list[Repair],
+               as_of: str | None) -> tuple[Judged, Missing]:
+    """The single-call mode's judges: each one's items read out of the one reply, against the very input
+    the full mode would have sent it (unbatched: the reply judged every item at once), then assembled
+    and decided by the same code as the full mode's calls."""
+    size = max(1, len(parts.sub_questions), len(parts.claims))
+    plans = _plans(query, chunks, parts, size, as_of)
+    now = time.perf_counter()
+
+    def read(task: Task, payload: BaseModel) -> Outcome:
+        try:
+            return verdicts(task, payload, reply), now
+        except Exception as exc:   # that judge's failure, as a failed call would be
+            return exc
+
+    by_phase = {phase: [read(task, p) for p in payloads] for phase, (task, payloads, _, _) in plans.items()}
+    return _gather(plans, by_phase, now, latency, usage, errors, repairs, reasked=False)
+
+
+def _gather(plans: dict[Phase, Plan], outcomes: dict[Phase, list[Outcome]], started: float,
+            latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
+            repairs: list[Repair], *, reasked: bool = True) -> tuple[Judged, Missing]:
+    """Each judge assembled from its own calls only: a failed call is that judge's error, an item with
+    no usable verdict is a missing verdict the pipeline decides around."""
     results: dict[Phase, Any] = {}
     missing: dict[Phase, dict[str, str]] = {}
     down: JudgeServerDown | None = None
     for phase, (_task, payloads, assemble, decided) in plans.items():
         calls, failure = [], None
-        for outcome in [next(outcomes) for _ in payloads]:
+        for outcome in outcomes[phase]:
             if isinstance(outcome, Exception):
                 _add_failed_usage(usage, outcome)
                 if isinstance(outcome, JudgeServerDown):
@@ -360,8 +412,9 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
             results[phase] = None
             missing.pop(phase, None)
         elif missing.get(phase):
-            errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2, message=(
-                "no usable verdict, even after a re-ask, for " + "; ".join(
+            errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2 if reasked else 1, message=(
+                ("no usable verdict, even after a re-ask, for " if reasked
+                 else "no usable verdict in the single-call reply (no re-ask in fast mode) for ") + "; ".join(
                     f"{i}: {why}" for i, why in missing[phase].items()))))
     if down is not None:
         raise down   # not this trace's failure: it stays unjudged (pending) for a later run

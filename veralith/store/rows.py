@@ -42,7 +42,7 @@ RESULT_COLUMNS = (
     "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "suggestion_title", "suggestion_summary",
     "suggestion_actions", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
     "usd", "backend", "judge_model", "latency_ms", "prompt_versions", "response_kind", "as_of", "needs_review",
-    "review_ids", "coverage", "n_partial_sub_questions", "repairs",
+    "review_ids", "coverage", "n_partial_sub_questions", "repairs", "mode",
 )
 
 
@@ -86,6 +86,7 @@ def result_columns(result: EvaluationResult) -> dict[str, Any]:
         "coverage": dumps({q: c.value for q, c in d.coverage.items()}, what="coverage") if d else None,
         "n_partial_sub_questions": d.n_partial_sub_questions if d else None,
         "repairs": dumps([r.model_dump(mode="json") for r in result.repairs], what="repairs"),
+        "mode": result.mode,
     }
 
 
@@ -125,11 +126,12 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
         "remarks": [(trace_id, i, r.id, r.text, r.char_start, r.char_end) for i, r in enumerate(result.remarks)],
         "sufficiency_judgments": [
             (trace_id, i, j.sub_question_id, j.verdict.value, j.reasoning,
-             dumps(j.chunk_ids, what="chunk_ids"), pv.get("sufficiency"), j.confidence)
+             dumps(j.chunk_ids, what="chunk_ids"), pv.get("sufficiency", pv.get("fast")), j.confidence)
             for i, j in enumerate(result.sufficiency)],
         "faithfulness_judgments": [
-            (trace_id, i, j.claim_id, j.verdict.value, j.relation.value, j.reasoning, pv.get("faithfulness"),
-             j.confidence, dumps([e.model_dump() for e in j.evidence], what="evidence"),
+            (trace_id, i, j.claim_id, j.verdict.value, j.relation.value, j.reasoning,
+             pv.get("faithfulness", pv.get("fast")), j.confidence,
+             dumps([e.model_dump() for e in j.evidence], what="evidence"),
              dumps([d.model_dump() for d in j.dates], what="dates"))
             for i, j in enumerate(result.faithfulness)],
         "grounding": [
@@ -145,7 +147,7 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
     comp = result.completeness
     if comp is not None:
         rows["completeness"] = [(trace_id, comp.reasoning, dumps(comp.uncovered_sub_question_ids, what="uncovered"),
-                                 pv.get("completeness"), dumps(comp.supports, what="supports"),
+                                 pv.get("completeness", pv.get("fast")), dumps(comp.supports, what="supports"),
                                  dumps({q: s.value for q, s in comp.statuses.items()}, what="statuses"),
                                  dumps(comp.gaps, what="gap_links"), dumps(comp.confidence, what="confidence"))]
         for sq_pos, (sq_id, claim_ids) in enumerate(comp.mappings.items()):
@@ -249,4 +251,5 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
         "backend": trace["backend"],
         "judge_model": trace["judge_model"],
         "prompt_versions": json.loads(trace["prompt_versions"]),
+        "mode": trace.get("mode") or "full",
     })

@@ -38,10 +38,10 @@ __all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run
 
 # The columns `trace_rows` returns, in order (veralith.compare.TraceRow has the same fields).
 TRACE_ROW_COLUMNS = ("id", "external_id", "knowledge_base", "query", "failure_cell", "quality_gate", "status",
-                     "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "reason")
+                     "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "reason", "mode")
 # run_traces columns after run_id, and what each is copied from in `traces`.
 _COPIED = ("trace_id", "external_id", "knowledge_base", "failure_cell", "quality_gate", "status",
-           "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "usd", "query")
+           "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "usd", "query", "mode")
 
 
 class RunNotFound(StoreError, KeyError):
@@ -252,7 +252,7 @@ _EMPTY = (0, 0, 0, 0, 0, 0.0, 0)
 
 
 _OUTCOME = {"failure_cell", "quality_gate", "sufficiency_fraction", "faithfulness_fraction", "n_claims",
-            "n_extra_claims", "usd"}
+            "n_extra_claims", "usd", "mode"}
 
 
 def _copy(db: Db, run_id: int, where: str, params: list[Any], *, reason: str | None, replace: bool) -> None:

@@ -275,7 +275,8 @@ class _Pages:
                 return self.render("error.html", 400, page="compare", title="Bad run",
                                    message="a run is named by its id or a name of at most 200 characters")
             try:
-                comparison = compare_runs(self.store, a, b)
+                # Browsing, not gating: shown whatever the modes, with the page saying when they differ.
+                comparison = compare_runs(self.store, a, b, allow_mixed_modes=True)
             except RunNotFound as exc:
                 return self.render("error.html", 404, page="compare", title="No such run", message=str(exc))
         # The form selects the runs compared, by id, whether they were asked for by id or by name.
