@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 # Results written under these versions still read back (new fields take their defaults; claim ids
 # of results before 1.2 are renumbered k1, k2, ... on read, see EvaluationResult._upgrade).
-READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
 # Claim ids are k1, k2, ... in response order (1.2 on): "c" is the default chunk prefix (c0, c1, ...).
 CLAIM_ID_PREFIX = "k"
 
