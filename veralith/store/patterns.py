@@ -53,9 +53,6 @@ class PatternScope:
         if self.until is not None:
             clauses.append("created_at < ?")
             params.append(self.until)
-        if self.until is not None:
-            clauses.append("created_at < ?")
-            params.append(self.until)
         return "SELECT id FROM traces WHERE " + " AND ".join(clauses), params
 
     def judged(self, db: Db) -> tuple[str, list[Any]]:
