@@ -30,6 +30,8 @@ for _var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
     os.environ.pop(_var, None)
 for _var in [v for v in os.environ if v.startswith("VERALITH_")]:
     os.environ.pop(_var)
+# ... but for the shared folder's place, which the helpers (fake_openai_server) resolve the same way.
+os.environ["VERALITH_SHARED_DIR"] = str(SHARED)
 if (SHARED / "tiktoken").is_dir():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 

@@ -80,6 +80,7 @@ import argparse
 import html
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -89,6 +90,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 __all__ = ["HABITS", "FakeOpenAIServer", "Reply", "auto_reply", "openai_server"]
@@ -152,6 +154,7 @@ class FakeOpenAIServer:
                  count_tokens: bool = False) -> None:
         self.latency_s = latency_s
         self.auto = auto
+        self._count_tokens = False
         self.count_tokens = count_tokens      # report usage counted with tiktoken instead of self.usage
         self.responder: Callable[[dict[str, Any]], Any] | None = None
         # prompt_tokens None: counted from the request (see the module doc)
@@ -174,6 +177,16 @@ class FakeOpenAIServer:
                                         name="fake-openai-server", daemon=True)
 
     # ------------------------------------------------------------ lifecycle
+    @property
+    def count_tokens(self) -> bool:
+        return self._count_tokens
+
+    @count_tokens.setter
+    def count_tokens(self, on: bool) -> None:
+        if on:   # a test that asks for tiktoken counts skips here, with the reason, on a fresh clone
+            need_offline_encodings()
+        self._count_tokens = on
+
     @property
     def port(self) -> int:
         return self._httpd.server_address[1]
@@ -354,18 +367,38 @@ def token_logprobs(content: str, label_probs: list[dict[str, float]], quote_in_t
     return tokens + plain(content[position:])
 
 
+def offline_encodings() -> Path | None:
+    """The offline copy of tiktoken's encodings: TIKTOKEN_CACHE_DIR when set, else the optional shared
+    folder's (VERALITH_SHARED_DIR, or ../shared beside the checkout); None when neither is there."""
+    cached = os.environ.get("TIKTOKEN_CACHE_DIR")
+    if cached:
+        return Path(cached) if Path(cached).is_dir() else None
+    shared = Path(os.environ.get("VERALITH_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared")
+    return shared / "tiktoken" if (shared / "tiktoken").is_dir() else None
+
+
+def need_offline_encodings() -> Path:
+    """The offline encodings, or (under pytest) skip the calling test naming what is missing: tiktoken
+    would otherwise download them, and tests never touch the network. Outside pytest, a RuntimeError."""
+    found = offline_encodings()
+    if found is not None:
+        return found
+    reason = ("needs the offline tiktoken encodings (the shared folder's tiktoken/ or TIKTOKEN_CACHE_DIR), "
+              "absent on this checkout: tiktoken would otherwise download them")
+    if "pytest" in sys.modules:
+        import pytest
+
+        pytest.skip(reason)
+    raise RuntimeError(reason)
+
+
 def counted_usage(body: dict[str, Any], content: str) -> dict[str, int]:
     """Usage as OpenAI counts chat input: per message 3 + tokens(role + content), 3 to prime the reply,
     plus the compact JSON of a response_format schema (structured outputs bill it as input).
 
     Only for `count_tokens`: tiktoken is imported here so the default mode stays stdlib-only.
     """
-    import os
-    from pathlib import Path
-
-    shared = Path(os.environ.get("VERALITH_SHARED_DIR") or Path(__file__).resolve().parents[2] / "shared") / "tiktoken"
-    if shared.is_dir():  # the offline copy of the encodings; tiktoken would otherwise download them
-        os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(shared))
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(need_offline_encodings()))   # never a download
     import tiktoken
 
     enc = tiktoken.get_encoding("o200k_base")

@@ -10,7 +10,8 @@ import time
 import warnings
 
 import pytest
-from conftest import SHARED, data_file
+from conftest import data_file
+from fake_openai_server import need_offline_encodings
 
 import veralith
 from veralith.config import ConfigError, settings
@@ -100,9 +101,7 @@ def test_a_budget_on_an_unpriced_model_fails_loudly(openai_server):
 
 
 def _needs_tiktoken_files() -> None:
-    if not (SHARED / "tiktoken").is_dir():
-        pytest.skip(f"needs {SHARED / 'tiktoken'}: the offline tiktoken encodings, absent on this checkout "
-                    "(tiktoken would otherwise download them)")
+    need_offline_encodings()
 
 
 def test_the_estimate_follows_the_pipelines_batching(openai_server):
