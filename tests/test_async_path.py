@@ -50,7 +50,9 @@ def _async_requests(server) -> int:
 
 def test_aevaluate_gives_what_evaluate_gives(openai_server):
     openai_server.logprobs = True
-    with _openai(openai_server):
+    # Log-probabilities asked on every call: in auto mode a server on 127.0.0.1 gets a speed check that
+    # may stop asking part-way (timing on a loaded machine), and the two runs would differ by that.
+    with _openai(openai_server, logprobs="on"):
         sync = [veralith.evaluate(*_trace(i), persist=False) for i in range(4)]
         sync_requests = openai_server.count
 
