@@ -252,3 +252,29 @@ def test_the_estimate_normalises_context_as_evaluate_does():
         assert raw == estimate_trace(QUERY, normalize_context(CONTEXT), RESPONSE)
         with pytest.raises(TypeError, match="wrap a single text"):
             estimate_trace(QUERY, "one string", RESPONSE)   # the same error evaluate() gives
+
+
+def test_a_result_records_what_its_calls_wrote_against_the_plan_and_leaves_out_what_it_cannot_compare():
+    """veralith.llm.estimate.output_sizes, what `--dry-run` learns from: a planned task the pipeline
+    decided without a call counts 0 requests and 0 tokens; a failed call or a reply-cache hit leaves
+    its task out; the decomposition is keyed on the decomposer model."""
+    from veralith.llm.estimate import output_sizes
+    from veralith.pipeline.inputs import normalize_context
+    from veralith.usage import CallUsage
+
+    def usage(output: int, *, calls: int = 1, hit: int = 0) -> CallUsage:
+        return CallUsage(model="served-name", calls=calls, cache_hits=hit, output_tokens=output)
+
+    spent = [("questions", usage(30)), ("claims", usage(50, calls=2)),   # a re-ask: two requests
+             ("sufficiency", usage(0, calls=0, hit=1)), ("completeness", None)]   # faithfulness never asked
+    with settings.override(backend="openai", judge_model="gpt-4o"):
+        sizes = output_sizes(QUERY, normalize_context(CONTEXT), RESPONSE, spent, model="gpt-4o",
+                             decomposer_model="gpt-4o-mini", versions={"claims": "v9"}, batch_size=50, mode="full",
+                             as_of="2026-12-01")
+    found = {s.task: s for s in sizes}
+    assert sorted(found) == ["claims", "faithfulness", "questions"]
+    assert (found["claims"].model, found["claims"].prompt_version, found["claims"].calls,
+            found["claims"].planned_calls, found["claims"].output_tokens) == ("gpt-4o-mini", "v9", 2, 1, 50)
+    assert (found["faithfulness"].model, found["faithfulness"].calls, found["faithfulness"].output_tokens,
+            found["faithfulness"].planned_calls) == ("gpt-4o", 0, 0, 1)
+    assert all(s.allowance_tokens > 0 and s.traces == 1 for s in sizes)

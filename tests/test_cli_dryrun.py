@@ -91,3 +91,61 @@ def test_dry_run_on_the_local_backend_costs_nothing(runner, tmp_path):
     assert _row(result.stdout, "total (2 traces)")[1:] == ["0", "0", "0", "$0.000000"]
     assert "--backend openai" in result.stdout
     assert not Path(settings.db_path).exists()
+
+
+def test_after_a_real_run_the_dry_run_expects_what_it_learnt_and_the_guard_keeps_its_allowance(
+        runner, tmp_path, openai_server, store_url, monkeypatch):
+    """Either store: no history, the allowance (said in one line); after `veralith eval`, the output
+    tokens and requests per call its calls had, per task and model (said with how many past calls);
+    another judge model, still the allowance; and the budget guard on the allowance throughout."""
+    from veralith.llm.estimate import LearntOutput
+    from veralith.llm.prompts import PROMPT_VERSIONS
+    from veralith.pipeline.budget import BudgetExceeded, enforce_budget
+    from veralith.store import open_store
+
+    path = _file(tmp_path)
+    for name, value in (("VERALITH_BACKEND", "openai"), ("VERALITH_BASE_URL", openai_server.base_url),
+                        ("VERALITH_API_KEY", "test"), ("VERALITH_JUDGE_MODEL", "gpt-4o")):
+        monkeypatch.setenv(name, value)
+    settings.reload()
+    env = {"COLUMNS": "200"}
+    dry = ["eval", str(path), "--dry-run", "--rejudge", "--backend", "openai", "--model", "gpt-4o"]
+    with settings.override(backend="openai", judge_model="gpt-4o"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostWarning)
+        allowance = [estimate_trace(r["query"], r["context"], r["response"]) for r in RECORDS]
+    before = runner.invoke(app, dry, env=env)
+    assert before.exit_code == 0, before.output
+    assert "No past runs of gpt-4o to learn output sizes from" in before.stdout
+    assert _row(before.stdout, "total (2 traces)")[3] == f"{sum(e.output_tokens for e in allowance):,}"
+
+    openai_server.usage = {"prompt_tokens": None, "completion_tokens": 7, "cached_tokens": 0}   # terse replies
+    real = runner.invoke(app, ["eval", str(path), "--backend", "openai", "--model", "gpt-4o"], env=env)
+    assert real.exit_code == 0, real.output
+    sizes = open_store(store_url).output_sizes()
+    requests = openai_server.count
+    assert {s.model for s in sizes} == {"gpt-4o"} and sum(s.calls for s in sizes) == requests
+    assert sum(s.output_tokens for s in sizes) == 7 * requests
+
+    after = runner.invoke(app, dry, env=env)
+    assert after.exit_code == 0, after.output
+    assert f"expected from what {requests} past calls" in after.stdout.replace("\n", " ")
+    with settings.override(backend="openai", judge_model="gpt-4o"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostWarning)
+        learnt = LearntOutput(tuple(sizes), dict(PROMPT_VERSIONS))
+        expected = [estimate_trace(r["query"], r["context"], r["response"], learnt=learnt) for r in RECORDS]
+        assert [e.learnt_calls for e in expected] == [e.calls for e in expected]
+        total_output = sum(e.output_tokens for e in expected)
+        assert _row(after.stdout, "total (2 traces)")[3] == f"{total_output:,}"
+        assert abs(total_output - 7 * requests) <= len(RECORDS)   # what the calls wrote (each trace rounded)
+        # The guard still counts the allowance: a budget between the two refuses the trace.
+        between = (expected[1].usd + allowance[1].usd) / 2
+        with pytest.raises(BudgetExceeded):
+            enforce_budget(RECORDS[1]["query"], RECORDS[1]["context"], RECORDS[1]["response"], budget_usd=between)
+    monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", str(between))
+    settings.reload()
+    marked = runner.invoke(app, dry, env=env)
+    assert "over budget" in _row(marked.stdout, "line 2")[-1]                 # by the guard's allowance
+    assert _row(marked.stdout, "line 2")[-1].startswith(f"${expected[1].usd:.6f}")   # the expected cost shown
+
+    other = runner.invoke(app, [*dry[:-1], "gpt-4o-mini"], env=env)
+    assert "No past runs of gpt-4o-mini to learn output sizes from" in other.stdout

@@ -5,6 +5,7 @@ batch runner and the orchestrator make, with no change to them."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import inspect
 import itertools
@@ -36,6 +37,7 @@ from veralith.store import (
     TraceStore,
 )
 from veralith.store.calibration import CALIBRATION_CELL, calibrate
+from veralith.usage import OutputSize, output_sizes_of
 
 QUERY, RESPONSE = "What is P/E?", "P/E is price divided by earnings."
 CONTEXT = ["The P/E ratio is price divided by earnings."]
@@ -52,6 +54,7 @@ class MemoryStore:
         self.past: list[tuple[int, str | None]] = []
         self.spooled: list[tuple[int, TraceInput, bool]] = []
         self.cache: dict[str, str] = {}
+        self.sizes: dict[tuple[str, str, str], OutputSize] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -133,7 +136,14 @@ class MemoryStore:
             row["result"] = row["result"].model_copy(update={"explanation": explanation})
 
     def save_result(self, result: EvaluationResult) -> int:
+        measured = output_sizes_of(result)
         with self._lock:
+            for size in measured:
+                key = (size.task, size.model, size.prompt_version)
+                old_size = self.sizes.get(key)
+                self.sizes[key] = size if old_size is None else dataclasses.replace(old_size, **{
+                    name: getattr(old_size, name) + getattr(size, name)
+                    for name in ("traces", "planned_calls", "calls", "allowance_tokens", "output_tokens")})
             trace_id = result.trace_id
             if trace_id is None:
                 trace_id = next(self._ids)
@@ -230,6 +240,9 @@ class MemoryStore:
 
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         return self._calibration(knowledge_base)[offset:offset + limit]
+
+    def output_sizes(self) -> list[OutputSize]:
+        return [self.sizes[key] for key in sorted(self.sizes)]
 
     def cache_get(self, key: str) -> str | None:
         return self.cache.get(key)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from veralith.models import Usage
+from veralith.models import EvaluationResult, Usage
 
-__all__ = ["CallUsage", "UsageLike"]
+__all__ = ["CallUsage", "OutputSize", "UsageLike", "output_sizes_of"]
 
 
 class UsageLike(Protocol):
@@ -60,3 +60,34 @@ class CallUsage:
         """The result model's Usage, as EvaluationResult.usage carries it."""
         return Usage(calls=self.calls, cache_hits=self.cache_hits, input_tokens=self.input_tokens,
                      cached_input_tokens=self.cached_input_tokens, output_tokens=self.output_tokens, usd=self.usd)
+
+
+@dataclass(frozen=True)
+class OutputSize:
+    """What the calls of one task wrote, next to what the dry run's allowance gave them, and how many
+    requests they took next to the calls the dry run plans.
+
+    Per trace, one for each planned task whose calls all answered from the model (no cache hit, no
+    failure), or that the pipeline decided without a call (no claims to judge, say):
+    the pipeline fills them, the store sums them per (task, model, prompt version) and the dry run
+    learns its expected output from the sums (veralith.llm.estimate.LearntOutput). `traces` is 1 for
+    one trace's figures and the number of traces in a sum.
+    """
+
+    task: str
+    model: str
+    prompt_version: str
+    calls: int                   # requests made, retries and re-asks included (0: a planned call not needed)
+    planned_calls: int           # the calls the dry run plans for this trace and task
+    allowance_tokens: int        # the allowance of the calls the dry run plans for this trace and task
+    output_tokens: int           # what the model wrote, as the server reported it
+    traces: int = 1
+
+
+def output_sizes_of(result: EvaluationResult) -> list[OutputSize]:
+    """What `result`'s judge calls wrote per task (see OutputSize), for a store to add to its
+    `output_sizes()` as it saves the result; [] for a result read back, built by hand or judged
+    offline. Worked out when asked (it renders the dry run's plan of the trace), so call it once,
+    before a write transaction."""
+    measured = result._output_sizes
+    return [] if measured is None else list(measured())

@@ -7,6 +7,13 @@ model and decomposer model. When the decomposer model differs from the judge mod
 also shown per model, each priced at its own price. The offline backend makes no paid calls, so it
 estimates 0 calls and $0.
 
+Output tokens: the budget guard counts a generous allowance (an upper bound), and so does the dry
+run of a store with no history. When the store (SQLite or PostgreSQL, opened read-only) holds what
+past real runs' calls wrote (`output_sizes()`), the dry run reports the expected cost instead: each
+call's allowance scaled by what its task, model and prompt version wrote before
+(veralith.llm.estimate.LearntOutput), and says how many past calls it learnt from. A record is marked
+over budget by the guard's own (allowance) estimate either way.
+
 A real run skips records already evaluated (same id, inputs and judge configuration); so does the
 estimate. When the database exists it is opened read-only (SQLite `mode=ro`, `query_only`) and each
 record with an id is put to the batch runner's own rule (veralith.cli.batch.existing_trace);
@@ -34,6 +41,7 @@ from veralith.cli.records import BadLine, Record, read_records
 from veralith.usage import CallUsage
 
 if TYPE_CHECKING:   # the estimator loads when a dry run starts, not when the CLI does
+    from veralith.llm.estimate import LearntOutput
     from veralith.pipeline.budget import ModelCost
 
 __all__ = ["DryRunRow", "FileEstimate", "dry_run", "estimate_file"]
@@ -51,6 +59,7 @@ class DryRunRow:
     usd: float | None        # None: a called model's price is unknown
     over_budget: bool
     by_model: tuple[ModelCost, ...] = ()   # the same split by model (budget.TraceEstimate.by_model)
+    learnt_calls: int = 0    # calls whose output tokens were learnt from past runs, not the allowance
 
 
 @dataclass(frozen=True)
@@ -60,15 +69,19 @@ class FileEstimate:
     method: str              # how tokens were counted ("local" when nothing is)
     skipped: int = 0         # records a real run would skip: already evaluated alike
     database: str | None = None   # the database consulted (read-only), when one was
+    learnt: LearntOutput | None = None   # past runs' output sizes the estimate used, when asked to
 
 
 SkipRule = Callable[[Record], bool]
 
 
 def estimate_file(path: Path, *, default_kb: str, report: Any, skip: SkipRule | None = None,
-                  database: str | None = None) -> FileEstimate:
+                  database: str | None = None, learnt: LearntOutput | None = None) -> FileEstimate:
     """The estimate of `path` under the settings in force: one row per valid record that `skip`
     (default: none) does not leave out, counted in `skipped` instead and not priced.
+
+    With `learnt`, output tokens are those past runs lead to expect where they can (the expected
+    cost); `over_budget` is always the budget guard's own verdict, on its allowance.
 
     Bad records are passed to `report` as `FILE:LINE: message`, as `veralith eval` reports them.
     `database` is only carried into the result, to say which database `skip` read.
@@ -86,13 +99,36 @@ def estimate_file(path: Path, *, default_kb: str, report: Any, skip: SkipRule | 
         if skip is not None and skip(item):   # before the estimate: a skipped record is never budget-checked
             skipped += 1
             continue
-        est = estimate_trace(item.query, item.context, item.response)
+        est = estimate_trace(item.query, item.context, item.response, learnt=learnt)
         method = est.method
-        over = budget is not None and est.usd is not None and est.usd > budget
+        guard = est if budget is None or not est.learnt_calls else estimate_trace(item.query, item.context,
+                                                                                    item.response)
+        over = budget is not None and guard.usd is not None and guard.usd > budget
         rows.append(DryRunRow(line=item.line, label=item.external_id or f"line {item.line}", calls=est.calls,
                               input_tokens=est.input_tokens, output_tokens=est.output_tokens, usd=est.usd,
-                              over_budget=over, by_model=est.by_model))
-    return FileEstimate(rows=rows, bad=bad, method=method, skipped=skipped, database=database)
+                              over_budget=over, by_model=est.by_model, learnt_calls=est.learnt_calls))
+    return FileEstimate(rows=rows, bad=bad, method=method, skipped=skipped, database=database, learnt=learnt)
+
+
+def past_output(report: Callable[[str], None]) -> tuple[LearntOutput | None, str | None]:
+    """(What past real runs' calls wrote, per task, model and prompt version; the store it was read
+    from), from the configured store opened read-only; (None, None) when there is no store (none is
+    created) or it cannot be read (said once through `report`)."""
+    from veralith.errors import VeralithError
+    from veralith.llm.estimate import LearntOutput
+    from veralith.llm.prompts import PROMPT_VERSIONS
+    from veralith.redact import redact_url
+    from veralith.store import open_store, store_url
+
+    url = store_url()
+    if url.startswith("sqlite:///") and (url == "sqlite:///:memory:" or not os.path.exists(url[len("sqlite:///"):])):
+        return None, None
+    try:
+        sizes = open_store(url, read_only=True).output_sizes()
+    except (VeralithError, sqlite3.Error) as exc:  # an older schema (a real run migrates it), unreachable, ...
+        report(f"note: past output sizes cannot be read ({exc}); output is estimated with the generous allowance")
+        return None, None
+    return LearntOutput(tuple(sizes), dict(PROMPT_VERSIONS)), redact_url(url)
 
 
 @contextlib.contextmanager
@@ -190,10 +226,12 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
     def report(line: str) -> None:
         err.print(render.literal(line), soft_wrap=True)
 
+    learnt, history = past_output(report) if resolve_backend() != "local" else (None, None)
     with warnings.catch_warnings(record=True) as caught:   # an unknown price, tiktoken offline: one line each
         warnings.simplefilter("always")
         with _already_evaluated(rejudge=rejudge, report=report) as (skip, database):
-            found = estimate_file(path, default_kb=default_kb, report=report, skip=skip, database=database)
+            found = estimate_file(path, default_kb=default_kb, report=report, skip=skip, database=database,
+                                  learnt=learnt)
     for message in dict.fromkeys(str(w.message) for w in caught):
         report(f"note: {message}")
     rows = found.rows
@@ -236,8 +274,10 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
         ", fast mode: one call per trace" if fast else "")
     written = " (the database was only read)" if found.database else ""
     out.print(render.literal(f"Dry run: no model was called and nothing was written{written}. Backend {backend} "
-                             f"({where}); tokens counted by {found.method}; output tokens are an "
-                             "allowance and cost is priced without provider-cache discounts, so it errs high."))
+                             f"({where}); tokens counted by {found.method}; cost is priced without "
+                             "provider-cache discounts."))
+    if backend != "local" and rows:
+        out.print(render.literal(_output_line(rows, found.learnt, history, model, decomposer)))
     if settings.explain and backend != "local":
         out.print(render.literal("--explain: one explain call is counted for every trace, since which traces fail "
                                  "(and get one) is known only after judging."))
@@ -255,6 +295,23 @@ def _dry_run(path: Path, *, default_kb: str, out: Console, err: Console, rejudge
         out.print(render.literal(f"{over} of {len(rows)} traces over the per-trace budget ${budget:.6g} "
                                  "(VERALITH_PER_TRACE_BUDGET_USD): `veralith eval` would refuse them."))
     return found.bad
+
+
+def _output_line(rows: list[DryRunRow], learnt: LearntOutput | None, history: str | None, model: str,
+                 decomposer: str) -> str:
+    """One line: where the output tokens come from (past runs, the allowance, or both)."""
+    calls = sum(r.calls for r in rows)
+    learnt_calls = sum(r.learnt_calls for r in rows)
+    if not learnt_calls:
+        models = " or ".join(dict.fromkeys((model, decomposer)))
+        return (f"No past runs of {models} to learn output sizes from: output estimated with the generous "
+                "allowance (what the budget guard counts), so the cost errs high.")
+    past = learnt.calls_used() if learnt is not None else 0
+    rest = "" if learnt_calls == calls else (
+        f"; the other {calls - learnt_calls:,} (tasks or models with no past run) use the generous allowance")
+    return (f"Output tokens expected from what {past:,} past calls of the same tasks, models and prompt versions "
+            f"wrote (in {history}) for {learnt_calls:,} of the {calls:,} calls{rest}. The budget guard keeps its "
+            "generous allowance.")
 
 
 def _model_total(rows: list[DryRunRow], model: str) -> CallUsage:

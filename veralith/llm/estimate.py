@@ -30,6 +30,17 @@ budget guard must not let a trace through on an optimistic guess):
     completeness  40 + 50 per claim + 40 per sub-question
     explain       400 (a few quotes and two or three sentences)
 
+Learnt output (`veralith eval --dry-run` only): the allowance is an upper bound, so a dry run that
+reports it overstates what a file will cost, and overstates the judge model's share more than the
+decomposer's. When the store holds past real runs, the dry run reports an expected cost instead:
+each result saved records, per task, the output tokens its calls were billed and the allowance the
+calls this estimate plans for the same trace would get (`output_sizes`); the store sums them per
+(task, model, prompt version), and `LearntOutput` scales each planned call's allowance by its task,
+model and prompt version's observed ratio (sum of output tokens / sum of allowances). A ratio of
+allowances absorbs what the plan cannot know (how many sub-questions a query sentence becomes, how
+long each reasoning is). A (task, model, prompt version) with no history keeps the allowance. The
+budget guard never uses it: it must not let a trace through on an average.
+
 The two decomposition calls go to the decomposer model and the judge calls to the judge model
 (veralith.llm.tasks.model_for), so each call's tokens are counted with its own model's encoding and
 reported per model (`TokenEstimate.by_model`). Pricing the estimate is not done here:
@@ -40,8 +51,8 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from veralith.config import settings
@@ -50,9 +61,10 @@ from veralith.llm.dates import fresh_from
 from veralith.llm.text import sentence_spans
 from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
+from veralith.usage import CallUsage, OutputSize
 
-__all__ = ["OUTPUT_ALLOWANCE", "ModelTokens", "TokenEstimate", "estimate_tokens", "max_output_tokens",
-           "planned_calls"]
+__all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "estimate_tokens",
+           "max_output_tokens", "output_sizes", "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
                     "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
@@ -78,6 +90,36 @@ class TokenEstimate:
     # The same calls and tokens split by the model they go to, in the order first called (the
     # decomposer's first); one entry when every call goes to one model, none when no call is made.
     by_model: tuple[ModelTokens, ...] = ()
+    # Calls whose output was learnt from past runs (LearntOutput); the rest got the allowance.
+    learnt_calls: int = 0
+
+
+@dataclass(frozen=True)
+class LearntOutput:
+    """Observed output / allowance per (task, model, prompt version), from the store's `output_sizes()`."""
+
+    sizes: tuple[OutputSize, ...]
+    versions: Mapping[str, str]          # the prompt version each task would be asked with now
+    # The (task, model, prompt version) figures an estimate has used so far, for `calls_used`.
+    used: set[tuple[str, str, str]] = field(default_factory=set, compare=False)
+
+    def ratios(self, task: str, model: str) -> tuple[float, float] | None:
+        """(requests per planned call, output tokens per allowance token) seen for `task` sent to
+        `model` at today's prompt version; None without history."""
+        key = (task, model, self.versions.get(task, ""))
+        found = self._by_key().get(key)
+        if found is None or found.allowance_tokens <= 0 or found.planned_calls <= 0:
+            return None
+        self.used.add(key)
+        return found.calls / found.planned_calls, found.output_tokens / found.allowance_tokens
+
+    def calls_used(self) -> int:
+        """The past calls behind the figures the estimates made so far have used."""
+        by_key = self._by_key()
+        return sum(by_key[key].calls for key in self.used)
+
+    def _by_key(self) -> dict[tuple[str, str, str], OutputSize]:
+        return {(s.task, s.model, s.prompt_version): s for s in self.sizes}
 
 
 def _sentences(text: str) -> list[str]:
@@ -174,11 +216,58 @@ def max_output_tokens(task: str, payload: Any, model: str) -> int:
     return 2 * _output_allowance(task, payload, query_tokens, response_tokens) + 256
 
 
+_LEARNT_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "fast")   # not explain
+
+
+def output_sizes(query: str, chunks: Sequence[ContextChunk], response: str,
+                 spent: Sequence[tuple[str, CallUsage | None]], *, model: str, decomposer_model: str | None,
+                 versions: Mapping[str, str], batch_size: int, mode: str, as_of: str | None) -> list[OutputSize]:
+    """Per task this module plans for the trace, what one evaluation's calls of it wrote and how many
+    requests they took, next to the planned calls and their allowance (`spent`: each call's task and
+    usage, None for a failed call; `model` and `decomposer_model` the names the client sends, which
+    the dry run knows, not the names a server reports back).
+
+    A planned task the pipeline decided without a call (no claims to judge, say) counts with 0 calls
+    and 0 tokens: it is part of what a plan should expect. A task is left out when any of its calls
+    failed, was answered by the reply cache (no tokens billed) or reported no usage; explain calls
+    are left out (the dry run counts
+    them at their allowance). Nothing is returned when no call reported usage (an offline judge).
+    """
+    made: dict[str, CallUsage] = {}
+    left_out: set[str] = set()
+    for task, usage in spent:
+        if usage is None or usage.cache_hits or not usage.calls:
+            left_out.add(task)
+            continue
+        made.setdefault(task, CallUsage()).add(usage)
+    if not made:
+        return []
+    planned: dict[str, list[int]] = {}   # task -> [calls, allowance]
+    sizes: dict[str, tuple[int, int]] = {}
+    for task, payload in planned_calls(query, chunks, response, batch_size=batch_size, as_of=as_of, mode=mode):
+        if task not in _LEARNT_TASKS or task in left_out:
+            continue
+        used = t.model_for(task, model, decomposer_model)
+        if used not in sizes:   # the allowance's query and response tokens, in this model's encoding
+            sizes[used] = (count_tokens(query, used, wait=False)[0], count_tokens(response, used, wait=False)[0])
+        counts = planned.setdefault(task, [0, 0])
+        counts[0] += 1
+        counts[1] += _output_allowance(task, payload, *sizes[used])
+    return [OutputSize(task=task, model=t.model_for(task, model, decomposer_model),
+                       prompt_version=versions.get(task, ""), planned_calls=calls, calls=made[task].calls if task in
+                       made else 0, allowance_tokens=allowance, output_tokens=made[task].output_tokens if task in made
+                       else 0) for task, (calls, allowance) in planned.items() if allowance > 0]
+
+
 def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,
                     schema: Callable[[t.Task], dict[str, Any]] | None = None,
-                    decomposer_model: str | None = None) -> TokenEstimate:
+                    decomposer_model: str | None = None, learnt: LearntOutput | None = None) -> TokenEstimate:
     """Calls and tokens of judging one trace (validated chunks) with judge `model` (and `decomposer_model`
     for the decomposition calls; default `model`) on an OpenAI-compatible server.
+
+    Output tokens are the allowance. With `learnt` (the dry run's expected cost), a call whose task
+    and model have history counts its prompt tokens times the requests past runs made per planned
+    call (calls not needed, re-asks), and its allowance times the output / allowance they saw.
 
     `schema` gives the response schema each task sends (a client's `schema` method, which caches
     it); default: veralith.llm.client.strict_schema (which imports openai, so only once an estimate
@@ -189,19 +278,28 @@ def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *
 
         schema = strict_schema
     calls = planned_calls(query, chunks, response, batch_size=settings.batch_size, mode=settings.mode)
-    per_model: dict[str, list[int]] = {}   # model -> [calls, input tokens, output tokens]
+    per_model: dict[str, list[float]] = {}   # model -> [calls, input tokens, output tokens]
     sizes: dict[str, tuple[int, int]] = {}
     method = "chars/4"
+    learnt_calls = 0
     for task, payload in calls:
         used = t.model_for(task, model, decomposer_model)
         if used not in sizes:   # the output allowance's query and response tokens, in this model's encoding
             sizes[used] = (count_tokens(query, used)[0], count_tokens(response, used)[0])
         query_tokens, response_tokens = sizes[used]
         n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task]), used)
-        counts = per_model.setdefault(used, [0, 0, 0])
+        allowed = _output_allowance(task, payload, query_tokens, response_tokens)
+        # Expected (learnt): prompts sent as often per planned call, and output as large against the
+        # allowance, as past runs of this task and model saw; otherwise one prompt and the allowance.
+        ratios = None if learnt is None else learnt.ratios(task, used)
+        sent, written = (1.0, 1.0) if ratios is None else ratios
+        learnt_calls += ratios is not None
+        counts = per_model.setdefault(used, [0, 0.0, 0.0])
         counts[0] += 1
-        counts[1] += n
-        counts[2] += _output_allowance(task, payload, query_tokens, response_tokens)
-    by_model = tuple(ModelTokens(name, *counts) for name, counts in per_model.items())
+        counts[1] += n * sent
+        counts[2] += allowed * written
+    by_model = tuple(ModelTokens(name, int(counts[0]), round(counts[1]), round(counts[2]))
+                     for name, counts in per_model.items())
     return TokenEstimate(calls=len(calls), input_tokens=sum(m.input_tokens for m in by_model),
-                         output_tokens=sum(m.output_tokens for m in by_model), method=method, by_model=by_model)
+                         output_tokens=sum(m.output_tokens for m in by_model), method=method, by_model=by_model,
+                         learnt_calls=learnt_calls)

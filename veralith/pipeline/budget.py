@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veralith.config import ConfigError, settings
 from veralith.llm.backends import resolve_backend
@@ -26,6 +26,9 @@ from veralith.models import EvaluationResult
 from veralith.observability.cost import BudgetExceeded
 from veralith.observability.pricing import price_of
 from veralith.pipeline.inputs import normalize_context
+
+if TYPE_CHECKING:   # veralith.llm.estimate loads with the first estimate
+    from veralith.llm.estimate import LearntOutput
 
 __all__ = ["BudgetExceeded", "ModelCost", "TraceEstimate", "enforce_budget", "enforce_explain_budget",
            "estimate_explain", "estimate_trace"]
@@ -52,6 +55,7 @@ class TraceEstimate:
     method: str                # "tiktoken:<encoding>" | "chars/4" | "local" (no model is called)
     decomposer_model: str = ""   # the model of the two decomposition calls ("" for the offline backend)
     by_model: tuple[ModelCost, ...] = ()   # the same split by model, the decomposer's first; () when no call
+    learnt_calls: int = 0      # calls whose output tokens were learnt from past runs (`learnt`), not the allowance
 
     def unpriced(self) -> list[str]:
         """The called models whose price is unknown."""
@@ -59,8 +63,13 @@ class TraceEstimate:
 
 
 def estimate_trace(query: str, context: Sequence[Any], response: str, *, client: Any = None,
-                   model: str | None = None, decomposer_model: str | None = None) -> TraceEstimate:
+                   model: str | None = None, decomposer_model: str | None = None,
+                   learnt: LearntOutput | None = None) -> TraceEstimate:
     """Estimated calls, tokens and USD of evaluating one trace with `client` (default: the settings').
+
+    Output tokens are the generous allowance (an upper bound: what the budget guard checks), or with
+    `learnt` (the dry run's expected cost, veralith.llm.estimate.LearntOutput) what past real runs
+    wrote for the same tasks and models, where there are some.
 
     `model` is the judge model and `decomposer_model` the decomposition calls' (default: the
     client's, else the settings'; unset, the judge model). `context` takes any form evaluate()
@@ -78,7 +87,8 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
     from veralith.llm.estimate import estimate_tokens  # lazy: loads the prompts and, on first count, tiktoken
 
     tokens = estimate_tokens(query, normalize_context(context), response, model=model,
-                             schema=getattr(client, "schema", None), decomposer_model=decomposer_model)
+                             schema=getattr(client, "schema", None), decomposer_model=decomposer_model,
+                             learnt=learnt)
     by_model = tuple(ModelCost(m.model, m.calls, m.input_tokens, m.output_tokens,
                                _usd(m.model, m.input_tokens, m.output_tokens)) for m in tokens.by_model)
     usd: float | None = 0.0
@@ -86,7 +96,7 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
         usd = None if usd is None or part.usd is None else usd + part.usd
     return TraceEstimate(model=model, calls=tokens.calls, input_tokens=tokens.input_tokens,
                          output_tokens=tokens.output_tokens, usd=usd, method=tokens.method,
-                         decomposer_model=decomposer_model, by_model=by_model)
+                         decomposer_model=decomposer_model, by_model=by_model, learnt_calls=tokens.learnt_calls)
 
 
 def estimate_explain(result: EvaluationResult, *, client: Any = None) -> ModelCost:

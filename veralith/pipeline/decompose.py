@@ -41,6 +41,7 @@ class Decomposition:
     usage: CallUsage = field(default_factory=CallUsage)
     repairs: list[tuple[str, str]] = field(default_factory=list)   # (kind, message), see veralith.llm.salvage
     remarks: list[Remark] = field(default_factory=list)   # conversational sentences: shown, not graded
+    by_task: list[tuple[str, CallUsage]] = field(default_factory=list)   # each call's usage, by task name
 
 
 def claims_input(query: str, response: str) -> ClaimsInput:
@@ -72,8 +73,10 @@ def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Dec
     usage = CallUsage()
     usage.add(q_call.usage)
     usage.add(c_call.usage)
-    return decomposition_of(response, claims_in, q_call.output, c_call.output,  # type: ignore[arg-type]
-                            usage=usage, repairs=[*q_call.repairs, *c_call.repairs])
+    parts = decomposition_of(response, claims_in, q_call.output, c_call.output,  # type: ignore[arg-type]
+                             usage=usage, repairs=[*q_call.repairs, *c_call.repairs])
+    parts.by_task = [(QUESTIONS.name, q_call.usage)] + ([(CLAIMS.name, c_call.usage)] if claims_in.sentences else [])
+    return parts
 
 
 def decomposition_of(response: str, claims_in: ClaimsInput, questions: QuestionsOutput, out: ClaimsOutput, *,

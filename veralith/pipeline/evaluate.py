@@ -51,7 +51,7 @@ from veralith.pipeline.partial import Judged, Missing, decide
 from veralith.pipeline.review import review
 from veralith.pipeline.suggest import suggest
 from veralith.policy import REFUSAL_KINDS, status
-from veralith.usage import CallUsage
+from veralith.usage import CallUsage, OutputSize
 from veralith.validate import check_flag, check_stored_inputs
 
 if TYPE_CHECKING:  # the store loads sqlite-utils, only when something is stored
@@ -224,6 +224,7 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
     errors: list[JudgeError] = []
     versions: dict[str, str] = {}
     repairs: list[Repair] = []
+    spent: list[tuple[str, CallUsage | None]] = []   # each call's usage by task (None: it failed), see below
     base = dict(trace_id=trace_id, knowledge_base=knowledge_base, metadata=metadata or {}, query=query,
                 context=chunks, response=response, backend=client.backend, as_of=as_of)
 
@@ -240,6 +241,7 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
         else:
             parts = yield from decompose_steps(query, response, concurrent=client.concurrent)
         usage.add(parts.usage)
+        spent += parts.by_task
         repairs += [Repair(phase=Phase.decompose, kind=k, message=m) for k, m in parts.repairs]
     except JudgeServerDown:
         raise   # not this trace's failure: it stays unjudged (pending) for a later run
@@ -255,7 +257,7 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
 
     if reply is None:
         judged, missing = yield from _judge_steps(client, query, chunks, parts, latency, usage, errors, versions,
-                                                  repairs, as_of)
+                                                  repairs, as_of, spent)
     else:
         judged, missing = _judges_of(reply, query, chunks, parts, latency, usage, errors, repairs, as_of)
     suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
@@ -292,6 +294,9 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
         suggestion=suggestion, status=st, errors=errors, repairs=repairs, latency_ms=latency,
         usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model)
+    # Measured, and kept for the store to add to what `--dry-run` learns output sizes from; worked out
+    # only when a store saves the result (the explain call is left out: its allowance stays as it is).
+    result._output_sizes = _output_sizes(client, query, chunks, response, mode, as_of, spent)
     if settings.explain and explain_mod.wanted(result):
         t0 = time.perf_counter()
         versions["explain"] = client.prompt_version("explain")
@@ -302,6 +307,29 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
     latency["total"] = _ms(started)
     result.latency_ms = latency
     return result
+
+
+def _output_sizes(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, mode: str,
+                  as_of: str | None, spent: list[tuple[str, CallUsage | None]]
+                  ) -> Callable[[], list[OutputSize]] | None:
+    """What the trace's calls wrote per task next to the dry run's plan and allowance for them
+    (veralith.llm.estimate.output_sizes), as a function the store calls before it writes; None for
+    the offline judge, which makes no paid calls."""
+    if client.backend == "local":
+        return None
+    tasks = ("fast",) if mode == "fast" else ("questions", "claims", "sufficiency", "faithfulness", "completeness")
+    versions = {task: client.prompt_version(task) for task in tasks}
+    # The names the calls were sent under (the dry run's names), not the one a server reported back.
+    model, decomposer = getattr(client, "sent_model", client.model), getattr(client, "decomposer_model", None)
+    batch_size = settings.batch_size
+
+    def measured() -> list[OutputSize]:
+        from veralith.llm.estimate import output_sizes  # lazy: only a saved result needs it
+
+        return output_sizes(query, chunks, response, spent, model=model, decomposer_model=decomposer,
+                            versions=versions, batch_size=batch_size, mode=mode, as_of=as_of)
+
+    return measured
 
 
 def _only_missing(errors: list[JudgeError]) -> bool:
@@ -342,7 +370,8 @@ def _plans(query: str, chunks: list[ContextChunk], parts: Decomposition, size: i
 
 def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
                  latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
-                 repairs: list[Repair], as_of: str | None) -> Steps[tuple[Judged, Missing]]:
+                 repairs: list[Repair], as_of: str | None,
+                 spent: list[tuple[str, CallUsage | None]]) -> Steps[tuple[Judged, Missing]]:
     """Ask every judge's batches at once (judges and batches all run concurrently on an I/O-bound
     backend), then assemble each judge from its own batches only. A judge with nothing to ask a
     model (no context, no claims) is decided in code and makes no call."""
@@ -355,7 +384,7 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
     started = time.perf_counter()
     outcomes = iter((yield Batch(asked)) if asked else [])
     by_phase = {phase: [next(outcomes) for _ in payloads] for phase, (_, payloads, _, _) in plans.items()}
-    return _gather(plans, by_phase, started, latency, usage, errors, repairs)
+    return _gather(plans, by_phase, started, latency, usage, errors, repairs, spent=spent)
 
 
 def _judges_of(reply: FastReply, query: str, chunks: list[ContextChunk], parts: Decomposition,
@@ -380,15 +409,18 @@ def _judges_of(reply: FastReply, query: str, chunks: list[ContextChunk], parts: 
 
 def _gather(plans: dict[Phase, Plan], outcomes: dict[Phase, list[Outcome]], started: float,
             latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
-            repairs: list[Repair], *, reasked: bool = True) -> tuple[Judged, Missing]:
+            repairs: list[Repair], *, reasked: bool = True,
+            spent: list[tuple[str, CallUsage | None]] | None = None) -> tuple[Judged, Missing]:
     """Each judge assembled from its own calls only: a failed call is that judge's error, an item with
     no usable verdict is a missing verdict the pipeline decides around."""
     results: dict[Phase, Any] = {}
     missing: dict[Phase, dict[str, str]] = {}
     down: JudgeServerDown | None = None
-    for phase, (_task, payloads, assemble, decided) in plans.items():
+    for phase, (task, payloads, assemble, decided) in plans.items():
         calls, failure = [], None
         for outcome in outcomes[phase]:
+            if spent is not None:
+                spent.append((task.name, None if isinstance(outcome, Exception) else outcome[0].usage))
             if isinstance(outcome, Exception):
                 _add_failed_usage(usage, outcome)
                 if isinstance(outcome, JudgeServerDown):

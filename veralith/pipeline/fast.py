@@ -67,6 +67,7 @@ def ask_steps(query: str, chunks: list[ContextChunk], response: str, as_of: str 
                              ClaimsOutput(claims=out.claims, gaps=out.gaps, remarks=out.remarks,
                                           asks_clarification=out.asks_clarification),
                              usage=usage, repairs=list(call.repairs))
+    parts.by_task = [(FAST.name, call.usage)]
     renamed = {c.id: claim_id(n) for n, c in enumerate(out.claims, 1)}
     return FastReply(parts, out, renamed)
 

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.patterns import DocumentFigures, PatternScope
     from veralith.store.runs import Run
+    from veralith.usage import OutputSize
 
 __all__ = ["BatchJobStore", "BrowseStore", "PatternStore", "RunStore", "Store", "StoredResult", "TraceInfo",
            "TraceInput", "TraceStore"]
@@ -165,7 +166,8 @@ class TraceStore(Protocol):
         ...
 
     def save_result(self, result: EvaluationResult) -> int:
-        """Store the result and mark the trace done (a new trace when `result.trace_id` is None)."""
+        """Store the result and mark the trace done (a new trace when `result.trace_id` is None); what
+        its calls wrote (veralith.usage.output_sizes_of) is added to `output_sizes()`."""
         ...
 
     def save_explanation(self, trace_id: int, explanation: Explanation) -> None:
@@ -225,6 +227,11 @@ class TraceStore(Protocol):
         ...
 
     # -- judge-reply cache ---------------------------------------------------------------------
+    def output_sizes(self) -> list[OutputSize]:
+        """What past real runs' calls wrote, summed per (task, model, prompt version): what
+        `veralith eval --dry-run` learns its expected output tokens from."""
+        ...
+
     def cache_get(self, key: str) -> str | None:
         """The cached reply (JSON text) under `key`, or None."""
         ...

@@ -33,6 +33,7 @@ from veralith.errors import StoreError
 from veralith.models import ContextChunk, EvaluationResult, Explanation
 from veralith.store import leases
 from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
+from veralith.store.outputsizes import add_output_sizes
 from veralith.store.ownership import LeaseLost, check_owner, drop_lease, history, keep_history, renewer
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
 from veralith.store.rows import (
@@ -49,6 +50,7 @@ from veralith.store.rows import (
     to_rows,
 )
 from veralith.store.sql import Db
+from veralith.usage import output_sizes_of
 
 __all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
            "claim_trace", "create_trace", "create_traces", "drop_lease", "find_external", "history", "iter_stored",
@@ -288,6 +290,7 @@ def save_result(db: Db, result: EvaluationResult, *, new_id: int | None = None) 
     # Rows are built before taking the write lock, so the lock is held only for SQL; they carry
     # a placeholder id (0) when the trace is new, swapped for the real one below.
     child_rows = to_rows(result.trace_id or 0, result)
+    sizes = output_sizes_of(result)   # what --dry-run learns output sizes from; worked out before the lock
     key = (db.key, result.trace_id or 0)
     held = result.trace_id is not None and key in renewer.held()
     with db.write():
@@ -306,6 +309,7 @@ def save_result(db: Db, result: EvaluationResult, *, new_id: int | None = None) 
         db.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values.values(), trace_id])
         for table, rows in child_rows.items():
             _insert(db, table, rows if result.trace_id else [(trace_id, *row[1:]) for row in rows])
+        add_output_sizes(db, sizes, now)
     if held:
         renewer.drop(key)
     return int(trace_id)

@@ -27,9 +27,11 @@ from veralith.store import browse, ownership, patterns, queries, replies, reposi
 from veralith.store.batchjobs import BatchJobs
 from veralith.store.calibration import SqlCalibration
 from veralith.store.ids import IdFile
+from veralith.store.outputsizes import read_output_sizes
 from veralith.store.protocol import Store, StoredResult, TraceInfo, TraceInput
 from veralith.store.spooler import Spooler, spooler_for
 from veralith.store.sql import Db
+from veralith.usage import OutputSize
 
 if TYPE_CHECKING:
     import datetime as dt
@@ -265,6 +267,11 @@ class SqlStore(abc.ABC):
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         with self.connection() as db:
             return SqlCalibration(db).calibration_values(knowledge_base, offset, limit)
+
+    @_guarded
+    def output_sizes(self) -> list[OutputSize]:
+        with self.connection() as db:
+            return read_output_sizes(db)
 
     # -- Batch-API jobs (veralith.batchapi) -------------------------------------------------------
     def batch_jobs(self) -> BatchJobs:
