@@ -128,7 +128,7 @@ def test_after_a_real_run_the_dry_run_expects_what_it_learnt_and_the_guard_keeps
 
     after = runner.invoke(app, dry, env=env)
     assert after.exit_code == 0, after.output
-    assert f"expected from what {requests} past calls" in after.stdout.replace("\n", " ")
+    assert f"learnt from {requests} past calls" in after.stdout.replace("\n", " ")
     with settings.override(backend="openai", judge_model="gpt-4o"), warnings.catch_warnings():
         warnings.simplefilter("ignore", CostWarning)
         learnt = LearntOutput(tuple(sizes), dict(PROMPT_VERSIONS))

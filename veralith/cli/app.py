@@ -221,9 +221,10 @@ def eval_command(
         "the earlier outcome stays in the trace's history).")] = False,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Call no model and write nothing: print each trace's judge calls, prompt and output "
-        "tokens and estimated cost for the configured judge model, and the totals (the budget guard's "
-        "estimate). Records a real run would skip as already evaluated are left out and counted (the "
-        "database is only read; --rejudge estimates them too).")] = False,
+        "tokens and estimated cost for the configured judge model, and the totals (output: the budget guard's "
+        "allowance, or once the store holds past runs, what they wrote). Records a real run would skip as "
+        "already evaluated are left out and counted (the database is only read; --rejudge estimates them "
+        "too).")] = False,
     explain: Annotated[bool, typer.Option(
         "--explain", help="For each failing trace, one more judge call: what went wrong in it and the change to "
         "try, quoting the trace (shown by `inspect`, kept beside the suggestion; priced, cached, within the budget; "

@@ -114,7 +114,6 @@ def past_output(report: Callable[[str], None]) -> tuple[LearntOutput | None, str
     """(What past real runs' calls wrote, per task, model and prompt version; the store it was read
     from), from the configured store opened read-only; (None, None) when there is no store (none is
     created) or it cannot be read (said once through `report`)."""
-    from veralith.errors import VeralithError
     from veralith.llm.estimate import LearntOutput
     from veralith.llm.prompts import PROMPT_VERSIONS
     from veralith.redact import redact_url
@@ -125,7 +124,9 @@ def past_output(report: Callable[[str], None]) -> tuple[LearntOutput | None, str
         return None, None
     try:
         sizes = open_store(url, read_only=True).output_sizes()
-    except (VeralithError, sqlite3.Error) as exc:  # an older schema (a real run migrates it), unreachable, ...
+    # An older schema without the table (a real run migrates it first; PostgreSQL's undefined table is
+    # not a store error), a server out of reach, ...: the history is an aid, so the estimate goes on.
+    except Exception as exc:
         report(f"note: past output sizes cannot be read ({exc}); output is estimated with the generous allowance")
         return None, None
     return LearntOutput(tuple(sizes), dict(PROMPT_VERSIONS)), redact_url(url)
@@ -309,9 +310,9 @@ def _output_line(rows: list[DryRunRow], learnt: LearntOutput | None, history: st
     past = learnt.calls_used() if learnt is not None else 0
     rest = "" if learnt_calls == calls else (
         f"; the other {calls - learnt_calls:,} (tasks or models with no past run) use the generous allowance")
-    return (f"Output tokens expected from what {past:,} past calls of the same tasks, models and prompt versions "
-            f"wrote (in {history}) for {learnt_calls:,} of the {calls:,} calls{rest}. The budget guard keeps its "
-            "generous allowance.")
+    return (f"Expected cost: output tokens and requests per call learnt from {past:,} past calls of the same "
+            f"tasks, models and prompt versions (in {history}) for {learnt_calls:,} of the {calls:,} calls{rest}. "
+            "The budget guard keeps its generous allowance.")
 
 
 def _model_total(rows: list[DryRunRow], model: str) -> CallUsage:
