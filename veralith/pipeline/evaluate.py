@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -310,26 +311,49 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
 
 
 def _output_sizes(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, mode: str,
-                  as_of: str | None, spent: list[tuple[str, CallUsage | None]]
-                  ) -> Callable[[], list[OutputSize]] | None:
-    """What the trace's calls wrote per task next to the dry run's plan and allowance for them
-    (veralith.llm.estimate.output_sizes), as a function the store calls before it writes; None for
-    the offline judge, which makes no paid calls."""
+                  as_of: str | None, spent: list[tuple[str, CallUsage | None]]) -> _Measured | None:
+    """What the trace's calls wrote per task next to the dry run's plan and allowance for them, as a
+    function the store calls before it writes (veralith.usage.output_sizes_of); None for the offline
+    judge, which makes no paid calls."""
     if client.backend == "local":
         return None
     tasks = ("fast",) if mode == "fast" else ("questions", "claims", "sufficiency", "faithfulness", "completeness")
-    versions = {task: client.prompt_version(task) for task in tasks}
     # The names the calls were sent under (the dry run's names), not the one a server reported back.
-    model, decomposer = getattr(client, "sent_model", client.model), getattr(client, "decomposer_model", None)
-    batch_size = settings.batch_size
+    return _Measured(query, chunks, response, spent, model=getattr(client, "sent_model", client.model),
+                     decomposer_model=getattr(client, "decomposer_model", None),
+                     versions={task: client.prompt_version(task) for task in tasks},
+                     batch_size=settings.batch_size, mode=mode, as_of=as_of)
 
-    def measured() -> list[OutputSize]:
-        from veralith.llm.estimate import output_sizes  # lazy: only a saved result needs it
 
-        return output_sizes(query, chunks, response, spent, model=model, decomposer_model=decomposer,
-                            versions=versions, batch_size=batch_size, mode=mode, as_of=as_of)
+@dataclass(frozen=True, eq=False)
+class _Measured:
+    """veralith.llm.estimate.output_sizes of one evaluation, worked out when called: only a saved
+    result needs it. A plain object, not a closure, so a result that carries it still pickles; and
+    equal to any other or to None, so it never makes two results unequal (pydantic compares private
+    attributes): a result read back from the store equals the one that was saved."""
 
-    return measured
+    query: str
+    chunks: list[ContextChunk]
+    response: str
+    spent: list[tuple[str, CallUsage | None]]
+    model: str
+    decomposer_model: str | None
+    versions: dict[str, str]
+    batch_size: int
+    mode: str
+    as_of: str | None
+
+    def __call__(self) -> list[OutputSize]:
+        from veralith.llm.estimate import output_sizes  # lazy: it loads the prompts and tiktoken
+
+        return output_sizes(self.query, self.chunks, self.response, self.spent, model=self.model,
+                            decomposer_model=self.decomposer_model, versions=self.versions,
+                            batch_size=self.batch_size, mode=self.mode, as_of=self.as_of)
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, _Measured)
+
+    __hash__ = None   # type: ignore[assignment]
 
 
 def _only_missing(errors: list[JudgeError]) -> bool:
