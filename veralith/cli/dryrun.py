@@ -10,8 +10,9 @@ estimates 0 calls and $0.
 Output tokens: the budget guard counts a generous allowance (an upper bound), and so does the dry
 run of a store with no history. When the store (SQLite or PostgreSQL, opened read-only) holds what
 past real runs' calls wrote (`output_sizes()`), the dry run reports the expected cost instead: each
-call's allowance scaled by what its task, model and prompt version wrote before
-(veralith.llm.estimate.LearntOutput), and says how many past calls it learnt from. A record is marked
+call's prompt tokens and allowance scaled by the requests per planned call and the output its task,
+model and prompt version had before (veralith.llm.estimate.LearntOutput), and says how many past
+calls it learnt from. A record is marked
 over budget by the guard's own (allowance) estimate either way.
 
 A real run skips records already evaluated (same id, inputs and judge configuration); so does the

@@ -32,14 +32,17 @@ budget guard must not let a trace through on an optimistic guess):
 
 Learnt output (`veralith eval --dry-run` only): the allowance is an upper bound, so a dry run that
 reports it overstates what a file will cost, and overstates the judge model's share more than the
-decomposer's. When the store holds past real runs, the dry run reports an expected cost instead:
-each result saved records, per task, the output tokens its calls were billed and the allowance the
-calls this estimate plans for the same trace would get (`output_sizes`); the store sums them per
-(task, model, prompt version), and `LearntOutput` scales each planned call's allowance by its task,
-model and prompt version's observed ratio (sum of output tokens / sum of allowances). A ratio of
-allowances absorbs what the plan cannot know (how many sub-questions a query sentence becomes, how
-long each reasoning is). A (task, model, prompt version) with no history keeps the allowance. The
-budget guard never uses it: it must not let a trace through on an average.
+decomposer's. When the store holds past real runs, the dry run reports an expected cost instead.
+Each saved result records, per task, the requests its calls took and the output tokens they were
+billed, next to the calls this estimate plans for the same trace and their allowance
+(`output_sizes`; a planned call the pipeline did not need, say faithfulness for a response with no
+claims, counts 0 requests); the store sums them per (task, model, prompt version). `LearntOutput`
+then counts each planned call's prompt tokens times its task and model's requests per planned call,
+and its allowance times their output tokens per allowance token. Ratios to the plan absorb what
+the plan cannot know (how many sub-questions a query sentence becomes, how long each reasoning is,
+how often a judge is not needed or asked again). A (task, model, prompt version) with no history
+keeps one request and the allowance. The budget guard never uses it: it must not let a trace
+through on an average.
 
 The two decomposition calls go to the decomposer model and the judge calls to the judge model
 (veralith.llm.tasks.model_for), so each call's tokens are counted with its own model's encoding and
@@ -229,9 +232,9 @@ def output_sizes(query: str, chunks: Sequence[ContextChunk], response: str,
 
     A planned task the pipeline decided without a call (no claims to judge, say) counts with 0 calls
     and 0 tokens: it is part of what a plan should expect. A task is left out when any of its calls
-    failed, was answered by the reply cache (no tokens billed) or reported no usage; explain calls
-    are left out (the dry run counts
-    them at their allowance). Nothing is returned when no call reported usage (an offline judge).
+    failed, was answered by the reply cache (no tokens billed) or reported no usage, and so is
+    `explain` (the dry run counts it at its allowance). Nothing is returned when no call reported
+    usage (an offline judge).
     """
     made: dict[str, CallUsage] = {}
     left_out: set[str] = set()
@@ -253,10 +256,14 @@ def output_sizes(query: str, chunks: Sequence[ContextChunk], response: str,
         counts = planned.setdefault(task, [0, 0])
         counts[0] += 1
         counts[1] += _output_allowance(task, payload, *sizes[used])
-    return [OutputSize(task=task, model=t.model_for(task, model, decomposer_model),
-                       prompt_version=versions.get(task, ""), planned_calls=calls, calls=made[task].calls if task in
-                       made else 0, allowance_tokens=allowance, output_tokens=made[task].output_tokens if task in made
-                       else 0) for task, (calls, allowance) in planned.items() if allowance > 0]
+    found = []
+    for task, (calls, allowance) in planned.items():
+        spent_on = made.get(task, CallUsage())   # none: the pipeline did not need the planned calls
+        if allowance > 0:
+            found.append(OutputSize(task=task, model=t.model_for(task, model, decomposer_model),
+                                    prompt_version=versions.get(task, ""), planned_calls=calls, calls=spent_on.calls,
+                                    allowance_tokens=allowance, output_tokens=spent_on.output_tokens))
+    return found
 
 
 def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,
