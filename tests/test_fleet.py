@@ -16,7 +16,9 @@ import veralith
 from veralith.config import settings
 from veralith.models import ContextChunk
 from veralith.store import open_store, store_url
+from veralith.store.outputsizes import add_output_sizes
 from veralith.store.protocol import TraceInput
+from veralith.usage import OutputSize
 
 QUERY = "What is the capital of France?"
 CONTEXT = ["Paris is the capital of France."]
@@ -149,6 +151,10 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     veralith.evaluate(QUERY, CONTEXT, "Lyon is the capital of France.", persist=True)
     source = open_store(sqlite)
     results = {i: source.load_result(i) for i in first}
+    learnt = OutputSize(task="claims", model="gpt-4o-mini", prompt_version="claims-v4", planned_calls=3, calls=3,
+                        allowance_tokens=300, output_tokens=120, traces=3)   # what --dry-run learns from
+    with source.connection() as db, db.write():
+        add_output_sizes(db, [learnt], "2026-12-01T00:00:00Z")
     target = pg_server.new_database()
     monkeypatch.setenv("VERALITH_SPOOL_DIR", str(tmp_path / "pg-spool"))
     settings.reload()
@@ -165,6 +171,7 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     assert "copied 0 traces (5 already there)" in again.stdout
     copy = open_store(target)
     assert copy.stats()["traces"] == 5 and copy.stats()["by_gate"] == source.stats()["by_gate"]
+    assert copy.output_sizes() == [learnt]                    # copied once, not added twice
     for trace_id, result in results.items():
         assert copy.load_result(trace_id) == result          # ids kept, results equal
     assert [r.name for r in copy.list_runs()] == ["nightly"]

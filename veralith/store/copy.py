@@ -1,7 +1,8 @@
 """Copy a whole history from one store into another (`veralith migrate --to URL`).
 
 Everything a store holds is copied: traces with their context and every judgment, run membership
-and runs, the history of superseded outcomes, and the judge-reply cache. The running totals and the
+and runs, the history of superseded outcomes, the judge-reply cache, and the output sizes the dry
+run learns from (veralith.store.outputsizes; a sum the target already has is kept as it is). The running totals and the
 counts by value (calibration, app latency) are not copied: the target's own triggers build them as
 the traces arrive.
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from veralith.store.outputsizes import copy_output_sizes
 
 if TYPE_CHECKING:
     from veralith.store.sql import Db
@@ -39,6 +42,7 @@ class CopyReport:
     renumbered: int = 0      # copied under a new id (theirs was taken in the target)
     runs: int = 0
     cache_entries: int = 0
+    output_sizes: int = 0    # (task, model, prompt version) sums the dry run learns from, copied
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # what: (in the source, found in the target)
 
     @property
@@ -58,6 +62,7 @@ def copy_history(source: SqlStore, target: SqlStore, *, report: Callable[[str], 
             _copy_traces(src, dst, target, batch, columns, run_ids, out)
             say(f"{out.traces + out.skipped:,} traces looked at, {out.traces:,} copied")
         out.cache_entries = _copy_cache(src, dst, columns["llm_cache"])
+        out.output_sizes = copy_output_sizes(src, dst)
         target.after_copy(dst)
         out.counts = _counts(src, dst)
         out.counts["runs"] = (int(src.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), len(run_ids))
