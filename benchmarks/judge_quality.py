@@ -35,7 +35,8 @@ Method (every figure printed is out of sample):
   it is printed "below baseline".
 * Confidence (local_calibration.py): reliability diagrams of the out-of-fold confidences, and per
   set the share of traces flagged for review and the accuracy among those not flagged; the same on
-  the golden traces of tests/golden with the shipped models (their gate is labelled).
+  the golden traces of tests/golden with the shipped models (their gate is labelled); and what a
+  review rule on these confidences could reach at the flag cap (local_calibration.review_frontier).
 * Throughput: traces per CPU-second of evaluate() over every record with the shipped models, one
   process (one core), best of three passes, every cache emptied before each pass.
 
@@ -198,6 +199,7 @@ def cross_validate(data: Path, limit: int | None = None, f_records: list[Record]
     flagged: dict[int, bool] = {}
     truths: dict[str, list[tuple[float, bool]]] = {"faithfulness": [], "sufficiency": []}
     cv_loss: dict[str, list[float]] = {"faithfulness": [], "sufficiency": []}
+    traces: list[dict] = []   # per held-out trace: its verdicts and whether the call is right (review_frontier)
     with settings.override(backend="local"):
         for k in range(K):
             f_spec = local_calibration.calibrated_fit([r for r in f_records if r.fold != k], F_FEATURES, rule_of)
@@ -210,6 +212,8 @@ def cross_validate(data: Path, limit: int | None = None, f_records: list[Record]
                         continue
                     predictions[id(r)], result = judged(r.set, r.row)
                     flagged[id(r)] = local_calibration.decision_flagged(r.set, result)
+                    traces.append(dict(set=r.set, fold=k, right=predictions[id(r)] == r.positive,
+                                       verdicts=local_calibration.verdicts_of(r.set, result)))
                     judge = "sufficiency" if r.set in S_SETS else "faithfulness"
                     truths[judge] += local_calibration.verdict_truths(r.set, r.row, r.positive, result)
     speed = throughput([r for r in f_records + s_records])
@@ -235,6 +239,7 @@ def cross_validate(data: Path, limit: int | None = None, f_records: list[Record]
             golden = local_calibration.golden(lambda q, c, resp: veralith.evaluate(q, c, resp, persist=False))
     return dict(rows=rows, traces=speed["traces"], seconds=speed["seconds"], traces_per_second=speed["per_second"],
                 cv_log_loss={j: sum(v) / len(v) for j, v in cv_loss.items()},
+                frontier=local_calibration.review_frontier(traces, FLAGGED_AT_MOST, K),
                 reliability={j: local_calibration.reliability(v) for j, v in truths.items()}, golden=golden)
 
 
@@ -293,6 +298,11 @@ def render(report: dict) -> str:
     met = calm and calm_right / calm >= UNFLAGGED_RIGHT and n and fl / n <= FLAGGED_AT_MOST
     lines.append(f"\nTarget: right among not flagged >= {UNFLAGGED_RIGHT:.2f} with at most {FLAGGED_AT_MOST:.0%} "
                  f"flagged, over all sets: {'met' if met else 'missed'}.")
+    front = report["frontier"]
+    lines.append(f"\nWhat a review rule on these confidences could reach: with {FLAGGED_AT_MOST:.0%} flagged, "
+                 f"the call is right on {front['independent']:.3f} of the other traces when they are ranked by "
+                 f"the probability that the call is right (verdicts independent), {front['model']:.3f} when "
+                 "ranked by a trace-level model fitted out of fold (local_calibration.review_frontier).")
     if report["golden"]:
         lines += ["", "Golden traces (tests/golden, hand-written, gate labelled; shipped models, not fitted on them):",
                   "", "| file | traces | flagged (needs_review) | share flagged | gate right | "

@@ -157,6 +157,20 @@ def test_a_trace_is_flagged_only_when_a_low_confidence_verdict_decides_its_call(
     assert not local_calibration.decision_flagged(name, result((bad, 0.55), (bad, 0.6)))  # no single flip decides
 
 
+def test_the_review_frontier_ranks_traces_by_how_sure_the_call_is() -> None:
+    import local_calibration
+
+    # A failure call is wrong only if every failing verdict is wrong and every passing one right.
+    assert local_calibration.call_probability([(True, 0.6), (True, 0.7), (False, 0.9)]) == pytest.approx(
+        1 - 0.4 * 0.3 * 0.9)
+    assert local_calibration.call_probability([(False, 0.9), (False, 0.8), (False, None)]) == pytest.approx(0.72)
+    # Surer calls are right: the surest half is all right, whichever ranking.
+    traces = [dict(set="ragtruth_qa", fold=i % 5, right=conf >= 0.75, verdicts=[(False, conf)])
+              for i, conf in enumerate(0.5 + 0.5 * j / 40 for j in range(40))]
+    front = local_calibration.review_frontier(traces, cap=0.5, folds=5)
+    assert front["independent"] == 1.0 and front["model"] == 1.0
+
+
 def test_calibration_recovers_a_known_miscalibration() -> None:
     import random
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 from veralith.llm.dates import Period, parse_label, periods, scope, written
 from veralith.llm.local.lexicon import NOW_WORDS
@@ -59,17 +59,23 @@ class _Age:
     quote: str          # the chunk's words that give it; "" when its metadata date does
 
 
+@lru_cache(maxsize=4096)
+def _split(text: str) -> tuple[str, ...]:
+    # Cached: a chunk is read again for every quote of every claim it grounds.
+    return tuple(text[a:b] for a, b in sentence_spans(text))
+
+
 def _sentences(text: str, quote: str) -> list[str]:
     """The sentences of `text` the quote is in: a judge may quote part of a sentence whose opening
     ("In 2019, ...") dates it. The quote itself when it spans sentences or is not found."""
-    found = [s for a, b in sentence_spans(text) if quote_in(quote, s := text[a:b])]
+    found = [s for s in _split(text) if quote_in(quote, s)]
     return found or [quote]
 
 
 def _age(chunk: ChunkIn, quotes: list[str]) -> _Age | None:
     scoped = [found for q in quotes for s in _sentences(chunk.text, q) if (found := scope(s)) is not None]
     if not quotes:   # named without a quote: dated by its sentences' scope only when they all agree
-        every = [found for a, b in sentence_spans(chunk.text) if (found := scope(chunk.text[a:b])) is not None]
+        every = [found for s in _split(chunk.text) if (found := scope(s)) is not None]
         scoped = every if len({p.label for p, _ in every}) == 1 else []
     if scoped:
         period, words = max(scoped, key=lambda s: s[0].end)

@@ -16,14 +16,24 @@ _ABBREV = {"e.g", "i.e", "mr", "mrs", "ms", "dr", "prof", "st", "vs", "etc", "in
 _BOUNDARY = re.compile(r"([.!?]+[\"')\]]*)(\s+)(?=[\"'(\[]?[A-Z0-9])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
 
 
+_LAST_WORD = re.compile(r"(\S+)$")
+
+
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Character spans [start, end) of the sentences of `text`, whitespace trimmed, in order."""
+    return list(_spans(text))
+
+
+@lru_cache(maxsize=4096)
+def _spans(text: str) -> tuple[tuple[int, int], ...]:
+    # Cached: the pipeline splits the response more than once, and the stale-claim review splits a
+    # chunk again for every quote of every claim it grounds.
     spans: list[tuple[int, int]] = []
     start = 0
     for match in _BOUNDARY.finditer(text):
         if match.group(1):
             end = match.end(1)
-            word = re.search(r"(\S+)$", text[start:match.start(1)])
+            word = _LAST_WORD.search(text[start:match.start(1)])
             abbrev = word.group(1).lower().rstrip(".") if word else ""
             # "No. 5" is an abbreviation; "No. The museum is closed." is an answer and a sentence.
             if abbrev in _ABBREV and not (abbrev == "no" and not text[match.end():match.end() + 1].isdigit()):
@@ -37,7 +47,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         _append(text, start, end, spans)
         start = match.end()
     _append(text, start, len(text), spans)
-    return spans
+    return tuple(spans)
 
 
 def _append(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
@@ -67,9 +77,15 @@ def quote_in(quote: str, text: str) -> bool:
     """
     haystack = _normal(text)
     position = 0
-    for piece in (p for p in _ELLIPSIS.split(quote.strip()) if p.strip()):
-        found = haystack.find(_normal(piece), position)
+    for piece in _pieces(quote):
+        found = haystack.find(piece, position)
         if found < 0:
             return False
-        position = found + len(_normal(piece))
+        position = found + len(piece)
     return True
+
+
+@lru_cache(maxsize=4096)
+def _pieces(quote: str) -> tuple[str, ...]:
+    # Cached: the stale-claim review looks for one quote in every sentence of its chunk.
+    return tuple(_normal(p) for p in _ELLIPSIS.split(quote.strip()) if p.strip())
