@@ -81,9 +81,21 @@ class ReplyCache(Protocol):
 def request_key(backend: str, model: str, prompt_version: str, messages: list[dict[str, Any]],
                 schema: dict[str, Any], sampling: dict[str, Any]) -> str:
     """sha256 of a canonical JSON of everything that determines a judge reply."""
-    blob = json.dumps({"backend": backend, "model": model, "prompt_version": prompt_version,
-                       "messages": messages, "schema": schema, "sampling": sampling},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _keyed(backend, model, prompt_version, messages, _canonical(schema), sampling)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _keyed(backend: str, model: str, prompt_version: str, messages: list[dict[str, Any]], schema_json: str,
+           sampling: dict[str, Any]) -> str:
+    """request_key with the schema already in canonical JSON (the client keeps it per task: a call's
+    schema never changes, and serialising it was most of a key's cost). The blob is exactly the
+    canonical JSON of the whole dict, its keys in sorted order, so cache keys are what they were."""
+    blob = (f'{{"backend":{_canonical(backend)},"messages":{_canonical(messages)},"model":{_canonical(model)},'
+            f'"prompt_version":{_canonical(prompt_version)},"sampling":{_canonical(sampling)},'
+            f'"schema":{schema_json}}}')
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -139,7 +151,7 @@ class OpenAIClient:
         self.cache = cache
         self.price = price
         self._lock = threading.Lock()
-        self._schemas: dict[str, dict[str, Any]] = {}
+        self._schemas: dict[str, tuple[dict[str, Any], str]] = {}   # task -> (strict schema, its canonical JSON)
         self.server = server_for(self.base_url)
         self.timeout_s = current.timeout_s if timeout_s is None else timeout_s
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
@@ -175,14 +187,21 @@ class OpenAIClient:
 
     def schema(self, task: Task) -> dict[str, Any]:
         """The strict JSON Schema of the task's output model (every field required, no extras)."""
-        with self._lock:
-            if task.name not in self._schemas:
-                self._schemas[task.name] = strict_schema(task)
-            return self._schemas[task.name]
+        return self._schema(task)[0]
+
+    def _schema(self, task: Task) -> tuple[dict[str, Any], str]:
+        found = self._schemas.get(task.name)
+        if found is None:
+            with self._lock:
+                if task.name not in self._schemas:
+                    schema = strict_schema(task)
+                    self._schemas[task.name] = (schema, _canonical(schema))
+                found = self._schemas[task.name]
+        return found
 
     # ------------------------------------------------------------ the call
     def run(self, task: Task, payload: BaseModel) -> CallResult:
-        key, model, schema = self._key(task, payload)
+        key, model, schema, rendered = self._key(task, payload)
         cached = self._from_cache(task, key, model)
         if cached is not None:
             return cached
@@ -192,7 +211,8 @@ class OpenAIClient:
         try:
             extra, cap = next(steps)
             while True:   # each request the judging asks for, sent and handed back
-                extra, cap = steps.send(transport.complete(task, payload, schema, extra, usage, max_tokens=cap))
+                extra, cap = steps.send(transport.complete(task, payload, schema, extra, usage, max_tokens=cap,
+                                                        rendered=rendered))
         except StopIteration as done:
             result = done.value
         except JudgeCallError as err:
@@ -201,7 +221,7 @@ class OpenAIClient:
 
     async def arun(self, task: Task, payload: BaseModel) -> CallResult:
         """`run` on the event loop (AsyncOpenAI): the same key, cache, judging, re-asks and accounting."""
-        key, model, schema = self._key(task, payload)
+        key, model, schema, rendered = self._key(task, payload)
         cached = self._from_cache(task, key, model)
         if cached is not None:
             return cached
@@ -211,7 +231,8 @@ class OpenAIClient:
         try:
             extra, cap = next(steps)
             while True:
-                sent = await transport.acomplete(task, payload, schema, extra, usage, max_tokens=cap)
+                sent = await transport.acomplete(task, payload, schema, extra, usage, max_tokens=cap,
+                                                       rendered=rendered)
                 extra, cap = steps.send(sent)
         except StopIteration as done:
             result = done.value
@@ -234,14 +255,16 @@ class OpenAIClient:
                     max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
             return sdk
 
-    def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any]]:
-        """(cache key, model the task goes to, schema) of one call."""
-        schema = self.schema(task)
+    def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
+        """(cache key, model the task goes to, schema, the call's messages as json_schema mode sends them)."""
+        schema, schema_json = self._schema(task)
         model = model_for(task.name, self.sent_model, self.decomposer_model)
         # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
-        key = request_key(self.backend, model, self.prompt_version(task.name), render(task.name, payload),
-                          schema, {"temperature": self.temperature})
-        return key, model, schema
+        # The transport sends these messages as they are in that mode, instead of rendering them again.
+        messages = render(task.name, payload)
+        key = _keyed(self.backend, model, self.prompt_version(task.name), messages, schema_json,
+                     {"temperature": self.temperature})
+        return key, model, schema, messages
 
     def _kept(self, task: Task, key: str, model: str, usage: CallUsage, result: CallResult) -> CallResult:
         """A judged call's result, priced, reported to the cost tracker and cached (when complete)."""
