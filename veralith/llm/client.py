@@ -31,11 +31,12 @@ SDK's own debug logs redact the Authorization header.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Protocol
 
 import openai
@@ -157,9 +158,9 @@ class OpenAIClient:
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
         sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
                             max_retries=0)
-        # The async path's SDK client, one per event loop (an AsyncOpenAI's connections belong to the loop
+        # The async path's SDK clients, per event loop (an AsyncOpenAI's connections belong to the loop
         # that opened them); made on first use, so the sync path never builds one.
-        self._async_sdks: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+        self._async_sdks: dict[asyncio.AbstractEventLoop, _Pools] = {}
         # One transport per model, over one SDK client and one server state (shared slots and breaker).
         self._transports = {name: Transport(sdk, self.server, model=name, timeout_s=self.timeout_s,
                                             max_retries=current.max_retries if max_retries is None else max_retries,
@@ -240,20 +241,29 @@ class OpenAIClient:
             raise self._failed(err, usage) from None
         return self._kept(task, key, model, usage, result)
 
-    def _async_sdk(self) -> openai.AsyncOpenAI:
-        """The AsyncOpenAI client of the running event loop (those of closed loops are dropped)."""
+    @contextlib.contextmanager
+    def _async_sdk(self) -> Iterator[openai.AsyncOpenAI]:
+        """An AsyncOpenAI client of the running event loop for one request (those of closed loops are
+        dropped): the least busy of the loop's connection pools (_Pools)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            sdk = self._async_sdks.get(loop)
-            if sdk is None:
+            pools = self._async_sdks.get(loop)
+            if pools is None:
                 for gone in [old for old in self._async_sdks if old.is_closed()]:
                     del self._async_sdks[gone]
-                # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
-                # then: one of a closed loop would fail there. Its connections are dropped with it instead.
-                sdk = self._async_sdks[loop] = openai.AsyncOpenAI(
-                    api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
-                    max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
-            return sdk
+                pools = self._async_sdks[loop] = _Pools(self._new_async_sdk)
+            index = pools.take()
+        try:
+            yield pools.sdks[index]
+        finally:
+            with self._lock:
+                pools.busy[index] -= 1
+
+    def _new_async_sdk(self) -> openai.AsyncOpenAI:
+        # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
+        # then: one of a closed loop would fail there. Its connections are dropped with it instead.
+        return openai.AsyncOpenAI(api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url,
+                                  timeout=self.timeout_s, max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
 
     def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
         """(cache key, model the task goes to, schema, the call's messages as json_schema mode sends them)."""
@@ -432,6 +442,35 @@ class OpenAIClient:
         self._record(usage)
         err.usage = usage
         return err
+
+
+class _Pools:
+    """The AsyncOpenAI clients of one event loop, each with its own HTTP connection pool.
+
+    httpx's pool looks at every connection it holds (an idle one with a system call) whenever a
+    request starts or ends, so with a hundred requests in flight one pool cost more CPU per request
+    than the rest of the SDK (profiled at concurrency 64: docs/benchmarks.md, "Async path"). A
+    request goes to the least busy pool; another pool is opened, up to MAX, only when each holds
+    SHARE requests, so below SHARE requests in flight there is one client, as there always was.
+    """
+
+    SHARE = 32
+    MAX = 8
+
+    def __init__(self, make: Callable[[], openai.AsyncOpenAI]) -> None:
+        self.make = make
+        self.sdks: list[openai.AsyncOpenAI] = []
+        self.busy: list[int] = []   # requests in flight on each
+
+    def take(self) -> int:
+        """The index of the client the next request goes to, counted as busy (the caller holds the lock)."""
+        index = min(range(len(self.busy)), key=self.busy.__getitem__, default=-1)
+        if index < 0 or (self.busy[index] >= self.SHARE and len(self.sdks) < self.MAX):
+            self.sdks.append(self.make())
+            self.busy.append(0)
+            index = len(self.sdks) - 1
+        self.busy[index] += 1
+        return index
 
 
 def _grown(cap: int, problems: list[str]) -> int:

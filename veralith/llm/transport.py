@@ -24,6 +24,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -61,8 +62,8 @@ class Transport:
 
     def __init__(self, sdk: openai.OpenAI, server: Server, *, model: str, timeout_s: float, max_retries: int,
                  temperature: float, redact: Callable[[str], str],
-                 asdk: Callable[[], openai.AsyncOpenAI] | None = None) -> None:
-        """`asdk` gives the AsyncOpenAI client of the running event loop (for `acomplete`)."""
+                 asdk: Callable[[], AbstractContextManager[openai.AsyncOpenAI]] | None = None) -> None:
+        """`asdk()` holds an AsyncOpenAI client of the running event loop for one request (`acomplete`)."""
         self.sdk, self.asdk, self.server, self.model = sdk, asdk, server, model
         self.timeout_s, self.max_retries, self.temperature = timeout_s, max_retries, temperature
         self.redact = redact
@@ -172,10 +173,11 @@ class Transport:
         if self.asdk is None:
             raise RuntimeError("this transport has no AsyncOpenAI client")
         sendable = {k: v for k, v in options.items() if not k.startswith("_")}
-        create = self.asdk().chat.completions.with_raw_response.create(
-            model=self.model, messages=cast(Any, messages), timeout=self.timeout_s,
-            extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
-        return await retry.awithin(self.timeout_s, create)
+        with self.asdk() as sdk:
+            create = sdk.chat.completions.with_raw_response.create(
+                model=self.model, messages=cast(Any, messages), timeout=self.timeout_s,
+                extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
+            return await retry.awithin(self.timeout_s, create)
 
     # ------------------------------------------------------------ failures
     def _adapt(self, exc: openai.APIStatusError, options: dict[str, Any], habits: Habits) -> bool:
