@@ -10,7 +10,10 @@ The bound: a trace is two round trips (questions and claims at once, then the th
 so N traces at concurrency C take at least ceil(N / C) x 2 x LATENCY when every trace starts in step
 (`bound`); `ideal` = N / C x 2 x LATENCY is the throughput figure eval_throughput.py uses (not
 reachable when C does not divide N). `whole` is the command's wall time including process start-up
-(imports, about 1 s here), `eval` the evaluation time the command reports itself.
+(imports, about 1 s here), `eval` the evaluation time the command reports itself. `CPU` is the
+command's own CPU time (user + system, from the kernel's accounting of the finished child process;
+the fake server is another process and is not in it), start-up included, and `CPU/req` that divided
+by the requests the server answered: on 2 cores, the floor the wall time cannot go below.
 
 A server on 127.0.0.1 is given one request at a time unless VERALITH_SERVER_CONCURRENCY says more;
 the runs set it to 256 (its maximum), which caps the first round at concurrency 256 too (160 traces
@@ -26,6 +29,7 @@ import json
 import math
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,9 +63,12 @@ def run(n: int, concurrency: int, latency: float, asynchronous: bool, persist: b
                        VERALITH_SERVER_CONCURRENCY="256", VERALITH_ASYNC_CALLS="1" if asynchronous else "0")
             command = [sys.executable, "-m", "veralith.cli", "eval", str(data), "--concurrency", str(concurrency),
                        "--output", str(Path(tmp) / "results.jsonl")] + ([] if persist else ["--no-persist"])
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             done = subprocess.run(command, env=env, capture_output=True, text=True)
             whole = time.perf_counter() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)   # the server is still running: not counted
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             results = (Path(tmp) / "results.jsonl").read_text().splitlines()
         with urllib.request.urlopen(f"{base_url}/_stats", timeout=10) as reply:
             stats = json.loads(reply.read())
@@ -73,7 +80,7 @@ def run(n: int, concurrency: int, latency: float, asynchronous: bool, persist: b
         print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
         raise SystemExit(f"eval exited {done.returncode} with {len(results)} results")
     return {"whole": whole, "eval": float(match.group(1)), "requests": stats["count"],
-            "max_in_flight": stats.get("max_in_flight")}
+            "max_in_flight": stats.get("max_in_flight"), "cpu": cpu}
 
 
 def main() -> int:
@@ -86,15 +93,16 @@ def main() -> int:
     print(f"{args.traces} traces, server latency {args.latency} s, load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs{', --no-persist' if args.no_persist else ''}")
     print("| concurrency | path | bound s | whole s | whole / bound | eval s | eval / bound | requests | "
-          "max in flight |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+          "max in flight | CPU s | CPU/req ms |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for concurrency in args.concurrency:
         bound = math.ceil(args.traces / concurrency) * 2 * args.latency
         for asynchronous in (False, True):
             got = run(args.traces, concurrency, args.latency, asynchronous, persist=not args.no_persist)
             print(f"| {concurrency} | {'async' if asynchronous else 'threads'} | {bound:.2f} | {got['whole']:.2f} | "
                   f"{got['whole'] / bound:.2f}x | {got['eval']:.2f} | {got['eval'] / bound:.2f}x | "
-                  f"{got['requests']} | {got['max_in_flight']} |", flush=True)
+                  f"{got['requests']} | {got['max_in_flight']} | {got['cpu']:.2f} | "
+                  f"{1000 * got['cpu'] / max(got['requests'], 1):.2f} |", flush=True)
     return 0
 
 

@@ -104,6 +104,21 @@ def test_many_requests_in_flight_on_one_thread(openai_server):
     assert not [t for t in seen_threads if t.startswith(("veralith-judge-call", "ThreadPoolExecutor"))]
 
 
+def test_requests_spread_over_connection_pools_only_past_a_share_each():
+    from veralith.llm.client import _Pools
+
+    made: list[object] = []
+    pools = _Pools(lambda: made.append(object()) or made[-1])   # type: ignore[func-returns-value]
+    taken = [pools.take() for _ in range(_Pools.SHARE)]
+    assert taken == [0] * _Pools.SHARE and len(pools.sdks) == 1   # up to SHARE in flight: one client, as before
+    assert pools.take() == 1 and pools.busy == [_Pools.SHARE, 1]
+    pools.busy[0] = 0                                               # every request on the first ended
+    assert [pools.take() for _ in range(3)] == [0, 0, 1]           # the least busy one, the first of equals
+    for _ in range(_Pools.SHARE * _Pools.MAX):
+        pools.take()
+    assert len(pools.sdks) == _Pools.MAX and pools.sdks == made    # never more than MAX
+
+
 def test_retries_are_counted_alike_on_both_paths(openai_server):
     failures = {"left": 0}
     lock = threading.Lock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -379,6 +380,12 @@ def test_request_key_is_canonical_and_sensitive():
                               {"temperature": 0.0})
     assert key != request_key("openai", "gpt-4o", "faithfulness-v3", msgs, schema, {"temperature": 0.0})
     assert key != request_key("openai", "gpt-4o-mini", "faithfulness-v2", msgs, schema, {"temperature": 0.0})
+    # Built from pieces (the schema's JSON kept per task), the key is the hash of the whole dict's
+    # canonical JSON, as it always was: caches written before stay valid.
+    whole = json.dumps({"backend": "openai", "model": "gpt-4o", "prompt_version": "faithfulness-v2",
+                        "messages": msgs, "schema": schema, "sampling": {"temperature": 0.0}},
+                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert key == hashlib.sha256(whole.encode("utf-8")).hexdigest()
 
 
 def test_get_client_resolves_backends(openai_server):
@@ -548,6 +555,20 @@ def test_tokenizer_differences_and_unreported_usage_are_not_truncation(openai_se
     assert client.run(FAITHFULNESS, faith_input(1)).output.items[0].claim_id == "c1"
     openai_server.enqueue(Reply.of(faith_reply(["c1"]), usage={"prompt_tokens": 0}))   # no usage reported
     assert client.run(FAITHFULNESS, faith_input(1)).usage.calls == 1
+
+
+def test_the_bound_that_skips_counting_is_never_below_the_count():
+    # read_too_little skips tokenizing when the server read TRUNCATION_RATIO of this bound, so it must
+    # never be under prompt_tokens, whichever way that counts (tiktoken, or characters / 4 before it loads).
+    from veralith.llm.tokens import most_prompt_tokens, prompt_tokens
+
+    schema = strict_schema(FAITHFULNESS)
+    for payload in (faith_input(1), faith_input(3)):
+        messages = prompts.render("faithfulness", payload)
+        messages[1]["content"] += " naïve 東京 🙂 <|endoftext|>"   # multi-byte text and a special token's text
+        for _ in range(2):   # the second time, the system prompt's count is known
+            expected, _ = prompt_tokens(messages, schema, "gpt-4o")
+            assert expected <= most_prompt_tokens(messages, schema, "gpt-4o") < 4 * expected + 2000
 
 
 def test_end_to_end_a_truncating_server_is_a_judge_error_never_a_verdict(openai_server):

@@ -31,11 +31,12 @@ SDK's own debug logs redact the Authorization header.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Protocol
 
 import openai
@@ -81,9 +82,21 @@ class ReplyCache(Protocol):
 def request_key(backend: str, model: str, prompt_version: str, messages: list[dict[str, Any]],
                 schema: dict[str, Any], sampling: dict[str, Any]) -> str:
     """sha256 of a canonical JSON of everything that determines a judge reply."""
-    blob = json.dumps({"backend": backend, "model": model, "prompt_version": prompt_version,
-                       "messages": messages, "schema": schema, "sampling": sampling},
-                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _keyed(backend, model, prompt_version, messages, _canonical(schema), sampling)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _keyed(backend: str, model: str, prompt_version: str, messages: list[dict[str, Any]], schema_json: str,
+           sampling: dict[str, Any]) -> str:
+    """request_key with the schema already in canonical JSON (the client keeps it per task: a call's
+    schema never changes, and serialising it was most of a key's cost). The blob is exactly the
+    canonical JSON of the whole dict, its keys in sorted order, so cache keys are what they were."""
+    blob = (f'{{"backend":{_canonical(backend)},"messages":{_canonical(messages)},"model":{_canonical(model)},'
+            f'"prompt_version":{_canonical(prompt_version)},"sampling":{_canonical(sampling)},'
+            f'"schema":{schema_json}}}')
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -139,15 +152,15 @@ class OpenAIClient:
         self.cache = cache
         self.price = price
         self._lock = threading.Lock()
-        self._schemas: dict[str, dict[str, Any]] = {}
+        self._schemas: dict[str, tuple[dict[str, Any], str]] = {}   # task -> (strict schema, its canonical JSON)
         self.server = server_for(self.base_url)
         self.timeout_s = current.timeout_s if timeout_s is None else timeout_s
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
         sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
                             max_retries=0)
-        # The async path's SDK client, one per event loop (an AsyncOpenAI's connections belong to the loop
+        # The async path's SDK clients, per event loop (an AsyncOpenAI's connections belong to the loop
         # that opened them); made on first use, so the sync path never builds one.
-        self._async_sdks: dict[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = {}
+        self._async_sdks: dict[asyncio.AbstractEventLoop, _Pools] = {}
         # One transport per model, over one SDK client and one server state (shared slots and breaker).
         self._transports = {name: Transport(sdk, self.server, model=name, timeout_s=self.timeout_s,
                                             max_retries=current.max_retries if max_retries is None else max_retries,
@@ -175,14 +188,21 @@ class OpenAIClient:
 
     def schema(self, task: Task) -> dict[str, Any]:
         """The strict JSON Schema of the task's output model (every field required, no extras)."""
-        with self._lock:
-            if task.name not in self._schemas:
-                self._schemas[task.name] = strict_schema(task)
-            return self._schemas[task.name]
+        return self._schema(task)[0]
+
+    def _schema(self, task: Task) -> tuple[dict[str, Any], str]:
+        found = self._schemas.get(task.name)
+        if found is None:
+            with self._lock:
+                if task.name not in self._schemas:
+                    schema = strict_schema(task)
+                    self._schemas[task.name] = (schema, _canonical(schema))
+                found = self._schemas[task.name]
+        return found
 
     # ------------------------------------------------------------ the call
     def run(self, task: Task, payload: BaseModel) -> CallResult:
-        key, model, schema = self._key(task, payload)
+        key, model, schema, rendered = self._key(task, payload)
         cached = self._from_cache(task, key, model)
         if cached is not None:
             return cached
@@ -192,7 +212,8 @@ class OpenAIClient:
         try:
             extra, cap = next(steps)
             while True:   # each request the judging asks for, sent and handed back
-                extra, cap = steps.send(transport.complete(task, payload, schema, extra, usage, max_tokens=cap))
+                extra, cap = steps.send(transport.complete(task, payload, schema, extra, usage, max_tokens=cap,
+                                                        rendered=rendered))
         except StopIteration as done:
             result = done.value
         except JudgeCallError as err:
@@ -201,7 +222,7 @@ class OpenAIClient:
 
     async def arun(self, task: Task, payload: BaseModel) -> CallResult:
         """`run` on the event loop (AsyncOpenAI): the same key, cache, judging, re-asks and accounting."""
-        key, model, schema = self._key(task, payload)
+        key, model, schema, rendered = self._key(task, payload)
         cached = self._from_cache(task, key, model)
         if cached is not None:
             return cached
@@ -211,7 +232,8 @@ class OpenAIClient:
         try:
             extra, cap = next(steps)
             while True:
-                sent = await transport.acomplete(task, payload, schema, extra, usage, max_tokens=cap)
+                sent = await transport.acomplete(task, payload, schema, extra, usage, max_tokens=cap,
+                                                       rendered=rendered)
                 extra, cap = steps.send(sent)
         except StopIteration as done:
             result = done.value
@@ -219,29 +241,40 @@ class OpenAIClient:
             raise self._failed(err, usage) from None
         return self._kept(task, key, model, usage, result)
 
-    def _async_sdk(self) -> openai.AsyncOpenAI:
-        """The AsyncOpenAI client of the running event loop (those of closed loops are dropped)."""
+    @contextlib.contextmanager
+    def _async_sdk(self) -> Iterator[openai.AsyncOpenAI]:
+        """An AsyncOpenAI client of the running event loop for one request (those of closed loops are
+        dropped): the least busy of the loop's connection pools (_Pools)."""
         loop = asyncio.get_running_loop()
         with self._lock:
-            sdk = self._async_sdks.get(loop)
-            if sdk is None:
+            pools = self._async_sdks.get(loop)
+            if pools is None:
                 for gone in [old for old in self._async_sdks if old.is_closed()]:
                     del self._async_sdks[gone]
-                # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
-                # then: one of a closed loop would fail there. Its connections are dropped with it instead.
-                sdk = self._async_sdks[loop] = openai.AsyncOpenAI(
-                    api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
-                    max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
-            return sdk
+                pools = self._async_sdks[loop] = _Pools(self._new_async_sdk)
+            index = pools.take()
+        try:
+            yield pools.sdks[index]
+        finally:
+            with self._lock:
+                pools.busy[index] -= 1
 
-    def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any]]:
-        """(cache key, model the task goes to, schema) of one call."""
-        schema = self.schema(task)
+    def _new_async_sdk(self) -> openai.AsyncOpenAI:
+        # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
+        # then: one of a closed loop would fail there. Its connections are dropped with it instead.
+        return openai.AsyncOpenAI(api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url,
+                                  timeout=self.timeout_s, max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
+
+    def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
+        """(cache key, model the task goes to, schema, the call's messages as json_schema mode sends them)."""
+        schema, schema_json = self._schema(task)
         model = model_for(task.name, self.sent_model, self.decomposer_model)
         # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
-        key = request_key(self.backend, model, self.prompt_version(task.name), render(task.name, payload),
-                          schema, {"temperature": self.temperature})
-        return key, model, schema
+        # The transport sends these messages as they are in that mode, instead of rendering them again.
+        messages = render(task.name, payload)
+        key = _keyed(self.backend, model, self.prompt_version(task.name), messages, schema_json,
+                     {"temperature": self.temperature})
+        return key, model, schema, messages
 
     def _kept(self, task: Task, key: str, model: str, usage: CallUsage, result: CallResult) -> CallResult:
         """A judged call's result, priced, reported to the cost tracker and cached (when complete)."""
@@ -409,6 +442,35 @@ class OpenAIClient:
         self._record(usage)
         err.usage = usage
         return err
+
+
+class _Pools:
+    """The AsyncOpenAI clients of one event loop, each with its own HTTP connection pool.
+
+    httpx's pool looks at every connection it holds (an idle one with a system call) whenever a
+    request starts or ends, so with a hundred requests in flight one pool cost more CPU per request
+    than the rest of the SDK (profiled at concurrency 64: docs/benchmarks.md, "Async path"). A
+    request goes to the least busy pool; another pool is opened, up to MAX, only when each holds
+    SHARE requests, so below SHARE requests in flight there is one client, as there always was.
+    """
+
+    SHARE = 32
+    MAX = 8
+
+    def __init__(self, make: Callable[[], openai.AsyncOpenAI]) -> None:
+        self.make = make
+        self.sdks: list[openai.AsyncOpenAI] = []
+        self.busy: list[int] = []   # requests in flight on each
+
+    def take(self) -> int:
+        """The index of the client the next request goes to, counted as busy (the caller holds the lock)."""
+        index = min(range(len(self.busy)), key=self.busy.__getitem__, default=-1)
+        if index < 0 or (self.busy[index] >= self.SHARE and len(self.sdks) < self.MAX):
+            self.sdks.append(self.make())
+            self.busy.append(0)
+            index = len(self.sdks) - 1
+        self.busy[index] += 1
+        return index
 
 
 def _grown(cap: int, problems: list[str]) -> int:

@@ -142,7 +142,10 @@ class Server:
         if limit is None:
             return None
         with self.lock:
-            return self._slots.setdefault(limit, threading.Semaphore(limit))
+            slots = self._slots.get(limit)
+            if slots is None:   # made once per limit (this runs before every request)
+                slots = self._slots[limit] = threading.Semaphore(limit)
+            return slots
 
     def warn_once(self, key: str, message: str, *args: object, level: int = logging.WARNING) -> None:
         """Log `message` the first time `key` is seen for this server, never again."""

@@ -26,7 +26,8 @@ from typing import Any
 
 from veralith.observability.pricing import CostWarning
 
-__all__ = ["LOAD_WAIT_S", "count_tokens", "encoding_for", "estimate_prompt_tokens", "prompt_tokens"]
+__all__ = ["LOAD_WAIT_S", "count_tokens", "encoding_for", "estimate_prompt_tokens", "most_prompt_tokens",
+           "prompt_tokens"]
 
 # sha256 of each encoding file, as tiktoken itself checks it (tiktoken_ext/openai_public.py).
 _ENCODINGS = {
@@ -154,14 +155,54 @@ def prompt_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | N
     """
     total, method = 3, "chars/4"
     for message in messages:
-        content = message.get("content") or ""
-        text = f"{message.get('role', '')}{content if isinstance(content, str) else json.dumps(content)}"
-        n, method = _count_now(text, model, static=message.get("role") == "system")
+        n, method = _count_now(_text(message), model, static=message.get("role") == "system")
         total += 3 + n
     if schema:
-        n, method = _count_now(json.dumps(schema, separators=(",", ":")), model, static=True)
+        n, method = _count_now(_schema_text(schema), model, static=True)
         total += n
     return total, method
+
+
+def most_prompt_tokens(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None, model: str) -> int:
+    """A number prompt_tokens(messages, schema, model) cannot exceed, found without tokenizing.
+
+    Every token is at least one byte of UTF-8 (tiktoken's tokens are byte sequences, special-token
+    text included, as it is counted as plain text), and the characters / 4 fallback is smaller
+    still; texts every call repeats count as already counted. So a server that reported at least a
+    share of this read at least that share of the prompt, and need not be checked by counting.
+    """
+    _encoding(encoding_for(model), wait=False)   # the load starts as prompt_tokens would have started it
+    total = 3
+    for message in messages:
+        text = _text(message)
+        known = _static_counts.get((text, model)) if message.get("role") == "system" else None
+        total += 3 + (known if known is not None else len(text.encode("utf-8")))
+    if schema:
+        text = _schema_text(schema)
+        known = _static_counts.get((text, model))
+        total += known if known is not None else len(text.encode("utf-8"))
+    return total
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    return f"{message.get('role', '')}{content if isinstance(content, str) else json.dumps(content)}"
+
+
+_schema_texts: dict[int, tuple[dict[str, Any], str]] = {}   # id(schema) -> (schema, its compact JSON)
+
+
+def _schema_text(schema: dict[str, Any]) -> str:
+    """The compact JSON of a response_format schema. The client sends each task's one schema object
+    on every call, so its text is made once per object (kept with it: an id is never reused while
+    its object is held here); a schema object not seen before is serialised, as are all when full."""
+    found = _schema_texts.get(id(schema))
+    if found is not None and found[0] is schema:
+        return found[1]
+    text = json.dumps(schema, separators=(",", ":"))
+    if len(_schema_texts) < 64:
+        _schema_texts[id(schema)] = (schema, text)
+    return text
 
 
 _static_counts: dict[tuple[str, str], int] = {}   # (text, model) -> tiktoken count of a text every call repeats

@@ -24,6 +24,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -61,19 +62,21 @@ class Transport:
 
     def __init__(self, sdk: openai.OpenAI, server: Server, *, model: str, timeout_s: float, max_retries: int,
                  temperature: float, redact: Callable[[str], str],
-                 asdk: Callable[[], openai.AsyncOpenAI] | None = None) -> None:
-        """`asdk` gives the AsyncOpenAI client of the running event loop (for `acomplete`)."""
+                 asdk: Callable[[], AbstractContextManager[openai.AsyncOpenAI]] | None = None) -> None:
+        """`asdk()` holds an AsyncOpenAI client of the running event loop for one request (`acomplete`)."""
         self.sdk, self.asdk, self.server, self.model = sdk, asdk, server, model
         self.timeout_s, self.max_retries, self.temperature = timeout_s, max_retries, temperature
         self.redact = redact
 
     # ------------------------------------------------------------ the request
     def complete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                 usage: CallUsage, *, max_tokens: int | None) -> Sent:
+                 usage: CallUsage, *, max_tokens: int | None, rendered: list[dict[str, str]] | None = None) -> Sent:
         """One completion (retries and adaptations included), its usage added to `usage`.
 
+        `rendered`: the payload's messages as render() gives them for json_schema mode, when the
+        caller has them already (the client renders them for the cache key); else rendered here.
         Raises JudgeCallError (JudgeServerDown while the server is down)."""
-        attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens)
+        attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens, rendered)
         while True:
             self.server.breaker.before_request()
             # The slot is held until the reply has been looked at (what the server read, how fast), so a
@@ -98,10 +101,11 @@ class Transport:
                     time.sleep(wait)   # the backoff holds no slot
 
     async def acomplete(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                        usage: CallUsage, *, max_tokens: int | None) -> Sent:
+                        usage: CallUsage, *, max_tokens: int | None,
+                        rendered: list[dict[str, str]] | None = None) -> Sent:
         """`complete` on the event loop: the same attempts (`_Attempts`), sent with the AsyncOpenAI SDK,
         waiting for a slot and backing off without holding a thread."""
-        attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens)
+        attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens, rendered)
         while True:
             self.server.breaker.before_request()
             slots = self.server.slots(settings.current.server_concurrency)
@@ -125,10 +129,14 @@ class Transport:
                     await asyncio.sleep(wait)   # the backoff holds no slot
 
     def _request(self, task: Task, payload: BaseModel, schema: dict[str, Any], extra: list[dict[str, str]],
-                 habits: Habits, max_tokens: int | None) -> tuple[list[dict[str, str]], dict[str, Any]]:
+                 habits: Habits, max_tokens: int | None, rendered: list[dict[str, str]] | None = None
+                 ) -> tuple[list[dict[str, str]], dict[str, Any]]:
         current = settings.current
         mode = habits.structured if current.structured == "auto" else current.structured
-        messages = render(task.name, payload, schema_in_prompt=None if mode == "json_schema" else schema) + extra
+        if mode == "json_schema" and rendered is not None:
+            messages = [dict(m) for m in rendered] + extra   # copies: the caller's stay as they were
+        else:
+            messages = render(task.name, payload, schema_in_prompt=None if mode == "json_schema" else schema) + extra
         options: dict[str, Any] = {"_mode": mode}
         if habits.send_temperature:
             options["temperature"] = self.temperature
@@ -165,10 +173,11 @@ class Transport:
         if self.asdk is None:
             raise RuntimeError("this transport has no AsyncOpenAI client")
         sendable = {k: v for k, v in options.items() if not k.startswith("_")}
-        create = self.asdk().chat.completions.with_raw_response.create(
-            model=self.model, messages=cast(Any, messages), timeout=self.timeout_s,
-            extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
-        return await retry.awithin(self.timeout_s, create)
+        with self.asdk() as sdk:
+            create = sdk.chat.completions.with_raw_response.create(
+                model=self.model, messages=cast(Any, messages), timeout=self.timeout_s,
+                extra_headers={"x-stainless-retry-count": str(retries)}, **sendable)
+            return await retry.awithin(self.timeout_s, create)
 
     # ------------------------------------------------------------ failures
     def _adapt(self, exc: openai.APIStatusError, options: dict[str, Any], habits: Habits) -> bool:
@@ -237,16 +246,17 @@ class _Attempts:
     the waiting, so the two paths build, adapt, retry and count exactly alike."""
 
     def __init__(self, transport: Transport, task: Task, payload: BaseModel, schema: dict[str, Any],
-                 extra: list[dict[str, str]], usage: CallUsage, max_tokens: int | None) -> None:
+                 extra: list[dict[str, str]], usage: CallUsage, max_tokens: int | None,
+                 rendered: list[dict[str, str]] | None = None) -> None:
         self.transport, self.task, self.payload, self.schema = transport, task, payload, schema
-        self.extra, self.usage, self.max_tokens = extra, usage, max_tokens
+        self.extra, self.usage, self.max_tokens, self.rendered = extra, usage, max_tokens, rendered
         self.retries = 0
         self.habits = transport.server.habits(transport.model)
 
     def request(self) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """The next attempt's request, built as the server is known to want it now; counted as a call."""
         built = self.transport._request(self.task, self.payload, self.schema, self.extra, self.habits,
-                                        self.max_tokens)
+                                        self.max_tokens, self.rendered)
         self.usage.calls += 1
         return built
 
