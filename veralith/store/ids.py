@@ -6,8 +6,9 @@ come from an `IdFile`: a few bytes holding the next free id and the end of the r
 may use, advanced under an exclusive file lock (held for microseconds, never by the database).
 
 - SQLite (one host by nature): the file *is* the allocator. Every trace the store creates takes
-  its id here, so ids are consecutive (no gaps unless a process dies between taking an id and
-  writing its trace). A missing file starts above the highest id in the database and its spool.
+  its id here (in batches, see below), so ids are consecutive as long as one process logs at a
+  time; a process that dies, or exits after another process took ids, leaves the ids it held
+  unused (a gap). A missing file starts above the highest id in the database and its spool.
 - PostgreSQL (many hosts): the file holds a block this host reserved from the database's counter
   (`refill`), shared by every process of the host; a background refill keeps it ahead of use.
   Only a host's very first trace finds no block: `take(wait_s=...)` then waits that long for the

@@ -156,7 +156,7 @@ class Spool:
         with self._lock:
             need, active = self._spare is None, self._active
         if need:
-            spare = self._create(self.segment_bytes)
+            spare: _Segment | None = self._create(self.segment_bytes)
             with self._lock:
                 if self._spare is None:
                     self._spare, spare = spare, None
