@@ -86,21 +86,23 @@ class IdFile:
         """The database's block reservation (a remote file): used from now on, in the background."""
         self._refill = refill
 
-    def take(self, *, wait_s: float = 0.0) -> int:
-        """The next id. From the ids this process took ahead it is a counter in memory. When they
-        ran out, it takes the next batch itself (one file lock, as a single id would need). A
-        remote file with no ids left in this host's block asks for a refill and waits for it at
-        most `wait_s` seconds, then takes a random id (see the module docstring)."""
+    def take(self, *, wait_s: float = 0.0, ahead: bool = False) -> int:
+        """The next id. From the ids this process took ahead it is a counter in memory. When it
+        holds none, with `ahead` (log()'s path) it takes the next batch itself (one file lock, as a
+        single id would need); else one id. A remote file with no ids left in this host's block
+        asks for a refill and waits for it at most `wait_s` seconds, then takes a random id (see
+        the module docstring)."""
         found = self._held_next()
         if found is not None:
             return found
-        with self._mem:
-            if self._prefetched:  # ran out before the background took more: take more at a time
-                self._batch, self._prefetched = min(2 * self._batch, PREFETCH_MAX), False
-        self.prefetch()
-        found = self._held_next()
-        if found is not None:
-            return found
+        if ahead:
+            with self._mem:
+                if self._prefetched:  # ran out before the background took more: take more at a time
+                    self._batch, self._prefetched = min(2 * self._batch, PREFETCH_MAX), False
+            self.prefetch()
+            found = self._held_next()
+            if found is not None:
+                return found
         found, left, never = self._next()
         if self.remote and left < self.block // 2:
             self._refill_soon()

@@ -155,12 +155,12 @@ class Spool:
             return  # nothing written by this process yet: the first append creates its segment
         with self._lock:
             need, active = self._spare is None, self._active
-        if need:
+        if need and active is not None:  # (none: closed, or not written yet; the append makes one)
             spare: _Segment | None = self._create(self.segment_bytes)
             with self._lock:
-                if self._spare is None:
+                if self._spare is None and self._active is not None:
                     self._spare, spare = spare, None
-            if spare is not None:  # someone else prepared one meanwhile
+            if spare is not None:  # prepared meanwhile by another thread, or closed
                 spare.close()
                 spare.path.unlink()
         if active is not None:

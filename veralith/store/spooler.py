@@ -57,6 +57,8 @@ class Spooler:
         self._due = threading.Event()
         self._preparer: threading.Thread | None = None
         self._pid = 0
+        self._closed = False               # by close(), until the next append
+        self._preparing = threading.Lock()  # prepare() and close() one at a time (background only)
         ids.low = self.spool.spare_used = self._due.set
 
     @property
@@ -70,13 +72,18 @@ class Spooler:
 
     def prepare(self) -> None:
         """Take ids ahead and ready a spare segment (background threads only: system calls)."""
-        self.ids.prefetch()
-        self.spool.prepare()
+        with self._preparing:
+            if not self._closed:
+                self.ids.prefetch()
+                self.spool.prepare()
 
     def close(self) -> None:
-        """At shutdown: give back unused ids, unmap the segments and delete the empty ones."""
-        self.ids.give_back()
-        self.spool.close()
+        """At shutdown: give back unused ids, unmap the segments and delete the empty ones. The
+        next append starts again."""
+        with self._preparing:
+            self._closed = True
+            self.ids.give_back()
+            self.spool.close()
 
     def _start_preparer(self) -> None:
         """On a process's first append (and a forked child's): its system calls are made anyway."""
@@ -98,7 +105,8 @@ class Spooler:
         if self._pid != os.getpid():
             self._start_preparer()
             self._due.set()
-        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S)
+        self._closed = False
+        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S, ahead=True)
         self.spool.append({"id": trace_id, "uid": _uid(), "created_at": now_iso(), "run": run,
                            "here": evaluate_here, **trace.to_json()})
         return trace_id
