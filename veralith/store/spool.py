@@ -27,8 +27,8 @@ skipped), so a crash between the two costs nothing but a repeat.
 
 The spool files of a process that is gone are shipped by whoever looks next on the same host (any
 process that logs, `veralith resume`, the worker): `recover`. A file of another host (a shared
-folder) is taken once untouched for the lease timeout (the shipper touches the segment being
-written on each round). Files of the earlier format (`.jsonl` written with `write()`, and their
+folder) is taken once untouched for the lease timeout (`prepare` touches the segment being
+written at least once a minute). Files of the earlier format (`.jsonl` written with `write()`, and their
 `.moving-<n>` renames) are read the same way.
 """
 

@@ -44,6 +44,10 @@ logger = logging.getLogger("veralith.store")
 # The most a host's very first trace into a PostgreSQL store waits for the host's first block of
 # ids (veralith.store.ids); every later call finds ids ready and never waits.
 FIRST_BLOCK_WAIT_S = 2.0
+# How often the segment being written is touched even when nothing wakes the preparer: a spool file
+# untouched for leases.LEASE_TIMEOUT_S (5 minutes) may be taken by another host sharing the folder,
+# and copying into a mapping does not reliably update the file's modification time.
+_TOUCH_EVERY_S = 60.0
 
 
 class Spooler:
@@ -93,7 +97,7 @@ class Spooler:
 
     def _prepare_loop(self) -> None:
         while True:
-            self._due.wait()
+            self._due.wait(_TOUCH_EVERY_S)  # also when not woken: the segment written stays fresh
             self._due.clear()
             try:
                 self.prepare()
