@@ -35,6 +35,7 @@ written at least once a minute). Files of the earlier format (`.jsonl` written w
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import mmap
@@ -112,7 +113,7 @@ class Spool:
         self.wake: Callable[[], object] | None = None
         self.spare_used: Callable[[], object] | None = None
         self._lock = threading.Lock()
-        self._count = 0
+        self._numbers = itertools.count(1)  # next() is atomic: the caller and the preparer both create
         self._dirty = False  # appended since the last complete ship
         self._active: _Segment | None = None
         self._spare: _Segment | None = None
@@ -236,8 +237,7 @@ class Spool:
 
     def _create(self, size: int) -> _Segment:
         self.dir.mkdir(parents=True, exist_ok=True)
-        self._count += 1
-        return _Segment(self.dir / f"{self.stem}.{time.time_ns()}-{self._count}.seg", size)
+        return _Segment(self.dir / f"{self.stem}.{time.time_ns()}-{next(self._numbers)}.seg", size)
 
 
 def _owner() -> tuple[int, str]:
