@@ -98,6 +98,92 @@ def test_a_process_killed_before_shipping_loses_nothing():
     assert [store.load_input(i).metadata["i"] for i in ids] == list(range(25))
 
 
+def _prepared(spooler, timeout_s: float = 30.0) -> None:
+    """Until the spooler's own thread has taken ids ahead and readied a spare segment."""
+    deadline = time.monotonic() + timeout_s
+    while (len(spooler.ids._held) < 2 or spooler.spool._spare is None) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_warm_log_makes_no_system_call_on_the_callers_thread(monkeypatch):
+    """Each system call lets a busy background thread take the GIL, for up to a switch interval
+    (the p99 of issue 23): once the spooler is ready, log() makes none (ids in memory, the line
+    copied into a mapped segment), while the shipper and evaluator keep working."""
+    import fcntl
+    import mmap
+    import os
+    import random
+    import threading
+
+    import veralith
+    from veralith.store import store_url
+    from veralith.store.spooler import spooler_for
+
+    first = veralith.log(QUERY, CONTEXT, RESPONSE)
+    spooler = spooler_for(store_url())
+    caller, made = threading.get_ident(), []
+
+    def watched(module, name):
+        real = getattr(module, name)
+
+        def call(*args, **kwargs):
+            if threading.get_ident() == caller:
+                made.append(name)
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, call)
+
+    for name in ("open", "read", "write", "lseek", "getcwd", "urandom", "stat", "mkdir", "rename", "unlink",
+                 "posix_fallocate"):
+        watched(os, name)
+    watched(fcntl, "flock")
+    watched(mmap, "mmap")
+    watched(random, "_urandom")   # what secrets.token_hex reads (bound in `random` at import)
+    ids = []
+    for _ in range(3):   # more ids than one batch: the spooler's thread takes more in between
+        _prepared(spooler)
+        ids += [veralith.log(QUERY, CONTEXT, RESPONSE, metadata={"n": len(ids) + k}) for k in range(50)]
+    assert made == []
+    monkeypatch.undo()
+    assert ids == list(range(first + 1, first + 151))
+    assert veralith.shutdown(timeout=120) == 0
+    assert _statuses() == {"done": 151}
+    assert [open_store().load_input(i).metadata["n"] for i in ids] == list(range(150))
+
+
+def test_a_dead_processs_segment_is_recovered_up_to_its_last_complete_line(monkeypatch):
+    """A segment is preallocated and NUL-filled past what was written; a copy cut short by a crash
+    leaves a last line without its newline. `veralith resume` ships the complete lines."""
+    import veralith
+    from veralith.models import ContextChunk
+    from veralith.store import leases, store_url
+    from veralith.store.protocol import TraceInput
+    from veralith.store.spool import Spool
+    from veralith.store.spooler import spooler_for
+
+    veralith.log(QUERY, CONTEXT, RESPONSE)
+    veralith.shutdown()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    spooler = spooler_for(store_url())
+    host, _, _, at = leases.mine()
+    monkeypatch.setattr(leases, "mine", lambda: (host, gone.pid, "t0ken", at))
+    dead = Spool(spooler.folder)
+    ids = [spooler.ids.take() for _ in range(2)]
+    for trace_id in ids:
+        dead.append({"id": trace_id, "uid": f"{trace_id:032x}", "created_at": "2026-01-01T00:00:00.000000+00:00",
+                     "run": None, "here": True, **TraceInput(query=QUERY, context=[ContextChunk(id="c0", text=CONTEXT[0])],
+                                                             response=RESPONSE, metadata={"k": trace_id}).to_json()})
+    segment = dead._active
+    assert segment is not None and segment.size > segment.used
+    segment.map[segment.used:segment.used + 20] = b'{"id": 99, "cut shor'   # then the process died
+    segment.close()
+    monkeypatch.undo()
+    assert veralith.resume() == 2
+    store = open_store()
+    assert [store.load_input(i).metadata for i in ids] == [{"k": i} for i in ids]
+    assert sorted(p.name for p in spooler.folder.iterdir()) == ["next-id"]
+
+
 def test_log_keeps_working_while_postgres_is_down_and_ships_when_it_is_back(tmp_path, monkeypatch):
     pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
     from pg_server import PgServer

@@ -1,13 +1,15 @@
 """log(): record a trace at once, evaluate it in the background; never disturb the host program.
 
 The caller's thread only validates, checks the budget and appends the trace to this process's
-local spool under its final id (veralith.store.spooler: one write to a local file, no database
-library loaded, never a wait on the database, whether SQLite's write lock is held by another
-process or PostgreSQL is slow or down). The trace is durable when `log()` returns. Two daemon
-threads do the rest:
+local spool under its final id (veralith.store.spooler: a line copied into a mapped file and an
+id counted in memory, so no system call and no release of the GIL once warm; no database library
+loaded, never a wait on the database, whether SQLite's write lock is held by another process or
+PostgreSQL is slow or down). The trace is durable when `log()` returns. Two daemon threads do
+the rest:
 
-- the shipper moves spooled traces into the store (`Store.ship`), a batch per transaction, and
-  backs off while the store is unavailable (what waits stays on disk);
+- the shipper moves spooled traces into the store (`Store.ship`), a batch per transaction and at
+  most one round per _SHIP_GAP_S while traces keep coming, and backs off while the store is
+  unavailable (what waits stays on disk);
 - the evaluator claims each shipped trace this process should judge and stores its result, under
   the settings in force where it was logged (veralith.sdk.stored, as every resume does).
 
@@ -58,6 +60,11 @@ __all__ = ["log", "resume", "shutdown"]
 logger = logging.getLogger("veralith.sdk")
 _STOP = object()
 _SHIP_EVERY_S = 0.2      # how soon a logged trace reaches the store when nothing wakes the shipper
+# The least time between two ships: a process logging continuously has its traces shipped in
+# batches this far apart, not one small transaction after each call, which would keep the shipper
+# busy (and holding the GIL the callers need) the whole time. A trace logged after a quiet spell
+# is shipped at once.
+_SHIP_GAP_S = 0.05
 _BACKOFF_MAX_S = 5.0     # the longest the shipper waits between tries while the store is unavailable
 
 
@@ -208,10 +215,12 @@ class _Worker:
         return store
 
     def watch(self, url: str) -> None:
-        """Ship the spool of the store at `url` (soon, on the shipper's thread)."""
+        """Ship the spool of the store at `url` (soon, on the shipper's thread). The spooler wakes
+        the shipper itself when there is something to do (veralith.store.spooler)."""
         if url not in self._urls:
+            spooler_for(url).wake = self._wake.set
             self._urls.add(url)
-        self._wake.set()
+            self._wake.set()
 
     def stop(self, wait: bool, timeout: float | None = None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -232,15 +241,31 @@ class _Worker:
 
     # -- the shipper -----------------------------------------------------------------------------
     def _ship_loop(self) -> None:
+        """Ship when woken (a first trace since the last ship) or every _SHIP_EVERY_S, but no sooner
+        than _SHIP_GAP_S after the last ship (later while the store is unavailable)."""
         pause = _SHIP_EVERY_S
+        earliest = latest = time.monotonic()
         while True:
-            self._wake.wait(pause)
+            self._wake.wait(max(0.0, latest - time.monotonic()))
             self._wake.clear()
             stopping = self._stopping.is_set()
+            if not stopping and time.monotonic() < earliest:
+                latest = earliest  # woken early: the ship waits for its turn
+                continue
             ok = self._ship_all()
             if stopping:
+                self._close_all()
                 return
             pause = _SHIP_EVERY_S if ok else min(_BACKOFF_MAX_S, pause * 2)
+            now = time.monotonic()
+            earliest, latest = now + (_SHIP_GAP_S if ok else pause), now + pause
+
+    def _close_all(self) -> None:
+        for url in list(self._urls):
+            try:
+                spooler_for(url).close()
+            except Exception:  # the host must never see a background failure
+                logger.debug("veralith: could not close the spool of %s", url, exc_info=True)
 
     def _ship_all(self) -> bool:
         """Ship every store's spool; queue what we are to judge. False if a store was unavailable."""

@@ -6,14 +6,24 @@ come from an `IdFile`: a few bytes holding the next free id and the end of the r
 may use, advanced under an exclusive file lock (held for microseconds, never by the database).
 
 - SQLite (one host by nature): the file *is* the allocator. Every trace the store creates takes
-  its id here, so ids are consecutive (no gaps unless a process dies between taking an id and
-  writing its trace). A missing file starts above the highest id in the database and its spool.
+  its id here (in batches, see below), so ids are consecutive as long as one process logs at a
+  time; a process that dies, or exits after another process took ids, leaves the ids it held
+  unused (a gap). A missing file starts above the highest id in the database and its spool.
 - PostgreSQL (many hosts): the file holds a block this host reserved from the database's counter
   (`refill`), shared by every process of the host; a background refill keeps it ahead of use.
   Only a host's very first trace finds no block: `take(wait_s=...)` then waits that long for the
   first reservation (one round trip). If the database does not answer in time, the trace takes a
   random id from a range the counter never reaches (`RANDOM_BASE` and above): unique with
   overwhelming probability, and checked when the trace is shipped (a clash gets a new id, logged).
+
+Each process takes a few ids at a time from the file into memory (`prefetch`, run ahead on a
+background thread: veralith.store.spooler), so that `take()` on the caller's thread is a counter
+in memory: no file lock and no system call, which would let go of the GIL (see
+veralith.store.spool). Only when the process's ids have run out (its first trace, or a burst
+faster than the background refills) does `take()` lock the file itself. What a process holds
+and never uses is given back at shutdown if nobody took ids after it (`give_back`), else it is
+a gap; so with several processes logging at once ids are unique but no longer in time order
+across processes, as a PostgreSQL host's block already was.
 
 The lock is fcntl.flock on POSIX and msvcrt.locking on Windows.
 """
@@ -33,6 +43,12 @@ __all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile"]
 logger = logging.getLogger("veralith.store")
 
 RANDOM_BASE = 1 << 62      # ids at or above this were taken at random (see the module docstring)
+# Ids a process takes from the file at a time, ahead of its traces: PREFETCH at first, doubled (up
+# to PREFETCH_MAX) each time the caller ran out before the background took more. A thread that
+# never releases the GIL keeps others waiting a switch interval (5 ms) before they run, so a
+# process logging in a tight loop can use a few hundred ids before the background gets its turn.
+PREFETCH = 64
+PREFETCH_MAX = 4096
 REMOTE_BLOCK = 1000        # ids per block a PostgreSQL store hands a host (its sequence's increment)
 _NO_LIMIT = (1 << 62) - 1  # the end of a SQLite file's range: it has no other source to wait for
 _WIDTH = 20                # digits per number in the file: fixed width, so one write replaces both
@@ -57,15 +73,36 @@ class IdFile:
         self._pid = 0
         self._refilling = threading.Event()
         self._filled = threading.Event()   # set after each refill attempt, successful or not
+        # This process's ids taken ahead from the file, (next, last) ranges in order, and the pid
+        # they belong to (a forked child takes its own); under _mem, never held across a system call.
+        self._mem = threading.Lock()
+        self._held: list[tuple[int, int]] = []
+        self._held_pid = 0
+        self._batch = PREFETCH
+        self._prefetched = False   # a batch was taken ahead since the batch size last grew
+        self.low: Callable[[], object] | None = None   # called (on the caller's thread) when they run low
 
     def attach(self, refill: Callable[[int], range]) -> None:
         """The database's block reservation (a remote file): used from now on, in the background."""
         self._refill = refill
 
-    def take(self, *, wait_s: float = 0.0) -> int:
-        """The next id. With ids left in this host's block it never waits; with none (a remote file
-        whose block is used up, or was never reserved) it asks for a refill and waits for it at most
-        `wait_s` seconds, then takes a random id (see the module docstring)."""
+    def take(self, *, wait_s: float = 0.0, ahead: bool = False) -> int:
+        """The next id. From the ids this process took ahead it is a counter in memory. When it
+        holds none, with `ahead` (log()'s path) it takes the next batch itself (one file lock, as a
+        single id would need); else one id. A remote file with no ids left in this host's block
+        asks for a refill and waits for it at most `wait_s` seconds, then takes a random id (see
+        the module docstring)."""
+        found = self._held_next()
+        if found is not None:
+            return found
+        if ahead:
+            with self._mem:
+                if self._prefetched:  # ran out before the background took more: take more at a time
+                    self._batch, self._prefetched = min(2 * self._batch, PREFETCH_MAX), False
+            self.prefetch()
+            found = self._held_next()
+            if found is not None:
+                return found
         found, left, never = self._next()
         if self.remote and left < self.block // 2:
             self._refill_soon()
@@ -73,6 +110,20 @@ class IdFile:
             self._filled.wait(wait_s)
             found, _, _ = self._next()
         return RANDOM_BASE + secrets.randbits(61) if found is None else found
+
+    def _held_next(self) -> int | None:
+        """The next of the ids this process took ahead (in memory, no system call), or None."""
+        with self._mem:
+            if not self._held or self._held_pid != os.getpid():
+                return None
+            nxt, last = self._held[0]
+            if nxt == last:
+                self._held.pop(0)
+                if self.low is not None:
+                    self.low()  # one batch left (or none): time to take the next ahead
+            else:
+                self._held[0] = (nxt + 1, last)
+            return nxt
 
     def _next(self) -> tuple[int | None, int, bool]:
         """(the next id or None, ids left after it, whether this file never held a block)."""
@@ -82,6 +133,46 @@ class IdFile:
                 return None, -1, self.remote and end == 0
             self._write(fd, nxt + 1, end)
             return nxt, end - nxt, False
+
+    def prefetch(self) -> None:
+        """Hold two batches of ids from the file for this process (the one in use and the next),
+        taking what is missing (background threads only: this locks the file)."""
+        left = self.block
+        with self._lock, self._locked() as fd:
+            with self._mem:
+                if self._held_pid != os.getpid():
+                    self._held, self._held_pid, self._batch = [], os.getpid(), PREFETCH
+                missing = 2 - len(self._held)
+            if missing <= 0:
+                return
+            first, end = self._read(fd)
+            batch = self._batch
+            count = min(missing * batch, end - first + 1)
+            if count > 0:
+                self._write(fd, first + count, end)
+                with self._mem:
+                    self._held += [(start, min(start + batch, first + count) - 1)
+                                   for start in range(first, first + count, batch)]
+                    self._prefetched = True
+            left = end - first - max(count, 0) + 1
+        if self.remote and left < self.block // 2:
+            self._refill_soon()
+
+    def give_back(self) -> None:
+        """Return the ids this process took ahead and did not use to the file, as far as nobody
+        took ids after them (at shutdown); the rest stay unused (gaps)."""
+        with self._lock:
+            with self._mem:
+                held, self._held = (self._held if self._held_pid == os.getpid() else []), []
+            if not held:
+                return
+            with self._locked() as fd:
+                first, end = self._read(fd)
+                for nxt, last in reversed(held):
+                    if first != last + 1:
+                        break
+                    first = nxt
+                self._write(fd, first, end)
 
     def take_now(self) -> int:
         """The next id, refilling from the database first when the block is used up (callers that
@@ -96,6 +187,8 @@ class IdFile:
     def bump(self, above: int) -> None:
         """Make every later id greater than `above` (a clash found when shipping: the file fell behind)."""
         with self._lock, self._locked() as fd:
+            with self._mem:  # what this process took ahead at or below `above` is behind too
+                self._held = [(max(nxt, above + 1), last) for nxt, last in self._held if last > above]
             nxt, end = self._read(fd)
             if nxt <= above and (not self.remote or above < end):
                 self._write(fd, above + 1, end)

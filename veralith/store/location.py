@@ -18,7 +18,11 @@ __all__ = ["resolve_path"]
 def resolve_path(path: str | os.PathLike[str] | None = None) -> str:
     """The absolute database path `open_db(path)` would use (default: settings.db_path)."""
     raw = settings.db_path if path is None else os.fspath(path)
-    return raw if raw == ":memory:" else _absolute(raw, os.getcwd())
+    if raw == ":memory:":
+        return raw
+    # Only a relative path needs the working directory: getcwd() is a system call, and log() asks
+    # on every call (one that releases the GIL; see veralith.store.spool).
+    return _absolute(raw, "" if os.path.isabs(raw) else os.getcwd())
 
 
 @functools.lru_cache(maxsize=64)

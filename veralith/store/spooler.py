@@ -2,9 +2,14 @@
 
 `log()` must return within a few milliseconds even on the first call of a fresh process, so its
 path never imports a database library or opens a connection: it takes the trace's final id from
-the store's id file (veralith.store.ids) and appends the trace to this process's spool file
+the store's id file (veralith.store.ids) and appends the trace to this process's spool
 (veralith.store.spool). The store proper (veralith.store.sqlstore) ships the spool in later, from
 a background thread, and takes its own ids from the same file.
+
+Once warm, that path makes no system call at all (ids taken ahead into memory, a line copied into
+a mapped segment), so the caller's thread never releases the GIL to a busy background thread:
+a thread of the spooler's own (`prepare`, woken when ids or the spare segment are used up) takes
+the ids and readies the segments.
 
 Where each store keeps them on this host:
 - `sqlite:///path/file.db`: beside the file, in `file.db.spool/` (ids: `next-id` there);
@@ -14,12 +19,15 @@ Where each store keeps them on this host:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import logging
 import os
 import re
 import secrets
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,13 +35,19 @@ from urllib.parse import urlsplit
 from veralith.store.ids import IdFile
 from veralith.store.protocol import TraceInput
 from veralith.store.rows import now_iso
-from veralith.store.spool import Spool
+from veralith.store.spool import Spool, read_lines
 
 __all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "spooler_for"]
+
+logger = logging.getLogger("veralith.store")
 
 # The most a host's very first trace into a PostgreSQL store waits for the host's first block of
 # ids (veralith.store.ids); every later call finds ids ready and never waits.
 FIRST_BLOCK_WAIT_S = 2.0
+# How often the segment being written is touched even when nothing wakes the preparer: a spool file
+# untouched for leases.LEASE_TIMEOUT_S (5 minutes) may be taken by another host sharing the folder,
+# and copying into a mapping does not reliably update the file's modification time.
+_TOUCH_EVERY_S = 60.0
 
 
 class Spooler:
@@ -42,22 +56,87 @@ class Spooler:
     def __init__(self, folder: Path, ids: IdFile) -> None:
         self.folder, self.ids = folder, ids
         self.spool = Spool(folder)
+        # The preparer: a thread of its own, so that ids and segments are ready even while the
+        # shipper is busy (its first store opening imports the database library for a second or so).
+        self._due = threading.Event()
+        self._preparer: threading.Thread | None = None
+        self._pid = 0
+        self._closed = False               # by close(), until the next append
+        self._preparing = threading.Lock()  # prepare() and close() one at a time (background only)
+        ids.low = self.spool.spare_used = self._due.set
+
+    @property
+    def wake(self) -> Callable[[], object] | None:
+        return self.spool.wake
+
+    @wake.setter
+    def wake(self, call: Callable[[], object] | None) -> None:
+        """What to call (on the caller's thread, without blocking) when there is something to ship."""
+        self.spool.wake = call
+
+    def prepare(self) -> None:
+        """Take ids ahead and ready a spare segment (background threads only: system calls)."""
+        with self._preparing:
+            if not self._closed:
+                self.ids.prefetch()
+                self.spool.prepare()
+
+    def close(self) -> None:
+        """At shutdown: give back unused ids, unmap the segments and delete the empty ones. The
+        next append starts again."""
+        with self._preparing:
+            self._closed = True
+            self.ids.give_back()
+            self.spool.close()
+
+    def _start_preparer(self) -> None:
+        """On a process's first append (and a forked child's): its system calls are made anyway."""
+        self._pid = os.getpid()
+        self._preparer = threading.Thread(target=self._prepare_loop, name="veralith-spool-prepare", daemon=True)
+        self._preparer.start()
+
+    def _prepare_loop(self) -> None:
+        while True:
+            self._due.wait(_TOUCH_EVERY_S)  # also when not woken: the segment written stays fresh
+            self._due.clear()
+            try:
+                self.prepare()
+            except Exception as exc:  # e.g. a full disk: the next append meets it itself, and raises
+                logger.debug("veralith: could not prepare the spool in %s: %s", self.folder, exc)
 
     def append(self, trace: TraceInput, *, run: str | None, evaluate_here: bool) -> int:
         """Make `trace` durable under its final id and return the id (see veralith.store.spool)."""
-        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S)
-        self.spool.append({"id": trace_id, "uid": secrets.token_hex(16), "created_at": now_iso(), "run": run,
+        if self._pid != os.getpid():
+            self._start_preparer()
+            self._due.set()
+        self._closed = False
+        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S, ahead=True)
+        self.spool.append({"id": trace_id, "uid": _uid(), "created_at": now_iso(), "run": run,
                            "here": evaluate_here, **trace.to_json()})
         return trace_id
 
 
 _spoolers: dict[tuple[str, int], Spooler] = {}
 _lock = threading.Lock()
+_uids: tuple[int, str, Iterator[int]] = (0, "", itertools.count())
+
+
+def _uid() -> str:
+    """A trace's unique id (32 hex digits, as the store's own): 64 random bits drawn once per
+    process, then a counter. Not secrets.token_hex per trace: os.urandom is a system call."""
+    global _uids
+    pid, prefix, counter = _uids
+    if pid != os.getpid():  # the first trace of this process (or of a forked child)
+        pid, prefix, counter = _uids = (os.getpid(), secrets.token_hex(8), itertools.count())
+    return f"{prefix}{next(counter):016x}"
 
 
 def spooler_for(url: str) -> Spooler:
     """The one Spooler of this process for the store at `url` (as veralith.store.store_url gives it)."""
     key = (url, os.getpid())
+    found = _spoolers.get(key)  # without the lock once made: log() never waits on another thread here
+    if found is not None:
+        return found
     with _lock:
         found = _spoolers.get(key)
         if found is None:
@@ -120,7 +199,7 @@ def _spooled_max(folder: Path) -> int:
             if path.name == "next-id":
                 continue
             with contextlib.suppress(OSError):
-                for raw in path.read_bytes().splitlines():
+                for raw in read_lines(path):
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         entry: Any = json.loads(raw)
                         highest = max(highest, int(entry["id"]))

@@ -6,8 +6,9 @@ belongs to the thread that made it. The SQL is the shared one (veralith.store.sq
 class adds what is SQLite's own:
 
 - Trace ids come from a counter file in the spool folder beside the database (`<db>.spool/next-id`,
-  veralith.store.spooler), so `log()` gets a final id without the database's write lock, and ids
-  stay consecutive across every process that writes the file.
+  veralith.store.spooler), so `log()` gets a final id without the database's write lock; ids are
+  unique across every process that writes the file, each process taking them in small batches
+  (veralith.store.ids).
 - Opened `read_only` (what reading commands do), it never writes: SQLite's `mode=ro` and
   `query_only`, no migration, a pool of connections any thread may borrow. A file or folder
   without write permission, or a read-only mount, can still be read.
