@@ -160,6 +160,26 @@ def test_save_with_trace_id_replaces_in_place(store):
     assert scalar(store, "SELECT COUNT(*) FROM grounding") == 0  # the refusal has no claims
 
 
+def test_a_result_whose_write_fails_part_way_changes_nothing(store, monkeypatch):
+    # save_result's deletes, update and inserts go out pipelined on PostgreSQL: one that fails after
+    # the deletes have run must still leave the trace exactly as it was, and the connection usable.
+    trace_id = store.create_trace(TraceInput(query="q", context=CHUNKS, response="r"))
+    first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
+    store.save_result(first)
+    real = repository.to_rows
+
+    def twice(trace: int, result: EvaluationResult) -> dict[str, list[tuple]]:
+        rows = real(trace, result)
+        rows["sub_questions"] = rows["sub_questions"] * 2   # the same (trace_id, position) twice
+        return rows
+    monkeypatch.setattr(repository, "to_rows", twice)
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):
+        store.save_result(make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True))
+    monkeypatch.undo()
+    assert store.load_result(trace_id) == first
+    assert store.load_input(trace_id).context == CHUNKS
+
+
 def test_missing_trace_is_a_key_error_and_a_store_error(store):
     with pytest.raises(TraceNotFound) as info:
         store.load_result(999)
