@@ -316,6 +316,27 @@ def test_concurrent_first_connections_migrate_a_postgres_database_once(pg_server
         pg_migrate.check(conn, "test", current=True)
 
 
+def test_a_pooled_connection_the_server_ended_is_replaced_before_it_is_lent(pg_url):
+    """The pool tests a lent connection with a round trip only when the server sent it something
+    (it ends a connection with a message, then closes it): one it ended is replaced, no call fails."""
+    import psycopg
+
+    from veralith.store import open_store
+
+    store = open_store(pg_url)
+    trace_id = store.create_trace(trace())
+    with store.connection() as db:  # type: ignore[attr-defined]
+        pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    for _ in range(3):   # every connection the pool holds, the ended one among them
+        assert store.load_input(trace_id).query == trace().query
+
+
 def test_claims_are_exclusive_and_stale_leases_are_taken_over(store):
     a = store.create_trace(trace())
     assert store.resumable() == [a]
