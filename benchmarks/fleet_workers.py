@@ -73,9 +73,11 @@ def _workers(n: int, threads: int, env: dict[str, str], *, once: bool) -> list[s
 
 
 def _ready(workers: list[subprocess.Popen[str]]) -> None:
-    for worker in workers:  # the first stderr line says it is judging
+    for worker in workers:  # until its line saying it is judging (a warning about the model may come first)
         assert worker.stderr is not None
-        worker.stderr.readline()
+        for line in worker.stderr:
+            if "judging the traces of" in line:
+                break
 
 
 def exactly_once(url: str, env: dict[str, str], processes: int, threads: int, traces: int) -> dict[str, object]:

@@ -160,6 +160,26 @@ def test_save_with_trace_id_replaces_in_place(store):
     assert scalar(store, "SELECT COUNT(*) FROM grounding") == 0  # the refusal has no claims
 
 
+def test_a_result_whose_write_fails_part_way_changes_nothing(store, monkeypatch):
+    # save_result's deletes, update and inserts go out pipelined on PostgreSQL: one that fails after
+    # the deletes have run must still leave the trace exactly as it was, and the connection usable.
+    trace_id = store.create_trace(TraceInput(query="q", context=CHUNKS, response="r"))
+    first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
+    store.save_result(first)
+    real = repository.to_rows
+
+    def twice(trace: int, result: EvaluationResult) -> dict[str, list[tuple]]:
+        rows = real(trace, result)
+        rows["sub_questions"] = rows["sub_questions"] * 2   # the same (trace_id, position) twice
+        return rows
+    monkeypatch.setattr(repository, "to_rows", twice)
+    with pytest.raises(Exception, match="(?i)unique|duplicate"):
+        store.save_result(make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True))
+    monkeypatch.undo()
+    assert store.load_result(trace_id) == first
+    assert store.load_input(trace_id).context == CHUNKS
+
+
 def test_missing_trace_is_a_key_error_and_a_store_error(store):
     with pytest.raises(TraceNotFound) as info:
         store.load_result(999)
@@ -294,6 +314,27 @@ def test_concurrent_first_connections_migrate_a_postgres_database_once(pg_server
         names = [r[0] for r in conn.execute("SELECT name FROM veralith_migrations ORDER BY name")]
         assert names == [f.name for f in pg_migrate._files()]
         pg_migrate.check(conn, "test", current=True)
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced_before_it_is_lent(pg_url):
+    """The pool tests a lent connection with a round trip only when the server sent it something
+    (it ends a connection with a message, then closes it): one it ended is replaced, no call fails."""
+    import psycopg
+
+    from veralith.store import open_store
+
+    store = open_store(pg_url)
+    trace_id = store.create_trace(trace())
+    with store.connection() as db:  # type: ignore[attr-defined]
+        pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    for _ in range(3):   # every connection the pool holds, the ended one among them
+        assert store.load_input(trace_id).query == trace().query
 
 
 def test_claims_are_exclusive_and_stale_leases_are_taken_over(store):

@@ -59,6 +59,11 @@ def worker_command(
         store = open_store()
         store.abandoned()  # opens the store now: a store that cannot be used is one error line, no banner
         client = get_client()
+        # What the first judge call would load is loaded before the line saying it is judging (start-up,
+        # not judging: otherwise every thread's first trace waits for it).
+        load = getattr(client, "load", None)
+        if callable(load):
+            load()
         say(f"judging the traces of {store.url}{f' (knowledge base {kb})' if kb else ''} with "
             f"{getattr(client, 'backend', '?')}/{getattr(client, 'model', '?')}, {workers} at a time"
             + ("" if once else "; SIGTERM or Ctrl-C stops"))

@@ -186,6 +186,13 @@ class OpenAIClient:
     def prompt_version(self, task: str) -> str:
         return PROMPT_VERSIONS[task]
 
+    def load(self) -> None:
+        """Load now what the first call would: the SDK imports its chat-completions modules on first
+        use, under a lock every calling thread waits on. For a long-running judge (`veralith worker`),
+        which does this while starting, not on its first trace."""
+        for transport in self._transports.values():
+            transport.sdk.chat.completions.with_raw_response  # noqa: B018 - the attribute loads the modules
+
     def schema(self, task: Task) -> dict[str, Any]:
         """The strict JSON Schema of the task's output model (every field required, no extras)."""
         return self._schema(task)[0]

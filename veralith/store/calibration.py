@@ -55,12 +55,11 @@ class Calibration:
 
 def calibrate(data: CalibrationData, knowledge_base: str) -> Calibration:
     """The threshold `knowledge_base` uses now, under the current settings (the rule above)."""
-    found = _percentile(data, knowledge_base, percentile=settings.calibration_percentile,
-                        min_traces=settings.calibration_min_traces)
+    found, n = _percentile(data, knowledge_base, percentile=settings.calibration_percentile,
+                           min_traces=settings.calibration_min_traces)
     if found is not None:
-        return Calibration(found[0], ThresholdSource.calibrated, found[1])
-    return Calibration(settings.sufficiency_fallback, ThresholdSource.fallback,
-                       data.calibration_count(knowledge_base))
+        return Calibration(found, ThresholdSource.calibrated, n)
+    return Calibration(settings.sufficiency_fallback, ThresholdSource.fallback, n)
 
 
 class SqlCalibration:
@@ -149,13 +148,16 @@ def _h(n: int, percentile: float) -> Fraction:
 
 
 def _percentile(data: CalibrationData, knowledge_base: str, *, percentile: float,
-                min_traces: int) -> tuple[float, int] | None:
+                min_traces: int) -> tuple[float | None, int]:
+    """(the percentile, or None while there are too few values, and how many there are): the count is
+    returned either way, so the fallback does not read it a second time (a round trip per trace on a
+    server)."""
     n = data.calibration_count(knowledge_base)
     if n < max(1, min_traces):
-        return None
+        return None, n
     values = data.calibration_values(knowledge_base, rank_of(n, percentile), 2)
     if not values:  # the set shrank between the two reads (a concurrent re-evaluation); try next time
-        return None
+        return None, data.calibration_count(knowledge_base)
     lower = values[0]
     upper = values[1] if len(values) > 1 else lower
     return linear_percentile(lower, upper, n, percentile), n

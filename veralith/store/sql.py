@@ -9,7 +9,10 @@ query module. `SqliteDb` (here) is a sqlite-utils Database with that interface;
 
 Transactions: `db.write()` is one write transaction (SQLite: BEGIN IMMEDIATE, the file's write
 lock; PostgreSQL: BEGIN, with `dialect.for_update` row locks where a row is read and then
-written); `db.read()` is one consistent snapshot for several reads.
+written); `db.read()` is one consistent snapshot for several reads. `db.pipelined()` around a
+write sends the statements whose results are not read without waiting for each one (PostgreSQL's
+pipeline mode: one round trip where there were one per statement; SQLite, in-process, has no round
+trips to save).
 """
 
 from __future__ import annotations
@@ -96,6 +99,12 @@ class Db(Protocol):
         """One consistent snapshot for several reads (nests inside a write)."""
         ...
 
+    def pipelined(self) -> contextlib.AbstractContextManager[Any]:
+        """Statements in the block are sent without waiting for each reply, until a result is read or
+        the block ends (see the module docstring). An error then surfaces at that point, not at the
+        statement: only for a block whose statements' errors nobody handles one by one."""
+        ...
+
 
 class SqliteDb(Database):
     """A sqlite-utils Database that is also a `Db`."""
@@ -143,3 +152,6 @@ class SqliteDb(Database):
     def read(self) -> Iterator[SqliteDb]:
         with self.atomic():
             yield self
+
+    def pipelined(self) -> contextlib.AbstractContextManager[SqliteDb]:
+        return contextlib.nullcontext(self)

@@ -95,6 +95,13 @@ class PgDb:
             yield self
 
     @contextlib.contextmanager
+    def pipelined(self) -> Iterator[PgDb]:
+        # psycopg's pipeline mode: queued statements go out together and are synced when a result is
+        # fetched or the block ends (a transaction opened inside commits in that same round trip).
+        with self.conn.pipeline():
+            yield self
+
+    @contextlib.contextmanager
     def read(self) -> Iterator[PgDb]:
         if self.in_transaction:  # inside a write or another read: its snapshot serves
             yield self
