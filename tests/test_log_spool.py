@@ -254,9 +254,12 @@ def test_an_app_whose_judge_server_is_dead_exits_in_time_and_leaves_its_traces_p
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-c", _LOG_FIVE], capture_output=True, text=True, timeout=120,
                           env=subprocess_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=dead, VERALITH_API_KEY="test",
-                                   VERALITH_SHUTDOWN_TIMEOUT_S="10"))
+                                   VERALITH_SHUTDOWN_TIMEOUT_S="30"))
     assert done.returncode == 0, done.stderr
-    assert time.monotonic() - started < 60   # the drain's deadline, not one timeout per trace and retry
+    # The drain's deadline, not one timeout per trace and retry. The deadline leaves room for the
+    # shipper's first round (it imports the store) on a loaded machine: at 10 s it once ran out there,
+    # leaving traces in the spool for the next process (kept, but not yet in the store).
+    assert time.monotonic() - started < 60
     assert done.stderr.count("is down") <= 1, done.stderr        # said once at most, never once per trace
     assert "Traceback" not in done.stderr
     assert _statuses() == {"pending": 5}
