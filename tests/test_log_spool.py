@@ -263,3 +263,25 @@ def test_an_app_whose_judge_server_is_dead_exits_in_time_and_leaves_its_traces_p
     assert done.stderr.count("is down") <= 1, done.stderr        # said once at most, never once per trace
     assert "Traceback" not in done.stderr
     assert _statuses() == {"pending": 5}
+
+
+@pytest.mark.parametrize("code, kept", [("EOPNOTSUPP", True), ("ENOSPC", False)])
+def test_a_file_system_without_fallocate_gets_its_segment_written_out(tmp_path, monkeypatch, code, kept):
+    import errno
+    import os
+
+    from veralith.store.spool import Spool
+
+    def refuse(fd, offset, length):
+        raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
+    monkeypatch.setattr(os, "posix_fallocate", refuse, raising=False)
+    spool = Spool(tmp_path, segment_bytes=1 << 17)
+    if not kept:   # a full disk is a real answer: the caller hears it
+        with pytest.raises(OSError):
+            spool.append({"n": 1})
+        return
+    spool.append({"n": 1})   # NFS and some FUSE mounts refuse fallocate: the blocks are written out instead
+    (segment,) = tmp_path.glob("*.seg")
+    assert segment.stat().st_size == 1 << 17
+    got: list[dict] = []
+    assert spool.ship(got.extend) == 1 and got == [{"n": 1}]

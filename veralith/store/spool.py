@@ -35,6 +35,7 @@ written at least once a minute). Files of the earlier format (`.jsonl` written w
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import json
 import logging
@@ -91,9 +92,15 @@ class _Segment:
 def _allocate(fd: int, size: int) -> None:
     """Give the file `size` bytes of disk now, so copying into its mapping can never hit a full disk."""
     if hasattr(os, "posix_fallocate"):
-        os.posix_fallocate(fd, 0, size)
-        return
-    zeros = bytes(1 << 16)  # no fallocate (macOS, Windows): write the blocks out
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return
+        except OSError as exc:
+            # Some file systems (NFS, some FUSE mounts) refuse it: EOPNOTSUPP, or EINVAL from glibc's
+            # fallback; a full disk (ENOSPC) and the like are real answers and propagate.
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+    zeros = bytes(1 << 16)  # no fallocate (macOS, Windows, the file systems above): write the blocks out
     for _ in range(0, size, len(zeros)):
         os.write(fd, zeros)
     os.ftruncate(fd, size)
