@@ -152,3 +152,18 @@ def test_index_links_every_page():
     index = (DOCS / "index.md").read_text(encoding="utf-8")
     assert [p.name for p in PAGES if p.name != "index.md" and f"]({p.name})" not in index] == []
     assert {"benchmarks.md", "storage.md"} <= set(re.findall(r"\]\(([\w.-]+\.md)\)", index))
+
+
+def test_the_fleet_compose_file_starts_as_written():
+    """What `docker compose up` would run (no Docker here; benchmarks/fleet_compose.py runs it for real):
+    the web view's token is one `veralith serve` accepts, and the app servers' spool outlives them."""
+    yaml = pytest.importorskip("yaml")
+    from veralith.cli.serve import MIN_TOKEN_CHARS
+
+    spec = yaml.safe_load((REPO / "examples" / "fleet" / "compose.yaml").read_text())
+    web = [str(part) for part in spec["services"]["web"]["command"]]
+    assert web[:2] == ["veralith", "serve"] and len(web[web.index("--token") + 1]) >= MIN_TOKEN_CHARS
+    app = spec["services"]["app"]
+    spool = app["environment"]["VERALITH_SPOOL_DIR"]
+    assert any(str(volume).split(":")[1] == spool for volume in app["volumes"]), app["volumes"]
+    assert app["environment"]["VERALITH_EVALUATE"] == "remote"

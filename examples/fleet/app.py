@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,9 @@ import veralith
 RECORDS = [json.loads(line) for line in (Path(__file__).parents[1] / "traces.jsonl").read_text().splitlines()]
 
 if __name__ == "__main__":
+    # `docker compose stop` sends SIGTERM, which by default ends Python without its exit handlers; as a
+    # normal exit, veralith's shipper gets to ship what is spooled before the process goes.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     while True:
         record = random.choice(RECORDS)
         trace_id = veralith.log(record["query"], record["context"], record["response"],

@@ -25,9 +25,10 @@ from veralith.cli import render
 from veralith.cli.exits import ExitCode, fail
 from veralith.web.hosts import is_loopback
 
-__all__ = ["TOKEN_ENV", "is_loopback", "serve_command"]
+__all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "is_loopback", "serve_command"]
 
 TOKEN_ENV = "VERALITH_SERVE_TOKEN"
+MIN_TOKEN_CHARS = 16   # shorter tokens are refused: guessable by anyone who can reach the port
 
 
 def _fail(message: str, code: ExitCode = ExitCode.ERROR) -> typer.Exit:
@@ -55,8 +56,9 @@ def serve_command(
         raise _fail(f"--host {host} would let other machines read the traces; give a token with --token or "
                     f"{TOKEN_ENV} (for example {TOKEN_ENV}={secrets.token_urlsafe(24)}), or keep the default "
                     "--host 127.0.0.1")
-    if token is not None and len(token) < 16:
-        raise _fail(f"the token is too short to protect anything: use at least 16 characters ({TOKEN_ENV})")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise _fail(f"the token is too short to protect anything: use at least {MIN_TOKEN_CHARS} characters "
+                    f"({TOKEN_ENV})")
     try:
         import uvicorn
 
