@@ -31,7 +31,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from veralith.models import ContextChunk, EvaluationResult, Explanation
 
@@ -40,10 +40,14 @@ if TYPE_CHECKING:
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.patterns import DocumentFigures, PatternScope
     from veralith.store.runs import Run
+    from veralith.store.sql import Db
     from veralith.usage import OutputSize
 
-__all__ = ["BatchJobStore", "BrowseStore", "PatternStore", "RunStore", "Store", "StoredResult", "TraceInfo",
-           "TraceInput", "TraceStore"]
+__all__ = ["BatchJobStore", "BrowseStore", "Connected", "PatternStore", "RunStore", "Store", "StoredResult",
+           "TraceInfo", "TraceInput", "TraceStore"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,20 @@ class TraceInfo:
 class StoredResult(NamedTuple):
     result: EvaluationResult
     info: TraceInfo
+
+
+@runtime_checkable
+class Connected(Protocol):
+    """The one way to run code on a store's connection (as datasette's `execute_fn` /
+    `execute_write_fn`): a query is a function of a `Db` (veralith.store.sql) written once in a SQL
+    module, and `read(fn, ...)` / `write(fn, ...)` run it on a connection of the calling thread,
+    turning the database's own errors into StoreErrors (StoreUnavailable, WritesStopped). `fn`
+    opens its own transactions (`db.write()`, `db.read()`). `write` refuses a store opened
+    read-only, and runs the store's after-write hook (PostgreSQL folds its running totals there)."""
+
+    def read(self, fn: Callable[Concatenate[Db, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
+
+    def write(self, fn: Callable[Concatenate[Db, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
 
 
 @runtime_checkable
@@ -366,5 +384,5 @@ class BatchJobStore(Protocol):
 
 
 @runtime_checkable
-class Store(TraceStore, RunStore, BrowseStore, PatternStore, BatchJobStore, Protocol):
+class Store(Connected, TraceStore, RunStore, BrowseStore, PatternStore, BatchJobStore, Protocol):
     """Everything a store offers (what `open_store()` returns)."""

@@ -19,7 +19,7 @@ import functools
 import logging
 import secrets
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult, Explanation
@@ -44,6 +44,8 @@ __all__ = ["SqlStore"]
 
 logger = logging.getLogger("veralith.store")
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+T = TypeVar("T")
 _CLASH_RETRIES = 5
 
 
@@ -96,6 +98,17 @@ class SqlStore(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the connections this store holds; the next call reopens."""
+
+    # -- the one way to run code on a connection (veralith.store.protocol.Connected) ---------------
+    @_guarded
+    def read(self, fn: Callable[Concatenate[Db, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        with self.connection() as db:
+            return fn(db, *args, **kwargs)
+
+    @_writing
+    def write(self, fn: Callable[Concatenate[Db, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        with self.connection() as db:
+            return fn(db, *args, **kwargs)
 
     # -- traces in -------------------------------------------------------------------------------
     def spool_trace(self, trace: TraceInput, *, run: str | None = None, evaluate_here: bool = True) -> int:
