@@ -91,6 +91,7 @@ def main() -> None:
     os.environ.update({"VERALITH_DB_PATH": str(folder / "batch.db"), "VERALITH_BACKEND": "local"})
     from veralith.config import settings
     from veralith.store import open_store
+    from veralith.work.batchjobs import BatchJobs
 
     settings.reload()
     store = open_store()
@@ -101,7 +102,7 @@ def main() -> None:
         statuses.add(info.status)
         results.append(store.load_result(info.trace_id))
         histories += len(store.history(info.trace_id))
-    job = store.batch_jobs().job_rows()[0]
+    job = BatchJobs(store).job_rows()[0]
     batch_usd = sum(r.usage.usd or 0.0 for r in results)
     sync_usd = sum(r["usage"]["usd"] or 0.0 for r in sync_rows)
     tokens = (sum(r.usage.input_tokens for r in results), sum(r.usage.output_tokens for r in results))

@@ -60,6 +60,7 @@ def _real(traces: list[dict], base_url: str, decomposer: str | None, stores: lis
     import veralith
     from veralith.config import settings
     from veralith.observability.cost import get_tracker
+    from veralith.work.intake import store_result
 
     tracker = get_tracker()
     tracker.reset()
@@ -68,7 +69,7 @@ def _real(traces: list[dict], base_url: str, decomposer: str | None, stores: lis
                                      knowledge_base=t.get("knowledge_base", "default")) for t in traces]
     for result, where in zip(results, stores, strict=True):
         for store in where:
-            store.save_result(result)
+            store_result(store, result)
     by_model = tracker.by_model()
     tracker.reset()
     usd = [r.usage.usd for r in results]

@@ -47,11 +47,12 @@ def _fill(url: str, n: int) -> None:
     from veralith.models import ContextChunk
     from veralith.store import open_store
     from veralith.store.protocol import TraceInput
+    from veralith.work.intake import create
 
     store = open_store(url)
     chunks = [ContextChunk(id=f"c{i}", text=t) for i, t in enumerate(CONTEXT)]
     for i in range(n):
-        store.create_trace(TraceInput(query=f"{QUERY} #{i}", context=chunks, response=RESPONSE))
+        create(store, TraceInput(query=f"{QUERY} #{i}", context=chunks, response=RESPONSE))
 
 
 def _counts(url: str) -> dict[str, int]:

@@ -52,6 +52,7 @@ def _rows(n: int, seed: int = 7):
 
 def fill(url: str, n: int) -> float:
     from veralith.store import open_store
+    from veralith.work.migrate import ids_past
 
     store = open_store(url)
     with store.connection() as db:  # type: ignore[attr-defined]
@@ -65,8 +66,9 @@ def fill(url: str, n: int) -> float:
             if len(batch) == 50_000:
                 _flush(db, batch)
         _flush(db, batch)
-        store.after_copy(db)   # id counters past the rows written; PostgreSQL folds its running totals
+        store.after_copy(db)   # PostgreSQL folds its running totals
         db.execute("ANALYZE")
+    ids_past(store)            # the id allocator past the rows written
     if url.startswith("postgresql"):
         # What autovacuum does to a table some time after a bulk load: mark its pages all-visible, so
         # reads that walk an index (the calibration and latency percentiles' offset reads) can skip

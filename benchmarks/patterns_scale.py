@@ -39,6 +39,7 @@ def fill_sqlite(path: str, n: int) -> float:
     from patterns_log import BAD_SOURCE, planted_log
 
     from veralith.store import open_store
+    from veralith.work.intake import store_result
 
     url = "sqlite:///" + path
     store = open_store(url)
@@ -51,7 +52,7 @@ def fill_sqlite(path: str, n: int) -> float:
     t0 = time.perf_counter()
     ids, touched = [], []
     for i, result in enumerate(planted_log(n, kb=KB, stale_prices=False, long_texts=True)):
-        ids.append(store.save_result(result))
+        ids.append(store_result(store, result))
         if any(c.source == BAD_SOURCE for c in result.context):
             touched.append(i)
         if i % 10_000 == 9_999:
@@ -59,8 +60,7 @@ def fill_sqlite(path: str, n: int) -> float:
     _run(store, "before")
     for i in touched:   # the outdated price list now contradicts the answers: judged again in place
         [after] = planted_log(1, start=i, kb=KB, stale_prices=True, long_texts=True)
-        assert store.claim(ids[i], again=True)
-        store.save_result(after.model_copy(update={"trace_id": ids[i]}))
+        store_result(store, after.model_copy(update={"trace_id": ids[i]}))   # re-judged in place
     _run(store, "after")
     with store.connection() as db:  # type: ignore[attr-defined]
         db.execute("ANALYZE")
@@ -77,11 +77,11 @@ def _run(store, name: str) -> None:
 
 def copy_to(url: str, sqlite_path: str) -> float:
     from veralith.store import open_store
-    from veralith.store.copy import copy_history
+    from veralith.work.migrate import copy
 
     t0 = time.perf_counter()
     target = open_store(url)
-    copy_history(open_store("sqlite:///" + sqlite_path, read_only=True), target)  # type: ignore[arg-type]
+    copy(open_store("sqlite:///" + sqlite_path, read_only=True), target)  # type: ignore[arg-type]
     with target.connection() as db:  # type: ignore[attr-defined]
         db.execute("ANALYZE")
     return time.perf_counter() - t0

@@ -126,16 +126,16 @@ def _close_stores():
     import sys
 
     from veralith import store as store_package
-    from veralith.store import ownership
+    from veralith.work.claims import renewer
 
     if "veralith.sdk.log" in sys.modules:  # log()'s threads use the stores: stop them first
         sys.modules["veralith.sdk.log"].shutdown(wait=True, timeout=30)
 
     # A test that claims a trace and never finishes it leaves the lease with the process's renewer,
     # which would reopen the closed store's pool every few seconds for the rest of the session.
-    for key in ownership.renewer.held():
-        while key in ownership.renewer.held():
-            ownership.renewer.drop(key)
+    for key in renewer.held():
+        while key in renewer.held():
+            renewer.drop(key)
     for opened in list(store_package._stores.values()):
         opened.close()
     store_package._stores.clear()

@@ -24,6 +24,8 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from work_support import claim, save_result
+
 from veralith.models import (
     Claim,
     CompletenessJudgment,
@@ -243,7 +245,7 @@ def fill_two_runs(store: Any, n: int, *, kb: str = "shop") -> list[int]:
     touched: set[int] = set()
     run = store.start_run(name="before", backend="local", model="local", prompt_versions={})
     for i, result in enumerate(planted_log(n, kb=kb, stale_prices=False)):
-        ids.append(store.save_result(result))
+        ids.append(save_result(store, result))
         store.record_result(run, ids[-1])
         if any(c.source == BAD_SOURCE for c in result.context):
             touched.add(i)
@@ -252,8 +254,8 @@ def fill_two_runs(store: Any, n: int, *, kb: str = "shop") -> list[int]:
     for i, trace_id in enumerate(ids):
         if i in touched:
             [again] = planted_log(1, start=i, kb=kb, stale_prices=True)
-            assert store.claim(trace_id, again=True)
-            store.save_result(again.model_copy(update={"trace_id": trace_id}))
+            assert claim(store, trace_id, again=True)
+            save_result(store, again.model_copy(update={"trace_id": trace_id}))
         store.record_result(run, trace_id)
     store.finish_run(run)
     return ids

@@ -11,6 +11,7 @@ import re
 
 import pytest
 from typer.testing import CliRunner
+from work_support import create_trace, ship
 
 from veralith.cli import app
 from veralith.errors import InputError
@@ -87,14 +88,14 @@ def test_rank_score_and_latency_round_trip_through_the_store():
 
 def test_a_spooled_trace_keeps_its_latency(store_url):
     import veralith
-    from veralith.store.spooler import spooler_for
+    from veralith.work.spooler import spooler_for
 
     chunk = ContextChunk(id="c0", text="Acme was founded in 1947.", rank=3, score=0.5)
     trace_id = spooler_for(store_url).append(
         TraceInput(query=QUERY, context=[chunk], response=RESPONSE, app_latency_ms={"total": 55.0}),
         run=None, evaluate_here=False)
     store = open_store()
-    assert store.ship() == []                      # shipped; not this process's to judge
+    assert ship(store) == []                      # shipped; not this process's to judge
     assert store.trace_info(trace_id).app_latency_ms == {"total": 55.0}
     assert store.load_input(trace_id).context == [chunk]
     veralith.shutdown()
@@ -103,12 +104,12 @@ def test_a_spooled_trace_keeps_its_latency(store_url):
 def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base(store_url):
     store = open_store()
     for ms in range(100, 0, -1):  # 1..100 ms, written in reverse order
-        store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="fast",
+        create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="fast",
                                       app_latency_ms={"total": float(ms)}))
-    store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="fast"))
-    store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="slow",
+    create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="fast"))
+    create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="slow",
                                   app_latency_ms={"total": 4000.0}))
-    store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="untimed"))
+    create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="untimed"))
     figures = store.stats()["app_latency"]
     # Read from the histogram: within RELATIVE_ERROR of the exact nearest-rank values, and said so.
     exact = {"fast": {"n": 100, "p50": 50.0, "p95": 95.0}, "slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}

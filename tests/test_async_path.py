@@ -11,6 +11,7 @@ import time
 import pytest
 from fake_openai_server import Reply, task_of
 from typer.testing import CliRunner
+from work_support import create_trace
 
 import veralith
 from veralith.cli import app
@@ -180,7 +181,7 @@ def _pending(n: int, first: int = 0) -> list[int]:
     ids = []
     for i in range(first, first + n):
         query, context, response = _trace(i)
-        ids.append(store.create_trace(TraceInput(query=query, response=response, knowledge_base="default",
+        ids.append(create_trace(store, TraceInput(query=query, response=response, knowledge_base="default",
                                                  context=[ContextChunk(id=f"c{k}", text=t)
                                                           for k, t in enumerate(context)])))
     return ids

@@ -18,6 +18,7 @@ from conftest import subprocess_env
 from fake_batch_server import batch_server  # noqa: F401
 from fake_openai_server import task_of
 from typer.testing import CliRunner
+from work_support import batch_jobs, claim, claim_batch, create_trace, resumable
 
 from veralith.cli import app
 from veralith.config import settings
@@ -172,7 +173,7 @@ def test_killed_while_waiting_then_collected_loses_nothing_and_judges_once(batch
     finally:
         if proc.poll() is None:
             proc.kill()
-    jobs = store.batch_jobs().job_rows()
+    jobs = batch_jobs(store).job_rows()
     assert len(jobs) == 1 and jobs[0]["state"] == "running" and jobs[0]["traces"] == N
     status = _run("batch", "status")
     assert status.exit_code == 0 and jobs[0]["id"] in status.output and "0/20 traces judged" in status.output
@@ -212,12 +213,12 @@ def test_a_reserved_trace_is_taken_once_and_by_nobody_else(batch_env, store):
     from veralith.sdk.batchjob import start
     from veralith.store.protocol import TraceInput
 
-    ids = [store.create_trace(TraceInput(query=f"q{i}?", context=[], response="r."), queued=True) for i in range(3)]
+    ids = [create_trace(store, TraceInput(query=f"q{i}?", context=[], response="r."), queued=True) for i in range(3)]
     job = start(store, ids)
-    jobs = store.batch_jobs()
+    jobs = batch_jobs(store)
     assert jobs.reserved(job) == ids
-    assert store.resumable() == [] and store.claim_batch(10) == []   # no resume or worker takes them
-    assert not store.claim(ids[0])
+    assert resumable(store) == [] and claim_batch(store, 10) == []   # no resume or worker takes them
+    assert not claim(store, ids[0])
     assert jobs.take_reserved(job, ids[0]) and not jobs.take_reserved(job, ids[0])
     assert jobs.reserved(job) == ids[1:]
     assert jobs.take_job(job) is True and jobs.take_job("job-none") is None
@@ -237,19 +238,20 @@ def test_refusals_are_one_line(batch_env, tmp_path, monkeypatch):
 
 def test_a_job_another_live_process_collects_is_left_to_it(batch_env, store, tmp_path):
     from veralith.sdk.batchjob import start
-    from veralith.store import leases
     from veralith.store.protocol import TraceInput
+    from veralith.work import leases
 
-    ids = [store.create_trace(TraceInput(query="q?", context=[], response="r."), queued=True)]
+    ids = [create_trace(store, TraceInput(query="q?", context=[], response="r."), queued=True)]
     job = start(store, ids)
-    host, _pid, _token, at = leases.mine()
+    host, _pid, _token = leases.mine()
+    at = time.time()
     with store.connection() as db, db.write():   # the parent process (alive, this host) holds the job
         db.execute("UPDATE batch_jobs SET lease_host = ?, lease_pid = ?, lease_token = 'other', lease_at = ?",
                    [host, os.getppid(), at])
     result = _run("batch", "collect", job)
     assert result.exit_code == 2 and "being collected by another live process" in result.stderr
     assert f"collected by {host}/{os.getppid()}" in _run("batch", "status").output
-    assert store.batch_jobs().reserved(job) == ids and not batch_env.batches   # nothing sent, nothing taken
+    assert batch_jobs(store).reserved(job) == ids and not batch_env.batches   # nothing sent, nothing taken
 
 
 def test_dry_run_with_batch_names_the_discount(batch_env, tmp_path):

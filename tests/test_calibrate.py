@@ -7,6 +7,7 @@ import statistics
 import pytest
 from store_support import scalar, sql
 from test_store import make_result
+from work_support import claim, save_result
 
 from veralith.config import settings
 from veralith.models import FailureCell, ThresholdSource
@@ -19,7 +20,7 @@ FRACTIONS = [0.0, 0.25, 0.5, 0.75] + [0.8 + i / 100 for i in range(21)]
 
 def fill(store, fractions, *, kb="docs", cell=FailureCell.complete_grounded):
     for f in reversed(fractions):
-        store.save_result(make_result(cell, sufficiency_fraction=f, knowledge_base=kb))
+        save_result(store, make_result(cell, sufficiency_fraction=f, knowledge_base=kb))
     return store
 
 
@@ -47,7 +48,7 @@ def test_only_done_complete_grounded_traces_of_the_same_kb_count(store):
     # A trace being re-evaluated (running) drops out until its new result is stored.
     lowest = scalar(store, "SELECT id FROM traces WHERE knowledge_base = 'docs' AND sufficiency_fraction = 0")
     sql(store, "UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [lowest])
-    assert store.claim(lowest)
+    assert claim(store, lowest)
     assert current_threshold("docs", db)[0] == pytest.approx(0.75 + 0.3 * (0.8 - 0.75))
 
 

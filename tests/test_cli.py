@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from work_support import create_trace
 
 from veralith.cli import app
 from veralith.config import settings
@@ -161,7 +162,7 @@ def test_resume_finishes_pending_traces(runner):
 
     store = open_store()
     for g in GOOD:
-        store.create_trace(TraceInput(query=g["query"], context=normalize_context(g["context"]), response=g["response"]))
+        create_trace(store, TraceInput(query=g["query"], context=normalize_context(g["context"]), response=g["response"]))
     assert {r["status"] for r in _stored()} == {"pending"}
     result = runner.invoke(app, ["resume", "-c", "2"])
     assert result.exit_code == 0, result.output

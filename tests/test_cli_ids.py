@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from store_support import sql
 from typer.testing import CliRunner
+from work_support import create_trace
 
 from veralith.cli import app
 from veralith.cli.export import EXPORT_CSV_FIELDS, without_trace_fields
@@ -217,7 +218,7 @@ def test_rejudge_re_evaluates_everything_in_place(runner, tmp_path):
 def test_a_record_left_pending_by_a_crash_is_evaluated_on_the_rerun(runner, tmp_path):
     store = open_store()
     # A trace stored by an earlier run that died before evaluating it (pending, nobody's lease).
-    trace_id = store.create_trace(TraceInput(query=ROWS[0]["query"], context=[], response="old answer",
+    trace_id = create_trace(store, TraceInput(query=ROWS[0]["query"], context=[], response="old answer",
                                              external_id="pe"))
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS[:1]))
     assert [t[0] for t in _traces()] == [trace_id]
@@ -229,8 +230,8 @@ def test_a_record_left_pending_by_a_crash_is_evaluated_on_the_rerun(runner, tmp_
 @both
 def test_resume_takes_external_ids(runner, tmp_path):
     store = open_store()
-    pending = store.create_trace(TraceInput(query="What is H2O?", context=[], response="Water.", external_id="h2o"))
-    other = store.create_trace(TraceInput(query="What is CO2?", context=[], response="A gas.", external_id="co2"))
+    pending = create_trace(store, TraceInput(query="What is H2O?", context=[], response="Water.", external_id="h2o"))
+    other = create_trace(store, TraceInput(query="What is CO2?", context=[], response="A gas.", external_id="co2"))
     result = runner.invoke(app, ["resume", "h2o"])
     assert result.exit_code == 0, result.output
     assert store.trace_info(pending).status == "done" and store.trace_info(other).status == "pending"

@@ -8,6 +8,7 @@ import re
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
+from work_support import save_result
 
 from veralith.cli import app, render
 from veralith.models import (
@@ -130,7 +131,7 @@ def test_metadata_is_shown_compactly_known_keys_first():
 
 
 def test_inspect_command_shows_the_marked_response_metadata_and_creation_time(store):
-    trace_id = store.save_result(_result(trace_id=None, metadata={"run_id": "r1", "user_id": "u1"}))
+    trace_id = save_result(store, _result(trace_id=None, metadata={"run_id": "r1", "user_id": "u1"}))
     shown = CliRunner(env={"COLUMNS": "100"}).invoke(app, ["inspect", str(trace_id)])
     assert shown.exit_code == 0, shown.output
     out = shown.stdout

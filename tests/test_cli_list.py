@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
+from work_support import save_result
 
 from veralith.cli import app, filters, listing, render
 from veralith.models import (
@@ -59,7 +60,7 @@ def traces() -> dict[str, int]:
              "old": (dt.timedelta(days=40), "finance", FailureCell.complete_ungrounded, "What is a P/E ratio?")}
     ids = {}
     for name, (age, kb, cell, query) in seeds.items():
-        ids[name] = store.save_result(_result(kb, cell, query))
+        ids[name] = save_result(store, _result(kb, cell, query))
         sql(store, "UPDATE traces SET created_at = ? WHERE id = ?",
             [(SEEDED_AT - age).isoformat(timespec="microseconds"), ids[name]])
     return ids

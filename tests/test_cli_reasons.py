@@ -7,6 +7,7 @@ import csv
 import io
 
 from typer.testing import CliRunner
+from work_support import save_result
 
 import veralith
 from veralith.cli import app
@@ -21,7 +22,7 @@ def _stored(*, review: bool) -> int:
     if review:
         diagnosis = result.diagnosis.model_copy(update={"needs_review": True, "review_ids": ["k1"]})
         result = result.model_copy(update={"diagnosis": diagnosis})
-    return open_store().save_result(result)
+    return save_result(open_store(), result)
 
 
 def _run(*args: str):

@@ -8,6 +8,7 @@ import json
 import pytest
 from fake_openai_server import task_of
 from typer.testing import CliRunner
+from work_support import save_result
 
 import veralith
 from veralith.cli import app
@@ -264,7 +265,7 @@ def test_the_offline_backend_names_a_missing_fact():
 
 def test_explanations_are_stored_replaced_and_copied(store, tmp_path):
     result = veralith.evaluate(QUERY, ["The Eiffel Tower is 300 metres tall."], RESPONSE, persist=False)
-    trace_id = store.save_result(result)
+    trace_id = save_result(store, result)
     assert store.load_result(trace_id).explanation is None
     note = Explanation(dropped=DROPPED_QUOTE, backend="openai", model="gpt-4o", prompt_version="explain-v1",
                        usage=Usage(calls=2, usd=None))
@@ -277,10 +278,10 @@ def test_explanations_are_stored_replaced_and_copied(store, tmp_path):
     loaded = store.load_result(trace_id)
     assert loaded.explanation == kept and loaded.suggestion == result.suggestion
     # A re-evaluation replaces the explanation with the trace's other judgments.
-    store.save_result(loaded.model_copy(update={"explanation": None}))
+    save_result(store, loaded.model_copy(update={"explanation": None}))
     assert store.load_result(trace_id).explanation is None
     store.save_explanation(trace_id, kept)
-    from veralith.store.copy import copy_history
+    from veralith.work.migrate import copy as copy_history
 
     target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
     report = copy_history(store, target)

@@ -202,7 +202,7 @@ def test_with_the_same_labels_the_fast_mode_gives_every_golden_cell_and_gate(sui
 
 def test_a_copied_history_keeps_the_mode(store, judge, tmp_path):
     from veralith.store import open_store
-    from veralith.store.copy import copy_history
+    from veralith.work.migrate import copy as copy_history
 
     with settings.override(mode="fast"):
         fast = veralith.evaluate(QUERY, CONTEXT, RESPONSE)

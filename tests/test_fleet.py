@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from conftest import subprocess_env
+from work_support import create_trace
 
 import veralith
 from veralith.config import settings
@@ -27,7 +28,7 @@ RESPONSE = "Paris is the capital of France."
 
 def _pending(n: int, kb: str = "default") -> list[int]:
     store = open_store()
-    return [store.create_trace(TraceInput(query=f"{QUERY} ({i})", context=[ContextChunk(id="c0", text=CONTEXT[0])],
+    return [create_trace(store, TraceInput(query=f"{QUERY} ({i})", context=[ContextChunk(id="c0", text=CONTEXT[0])],
                                           response=RESPONSE, knowledge_base=kb)) for i in range(n)]
 
 
@@ -97,8 +98,9 @@ def test_several_worker_processes_judge_every_trace_exactly_once(store_url):
 _HOLD_CLAIM = """
 import sys, time
 from veralith.store import open_store
+from veralith.work.claims import claims_for
 store = open_store()
-claimed = store.claim_batch(int(sys.argv[1]))
+claimed = claims_for(store).claim_batch(int(sys.argv[1]))
 print(",".join(map(str, claimed)), flush=True)
 time.sleep(600)
 """
@@ -178,11 +180,11 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     # New traces in the target never reuse a copied id.
     monkeypatch.setenv("VERALITH_DB_URL", target)
     settings.reload()
-    assert copy.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE)) > max(first)
+    assert create_trace(copy, TraceInput(query=QUERY, context=[], response=RESPONSE)) > max(first)
 
 
 def test_migrate_refuses_the_same_store_and_an_unreachable_one(store, store_url, tmp_path):
-    store.create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE))  # a source to copy from
+    create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE))  # a source to copy from
     same = subprocess.run([sys.executable, "-m", "veralith.cli", "migrate", "--to", store_url], env=subprocess_env(),
                           capture_output=True, text=True, timeout=60)
     assert same.returncode == 2 and "nothing to do" in same.stderr

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from store_support import sql, statuses as stored_statuses
+from work_support import create_trace
 
 from veralith.config import settings
 from veralith.models import EvaluationResult
@@ -32,7 +33,7 @@ def statuses() -> dict[int, str]:
 
 def pending_trace() -> int:
     """A trace stored pending and nobody's, as a process that died before evaluating it leaves it."""
-    return open_store().create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE))
+    return create_trace(open_store(), TraceInput(query=QUERY, context=[], response=RESPONSE))
 
 
 # These take `store_url`: the same test against the SQLite file and against PostgreSQL.
@@ -87,7 +88,7 @@ def test_over_budget_raises_before_anything_is_written():
 def test_background_errors_are_stored_and_logged_never_raised(monkeypatch, caplog):
     def boom(*args, **kwargs):
         raise RuntimeError("judge server on fire")
-    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate_checked", boom)
+    monkeypatch.setattr("veralith.pipeline.evaluate.judge_checked", boom)
     with caplog.at_level(logging.WARNING, logger="veralith.sdk"):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
         shutdown(wait=True)
@@ -98,7 +99,7 @@ def test_background_errors_are_stored_and_logged_never_raised(monkeypatch, caplo
 
 @both
 def test_sync_errors_are_stored_and_raised(monkeypatch):
-    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate_checked", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("veralith.pipeline.evaluate.judge_checked", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         log(QUERY, CONTEXT, RESPONSE, sync=True)
     assert list(statuses().values()) == ["error"]
@@ -108,13 +109,13 @@ def test_sync_errors_are_stored_and_raised(monkeypatch):
 def test_a_full_queue_returns_at_once_and_leaves_the_trace_pending(monkeypatch):
     from veralith.pipeline import evaluate as evaluate_mod
     release, started = threading.Event(), threading.Event()
-    real = evaluate_mod.evaluate_checked
+    real = evaluate_mod.judge_checked
 
     def slow(*args, **kwargs):
         started.set()
         release.wait(30)
         return real(*args, **kwargs)
-    monkeypatch.setattr(evaluate_mod, "evaluate_checked", slow)
+    monkeypatch.setattr(evaluate_mod, "judge_checked", slow)
     with settings.override(queue_size=1):
         first = log(QUERY, CONTEXT, RESPONSE)
         assert started.wait(10)                       # the worker is busy with the first
@@ -175,13 +176,13 @@ def test_shutdown_without_wait_leaves_queued_traces_pending_for_later(monkeypatc
 @both
 def test_shutdown_with_a_timeout_leaves_the_rest_pending(monkeypatch):
     from veralith.pipeline import evaluate as evaluate_mod
-    real, gate, started = evaluate_mod.evaluate_checked, threading.Event(), threading.Event()
+    real, gate, started = evaluate_mod.judge_checked, threading.Event(), threading.Event()
 
     def stuck(*args, **kwargs):
         started.set()
         gate.wait(60)                 # a judge that does not answer until the test says so
         return real(*args, **kwargs)
-    monkeypatch.setattr(evaluate_mod, "evaluate_checked", stuck)
+    monkeypatch.setattr(evaluate_mod, "judge_checked", stuck)
     ids = [log(QUERY, CONTEXT, RESPONSE) for _ in range(10)]
     assert started.wait(60)
     worker, box = log_mod._current, {}
@@ -198,20 +199,20 @@ def test_shutdown_with_a_timeout_leaves_the_rest_pending(monkeypatch):
 
 @both
 def test_every_resume_and_the_worker_take_one_path(monkeypatch):
-    """The SDK worker, resume() and `veralith resume` all evaluate stored traces through
-    veralith.sdk.stored (claim, evaluate, record the outcome): one rule, not three copies."""
+    """The SDK worker, resume() and `veralith resume` all evaluate stored traces through the work
+    layer's runner (claim, evaluate, record the outcome): one rule, not three copies."""
     from typer.testing import CliRunner
 
     from veralith.cli import app
-    from veralith.sdk import stored
+    from veralith.work.runner import Runner
 
-    real, seen = stored.evaluate_stored, []
+    real, seen = Runner.run, []
 
-    def spy(store, trace_id, **kwargs):
+    def spy(self, trace_id, **kwargs):
         seen.append(trace_id)
-        return real(store, trace_id, **kwargs)
+        return real(self, trace_id, **kwargs)
 
-    monkeypatch.setattr(stored, "evaluate_stored", spy)
+    monkeypatch.setattr(Runner, "run", spy)
     logged = log(QUERY, CONTEXT, RESPONSE)                             # the worker
     shutdown(wait=True)
     left = [pending_trace() for _ in range(2)]

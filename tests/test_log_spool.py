@@ -117,7 +117,7 @@ def test_a_warm_log_makes_no_system_call_on_the_callers_thread(monkeypatch):
 
     import veralith
     from veralith.store import store_url
-    from veralith.store.spooler import spooler_for
+    from veralith.work.spooler import spooler_for
 
     first = veralith.log(QUERY, CONTEXT, RESPONSE)
     spooler = spooler_for(store_url())
@@ -155,18 +155,19 @@ def test_a_dead_processs_segment_is_recovered_up_to_its_last_complete_line(monke
     leaves a last line without its newline. `veralith resume` ships the complete lines."""
     import veralith
     from veralith.models import ContextChunk
-    from veralith.store import leases, store_url
+    from veralith.store import store_url
     from veralith.store.protocol import TraceInput
-    from veralith.store.spool import Spool
-    from veralith.store.spooler import spooler_for
+    from veralith.work import leases
+    from veralith.work.spool import Spool
+    from veralith.work.spooler import spooler_for
 
     veralith.log(QUERY, CONTEXT, RESPONSE)
     veralith.shutdown()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     spooler = spooler_for(store_url())
-    host, _, _, at = leases.mine()
-    monkeypatch.setattr(leases, "mine", lambda: (host, gone.pid, "t0ken", at))
+    host = leases.mine()[0]
+    monkeypatch.setattr(leases, "mine", lambda: (host, gone.pid, "t0ken"))
     dead = Spool(spooler.folder)
     ids = [spooler.ids.take() for _ in range(2)]
     for trace_id in ids:
@@ -270,7 +271,7 @@ def test_a_file_system_without_fallocate_gets_its_segment_written_out(tmp_path, 
     import errno
     import os
 
-    from veralith.store.spool import Spool
+    from veralith.work.spool import Spool
 
     def refuse(fd, offset, length):
         raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))

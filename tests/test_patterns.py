@@ -14,6 +14,7 @@ import re
 import pytest
 from patterns_log import BAD_SOURCE, IDLE_SOURCE, MISSED_TERM, fill_two_runs, planted_log
 from typer.testing import CliRunner
+from work_support import save_result
 
 from veralith.cli import app
 from veralith.cli.exits import ExitCode
@@ -153,7 +154,7 @@ def _with_evil_source(store) -> None:
     for result in planted_log(4, start=5000, bad_rate=1.0, stale_prices=True):
         chunks = [c.model_copy(update={"source": EVIL}) if c.source == BAD_SOURCE else c for c in result.context]
         assert chunks != result.context and result.status.quality_gate.value == "fail"
-        store.save_result(result.model_copy(update={"context": chunks}))
+        save_result(store, result.model_copy(update={"context": chunks}))
 
 
 def test_untrusted_text_is_escaped_in_markdown(store):

@@ -19,14 +19,15 @@ from pathlib import Path
 import pytest
 from store_support import sql, statuses
 from typer.testing import CliRunner
+from work_support import claim, create_trace, drop_lease, held, resumable, save_result
 
 from veralith.cli import app
 from veralith.config import ConfigError, load_settings, settings
 from veralith.errors import JudgeCallError
-from veralith.sdk import log as log_mod
 from veralith.sdk.log import log, resume, shutdown
-from veralith.store import TraceInput, leases, load_result, open_store
-from veralith.store.ownership import LeaseLost
+from veralith.store import TraceInput, load_result, open_store
+from veralith.work import leases
+from veralith.work.claims import LeaseLost
 
 QUERY, RESPONSE = "What is P/E?", "P/E is price over earnings."
 CONTEXT = ["The P/E ratio is price divided by earnings."]
@@ -56,7 +57,7 @@ def _statuses() -> dict[int, str]:
 
 def _pending(*, queued: bool = False) -> int:
     """A trace stored pending (reserved for this process's own queue with `queued`)."""
-    return open_store().create_trace(TraceInput(query=QUERY, context=[], response=RESPONSE), queued=queued)
+    return create_trace(open_store(), TraceInput(query=QUERY, context=[], response=RESPONSE), queued=queued)
 
 
 # The SQLite file, then PostgreSQL as VERALITH_DB_URL.
@@ -139,7 +140,7 @@ def test_3_settings_repr_and_cli_errors_hide_the_url_password():
 def test_3_stored_failure_messages_hide_the_key_and_url_password(monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("POST http://user:s3cretpw@127.0.0.1:9/v1 failed; Authorization: Bearer sk-abcdef12")
-    monkeypatch.setattr("veralith.pipeline.evaluate.evaluate_checked", boom)
+    monkeypatch.setattr("veralith.pipeline.evaluate.judge_checked", boom)
     with settings.override(api_key="sk-abcdef12"):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
     shutdown(wait=True)
@@ -215,7 +216,7 @@ def test_5_exit_with_a_hung_judge_waits_at_most_the_shutdown_timeout(tmp_path):
         import threading
         import veralith.pipeline.evaluate as ev
         import veralith.sdk.log as sdk
-        ev.evaluate_checked = lambda *a, **k: threading.Event().wait()   # a judge that never answers
+        ev.judge_checked = lambda *a, **k: threading.Event().wait()   # a judge that never answers
         for i in range(3):
             sdk.log(f"What is item {i}?", ["Item is a widget."], "A widget.")
     """)
@@ -231,13 +232,13 @@ def test_5_exit_with_a_hung_judge_waits_at_most_the_shutdown_timeout(tmp_path):
 
 def test_5_overflowed_traces_are_drained_at_shutdown(monkeypatch):
     from veralith.pipeline import evaluate as evaluate_mod
-    real, gate, started = evaluate_mod.evaluate_checked, threading.Event(), threading.Event()
+    real, gate, started = evaluate_mod.judge_checked, threading.Event(), threading.Event()
 
     def gated(*args, **kwargs):
         started.set()
         gate.wait(60)
         return real(*args, **kwargs)
-    monkeypatch.setattr(evaluate_mod, "evaluate_checked", gated)
+    monkeypatch.setattr(evaluate_mod, "judge_checked", gated)
     with settings.override(queue_size=1):
         ids = [log(QUERY, CONTEXT, RESPONSE)]
         assert started.wait(60)
@@ -256,10 +257,10 @@ def test_7_a_lease_with_our_pid_but_another_token_is_stale():
     earlier = _pending(queued=True)
     # A previous process with our pid (a container restarted as pid 1 on the same host name).
     sql(store, "UPDATE traces SET lease_token = 'previous-incarnation' WHERE id = ?", [earlier])
-    assert store.resumable() == [earlier]
+    assert resumable(store) == [earlier]
     sql(store, "UPDATE traces SET status = 'running' WHERE id = ?", [earlier])
-    assert store.resumable() == [earlier] and store.claim(earlier)
-    assert mine not in store.resumable()                  # our own reservation is still ours
+    assert resumable(store) == [earlier] and claim(store, earlier)
+    assert mine not in resumable(store)                  # our own reservation is still ours
     assert leases.token() == leases.token()                # one token per process
 
 
@@ -267,40 +268,44 @@ def test_7_a_lease_with_our_pid_but_another_token_is_stale():
 
 @both
 def test_6_running_leases_are_renewed():
-    from veralith.store import ownership
+    from veralith.work.claims import renewer
 
     store = open_store()
     trace_id = _pending()
-    assert store.claim(trace_id) and store.held() == [trace_id]
+    assert claim(store, trace_id) and held(store) == [trace_id]
     sql(store, "UPDATE traces SET lease_at = 1 WHERE id = ?", [trace_id])   # looks ancient
-    ownership.renewer.renew_now()
+    renewer.renew_now()
     [(lease_at,)] = sql(store, "SELECT lease_at FROM traces WHERE id = ?", [trace_id])
-    assert lease_at > 1 and trace_id not in store.resumable()
-    store.drop_lease(trace_id)
-    assert store.held() == []
+    assert lease_at > 1 and trace_id not in resumable(store)
+    drop_lease(store, trace_id)
+    assert held(store) == []
 
 
 @both
 def test_6_a_result_is_saved_only_while_the_lease_is_ours(monkeypatch):
+    from veralith.llm import get_client
     from veralith.pipeline import evaluate as evaluate_mod
+    from veralith.work.policy import Action
+    from veralith.work.runner import Runner
 
     store = open_store()
     trace_id = _pending()
-    real = evaluate_mod.run_pipeline
+    real = evaluate_mod.judge_checked
 
     def taken_over(*args, **kwargs):
-        result = real(*args, **kwargs)
+        judged = real(*args, **kwargs)
         # Meanwhile another process decided our lease was stale and took the trace.
         sql(store, "UPDATE traces SET lease_host = 'elsewhere', lease_pid = 4242, lease_token = 't'"
                    " WHERE id = ?", [trace_id])
-        return result
+        return judged
     with monkeypatch.context() as patch:
-        patch.setattr(evaluate_mod, "run_pipeline", taken_over)
-        assert log_mod._evaluate_claimed(store, trace_id, raise_errors=False) is None
+        patch.setattr(evaluate_mod, "judge_checked", taken_over)
+        outcome = Runner(store, evaluate_mod.TraceJudge(get_client())).run(trace_id)
+        assert outcome.action is Action.NOT_OURS
     row = sql(store, "SELECT status, lease_host, execution FROM traces WHERE id = ?", [trace_id])
     assert row == [("running", "elsewhere", None)]   # the new owner's work is untouched
     with pytest.raises(LeaseLost):                   # nor does evaluate(trace_id=) overwrite it
-        store.save_result(_result(trace_id))
+        save_result(store, _result(trace_id))
 
 
 def _result(trace_id: int):
@@ -529,17 +534,17 @@ def _unlocked_statuses() -> dict[int, str]:
 @both
 def test_4_a_dead_processs_spool_is_recovered_by_resume(monkeypatch):
     from veralith.models import ContextChunk
-    from veralith.store.spool import Spool
-    from veralith.store.spooler import spooler_for
+    from veralith.work.spool import Spool
+    from veralith.work.spooler import spooler_for
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     spooler = spooler_for(open_store().spool_url)
     trace_id = spooler.ids.take()
     # What a process with that pid on this host left behind: one trace, then a line a crash cut short.
-    host, _, _, at = leases.mine()
+    host = leases.mine()[0]
     with monkeypatch.context() as patch:
-        patch.setattr(leases, "mine", lambda: (host, gone.pid, "t0ken", at))
+        patch.setattr(leases, "mine", lambda: (host, gone.pid, "t0ken"))
         dead = Spool(spooler.folder).file                # the name that process's spool file had
     entry = {"id": trace_id, "uid": "u" * 32, "created_at": "2026-01-01T00:00:00.000000+00:00", "run": None,
              "here": True, **TraceInput(query=QUERY, context=[ContextChunk(id="c0", text=CONTEXT[0])],

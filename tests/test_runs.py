@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from store_support import scalar, sql
 from typer.testing import CliRunner
+from work_support import create_trace, ship, spool_trace
 
 import veralith
 from veralith.cli import app
@@ -164,9 +165,9 @@ def test_a_spooled_trace_keeps_its_run():
     from veralith.store import TraceInput
 
     store = _store()
-    trace_id = store.spool_trace(TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
+    trace_id = spool_trace(store, TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
                                  run="spooled-run", evaluate_here=False)
-    assert store.ship() == []                    # shipped; not for this process to evaluate
+    assert ship(store) == []                    # shipped; not for this process to evaluate
     assert sql(store, "SELECT runs.name, runs.source FROM traces JOIN runs ON runs.id = traces.run_id"
                       " WHERE traces.id = ?", [trace_id]) == [("spooled-run", "sdk")]
     assert store.trace_info(trace_id).status == "pending"
@@ -179,7 +180,7 @@ def test_an_eval_run_left_open_by_a_crash_counts_its_traces_live():
 
     store = _store()
     run_id = store.start_run(name="crashed", backend="local", model="m", prompt_versions={})
-    trace_id = store.create_trace(TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
+    trace_id = create_trace(store, TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
                                   run_id=run_id)
     store.record_result(run_id, trace_id, None)
     [run] = store.list_runs()

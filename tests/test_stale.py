@@ -11,6 +11,7 @@ import json
 import pytest
 from fake_openai_server import task_of
 from typer.testing import CliRunner
+from work_support import save_result
 
 from veralith.cli import app
 from veralith.compare.reasons import failure_reason
@@ -21,7 +22,7 @@ from veralith.models import FailureCell, FaithfulnessJudgment, Gate, Relation, S
 from veralith.pipeline.evaluate import evaluate
 from veralith.pipeline.suggest import SUGGESTIONS, suggest
 from veralith.store import open_store, store_url
-from veralith.store.copy import copy_history
+from veralith.work.migrate import copy as copy_history
 
 TODAY = {"as_of": "2026-03-31"}
 HARBOUR_Q = "Who is the current harbour master of Port Velloc?"
@@ -233,7 +234,7 @@ def _stale_result():
 
 def test_stale_verdict_and_dates_are_stored_and_copied(store, tmp_path):
     result = _stale_result()
-    trace_id = store.save_result(result)
+    trace_id = save_result(store, result)
     back = store.load_result(trace_id)
     assert back.faithfulness == result.faithfulness and _only(back).relation is Relation.stale
     target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
@@ -243,7 +244,7 @@ def test_stale_verdict_and_dates_are_stored_and_copied(store, tmp_path):
 
 def test_inspect_web_and_json_show_the_stale_claim_and_its_dates(tmp_path):
     store = open_store()
-    trace_id = store.save_result(_stale_result())
+    trace_id = save_result(store, _stale_result())
     shown = CliRunner(env={"COLUMNS": "160"}).invoke(app, ["inspect", str(trace_id)])
     assert shown.exit_code == 0, shown.output
     assert "stale" in shown.output and "changed later by" in shown.output and "dated" in shown.output

@@ -12,6 +12,7 @@ import time
 
 import pytest
 from store_support import is_sqlite, scalar, sql
+from work_support import claim, claim_batch, create_trace, drop_lease, held, mark_error, release, resumable, save_result
 
 from veralith.errors import StoreError
 from veralith.models import (
@@ -46,6 +47,7 @@ from veralith.models import (
 from veralith.store import TraceInput, TraceNotEvaluated, TraceNotFound, migrate, repository
 from veralith.store.db import connect, open_db
 from veralith.store.sqlite import SQLiteStore
+from veralith.work import claims
 
 CHUNKS = [ContextChunk(id="c0", text="The P/E ratio is price divided by earnings.", source="wiki",
                        metadata={"page": 3, "score": 0.8125, "tags": ["finance"]}),
@@ -109,7 +111,7 @@ def trace(query: str = "q", **kw) -> TraceInput:
 
 
 def roundtrip(store, result: EvaluationResult) -> tuple[EvaluationResult, EvaluationResult]:
-    trace_id = store.save_result(result)
+    trace_id = save_result(store, result)
     return store.load_result(trace_id), result.model_copy(update={"trace_id": trace_id})
 
 
@@ -145,16 +147,16 @@ def test_round_trip_through_evaluate(store):
 
 
 def test_save_with_trace_id_replaces_in_place(store):
-    trace_id = store.create_trace(TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
+    trace_id = create_trace(store, TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
                                              metadata={"a": 1}))
     assert store.load_input(trace_id) == TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
                                                     metadata={"a": 1})
     with pytest.raises(TraceNotEvaluated):
         store.load_result(trace_id)
     first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
-    assert store.save_result(first) == trace_id
+    assert save_result(store, first) == trace_id
     second = make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True)
-    assert store.save_result(second) == trace_id
+    assert save_result(store, second) == trace_id
     assert store.load_result(trace_id) == second
     assert scalar(store, "SELECT COUNT(*) FROM traces") == 1
     assert scalar(store, "SELECT COUNT(*) FROM grounding") == 0  # the refusal has no claims
@@ -163,9 +165,9 @@ def test_save_with_trace_id_replaces_in_place(store):
 def test_a_result_whose_write_fails_part_way_changes_nothing(store, monkeypatch):
     # save_result's deletes, update and inserts go out pipelined on PostgreSQL: one that fails after
     # the deletes have run must still leave the trace exactly as it was, and the connection usable.
-    trace_id = store.create_trace(TraceInput(query="q", context=CHUNKS, response="r"))
+    trace_id = create_trace(store, TraceInput(query="q", context=CHUNKS, response="r"))
     first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
-    store.save_result(first)
+    save_result(store, first)
     real = repository.to_rows
 
     def twice(trace: int, result: EvaluationResult) -> dict[str, list[tuple]]:
@@ -174,7 +176,7 @@ def test_a_result_whose_write_fails_part_way_changes_nothing(store, monkeypatch)
         return rows
     monkeypatch.setattr(repository, "to_rows", twice)
     with pytest.raises(Exception, match="(?i)unique|duplicate"):
-        store.save_result(make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True))
+        save_result(store, make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True))
     monkeypatch.undo()
     assert store.load_result(trace_id) == first
     assert store.load_input(trace_id).context == CHUNKS
@@ -185,7 +187,7 @@ def test_missing_trace_is_a_key_error_and_a_store_error(store):
         store.load_result(999)
     assert isinstance(info.value, KeyError) and isinstance(info.value, StoreError)
     with pytest.raises(TraceNotFound):
-        store.save_result(make_result(trace_id=999))
+        save_result(store, make_result(trace_id=999))
 
 
 def test_schema_uses_wal_foreign_keys_and_busy_timeout():
@@ -202,7 +204,7 @@ def test_calibration_and_listing_queries_use_indexes():
     """SQLite's query plans (PostgreSQL's planner takes no hints and picks plans by table size)."""
     store = SQLiteStore()
     for cell in FailureCell:
-        store.save_result(make_result(cell))
+        save_result(store, make_result(cell))
     db = open_db()
     statements: list[str] = []
     db.conn.set_trace_callback(statements.append)
@@ -324,7 +326,7 @@ def test_a_pooled_connection_the_server_ended_is_replaced_before_it_is_lent(pg_u
     from veralith.store import open_store
 
     store = open_store(pg_url)
-    trace_id = store.create_trace(trace())
+    trace_id = create_trace(store, trace())
     with store.connection() as db:  # type: ignore[attr-defined]
         pid = db.execute("SELECT pg_backend_pid()").fetchone()[0]
     with psycopg.connect(pg_url, autocommit=True) as admin:
@@ -338,62 +340,62 @@ def test_a_pooled_connection_the_server_ended_is_replaced_before_it_is_lent(pg_u
 
 
 def test_claims_are_exclusive_and_stale_leases_are_taken_over(store):
-    a = store.create_trace(trace())
-    assert store.resumable() == [a]
-    assert store.claim(a) is True
-    assert store.claim(a) is False  # running under our own live lease
-    assert store.resumable() == []
+    a = create_trace(store, trace())
+    assert resumable(store) == [a]
+    assert claim(store, a) is True
+    assert claim(store, a) is False  # running under our own live lease
+    assert resumable(store) == []
     # A lease held by a process that is gone from this host is stale at once.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     sql(store, "UPDATE traces SET lease_pid = ? WHERE id = ?", [dead.pid, a])
-    assert store.resumable() == [a]
-    assert store.claim(a) is True
+    assert resumable(store) == [a]
+    assert claim(store, a) is True
     # A lease on another host is stale only once it is older than the timeout.
     sql(store, "UPDATE traces SET lease_host = 'elsewhere', lease_at = ? WHERE id = ?", [time.time() - 5, a])
-    assert store.claim(a) is False
+    assert claim(store, a) is False
     with store.connection() as db:
-        assert repository.claim_trace(db, a, lease_timeout_s=1) is True
+        assert claims.claim(db, a, timeout_s=1) is True
     with pytest.raises(TraceNotFound):
-        store.claim(12345)
+        claim(store, 12345)
 
 
 def test_pending_trace_reserved_by_a_live_process_is_not_resumable(store):
-    mine = store.create_trace(trace(), queued=True)
-    theirs = store.create_trace(trace(), queued=True)
+    mine = create_trace(store, trace(), queued=True)
+    theirs = create_trace(store, trace(), queued=True)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         sql(store, "UPDATE traces SET lease_pid = ? WHERE id = ?", [live.pid, theirs])
-        assert store.resumable() == []          # ours is in our queue; theirs in their queue
-        assert store.claim(theirs) is False
-        assert store.claim(mine) is True        # our own worker may claim its own reservation
+        assert resumable(store) == []          # ours is in our queue; theirs in their queue
+        assert claim(store, theirs) is False
+        assert claim(store, mine) is True        # our own worker may claim its own reservation
     finally:
         live.kill()
         live.wait()
-    assert store.resumable() == [theirs]
+    assert resumable(store) == [theirs]
 
 
 def test_claim_batch_takes_only_traces_nobody_holds_oldest_first(store):
-    free = [store.create_trace(trace()) for _ in range(3)]
-    reserved = store.create_trace(trace(), queued=True)     # in this process's own queue
+    free = [create_trace(store, trace()) for _ in range(3)]
+    reserved = create_trace(store, trace(), queued=True)     # in this process's own queue
     sql(store, "UPDATE traces SET lease_host = 'elsewhere', lease_pid = 1, lease_token = 't', lease_at = ?"
                " WHERE id = ?", [time.time(), reserved])    # a live reservation of another host
-    assert store.claim_batch(2) == free[:2]
-    assert store.held() == free[:2]
-    assert store.claim_batch(10) == free[2:]
-    assert store.claim_batch(10) == []
-    assert store.release(free[0]) is True                   # a worker stopping gives it back
-    assert store.trace_info(free[0]).status == "pending" and store.claim_batch(10) == [free[0]]
-    for trace_id in store.held():
-        store.drop_lease(trace_id)
+    assert claim_batch(store, 2) == free[:2]
+    assert held(store) == free[:2]
+    assert claim_batch(store, 10) == free[2:]
+    assert claim_batch(store, 10) == []
+    assert release(store, free[0]) is True                   # a worker stopping gives it back
+    assert store.trace_info(free[0]).status == "pending" and claim_batch(store, 10) == [free[0]]
+    for trace_id in held(store):
+        drop_lease(store, trace_id)
 
 
 def test_mark_error_keeps_the_message_and_list_and_stats_report_it(store):
-    failed = store.create_trace(trace("why " * 40, context=CHUNKS, knowledge_base="kb"))
-    store.claim(failed)
-    store.mark_error(failed, "ServerError: 500")
-    store.save_result(make_result(FailureCell.extra_grounded, knowledge_base="kb", usd=None))
-    store.save_result(make_result(FailureCell.complete_grounded, sufficiency_fraction=0.25))
+    failed = create_trace(store, trace("why " * 40, context=CHUNKS, knowledge_base="kb"))
+    claim(store, failed)
+    mark_error(store, failed, "ServerError: 500")
+    save_result(store, make_result(FailureCell.extra_grounded, knowledge_base="kb", usd=None))
+    save_result(store, make_result(FailureCell.complete_grounded, sufficiency_fraction=0.25))
     rows = store.list_traces()
     assert [r["status"] for r in rows] == ["done", "done", "error"]
     assert rows[2]["error_message"] == "ServerError: 500" and len(rows[2]["query_preview"]) == 80
@@ -416,8 +418,8 @@ def test_mark_error_keeps_the_message_and_list_and_stats_report_it(store):
 
 
 def test_iter_results_exports_stored_results_only(store):
-    store.create_trace(trace())
-    ids = [store.save_result(make_result(cell)) for cell in FailureCell]
+    create_trace(store, trace())
+    ids = [save_result(store, make_result(cell)) for cell in FailureCell]
     exported = list(store.iter_results())
     assert [r.result.trace_id for r in exported] == ids
     assert [r.info.trace_id for r in exported] == ids and all(r.info.has_result for r in exported)
@@ -430,7 +432,7 @@ def test_iter_results_exports_stored_results_only(store):
 
 def test_metadata_must_be_json(store):
     with pytest.raises(TypeError, match="metadata"):
-        store.create_trace(trace(metadata={"when": object()}))
+        create_trace(store, trace(metadata={"when": object()}))
     assert store.list_traces() == []
 
 
@@ -472,18 +474,18 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
         op = rng.choice(["create", "save", "resave", "claim", "error", "delete", "redate"])
         ids = [r[0] for r in sql(store, "SELECT id FROM traces")]
         if op == "create" or not ids:
-            store.create_trace(trace(knowledge_base=rng.choice(["a", "b"])))
+            create_trace(store, trace(knowledge_base=rng.choice(["a", "b"])))
         elif op == "save":
-            store.save_result(make_result(rng.choice([*FailureCell, None]), sufficiency_fraction=rng.random(),
+            save_result(store, make_result(rng.choice([*FailureCell, None]), sufficiency_fraction=rng.random(),
                                           knowledge_base=rng.choice(["a", "b"]),
                                           usd=rng.choice([None, rng.random()])))
         elif op == "resave":
-            store.save_result(make_result(rng.choice(list(FailureCell)), trace_id=rng.choice(ids),
+            save_result(store, make_result(rng.choice(list(FailureCell)), trace_id=rng.choice(ids),
                                           sufficiency_fraction=rng.choice([None, rng.random()])))
         elif op == "claim":
             sql(store, "UPDATE traces SET status = 'pending', lease_pid = NULL WHERE id = ?", [rng.choice(ids)])
         elif op == "error":
-            store.mark_error(rng.choice(ids), "boom")
+            mark_error(store, rng.choice(ids), "boom")
         elif op == "redate":
             sql(store, "UPDATE traces SET created_at = ? WHERE id = ?",
                 [f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T12:00:00.000000+00:00", rng.choice(ids)])

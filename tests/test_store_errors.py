@@ -81,15 +81,15 @@ def test_a_run_that_cannot_be_closed_is_one_line_and_exit_2(runner, tmp_path, mo
 def test_a_write_that_fails_mid_batch_ends_the_batch_with_one_line(runner, tmp_path, monkeypatch):
     from veralith.store import repository
 
-    real, calls = repository.save_result, []
+    real, calls = repository.write_result, []
 
-    def failing(db, result, **kwargs):
+    def failing(db, result, trace_id, **kwargs):
         calls.append(1)
         if len(calls) > 2:
             raise sqlite3.OperationalError("database or disk is full")
-        return real(db, result, **kwargs)
+        return real(db, result, trace_id, **kwargs)
 
-    monkeypatch.setattr(repository, "save_result", failing)
+    monkeypatch.setattr(repository, "write_result", failing)
     done = runner.invoke(app, ["eval", str(_file(tmp_path, 6)), "--concurrency", "1"])
     assert done.exit_code == 2, done.output
     assert "stopped accepting writes" in done.output

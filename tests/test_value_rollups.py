@@ -12,6 +12,7 @@ import threading
 import pytest
 from store_support import is_sqlite, sql
 from test_store import make_result, trace
+from work_support import create_trace, mark_error, save_result
 
 from veralith.models import FailureCell
 from veralith.store import open_store
@@ -79,16 +80,16 @@ def test_counts_by_value_match_a_full_pass_after_any_mix_of_writes(store):
                          "move", "pending"])
         ids = [r[0] for r in sql(store, "SELECT id FROM traces")]
         if op == "create" or not ids:
-            store.create_trace(_timed(rng.choice(["a", "b"]), _latency(rng)))
+            create_trace(store, _timed(rng.choice(["a", "b"]), _latency(rng)))
         elif op == "save":
-            store.save_result(make_result(rng.choice([FailureCell.complete_grounded, FailureCell.extra_grounded]),
+            save_result(store, make_result(rng.choice([FailureCell.complete_grounded, FailureCell.extra_grounded]),
                                           sufficiency_fraction=rng.choice([*FRACTIONS, None]),
                                           knowledge_base=rng.choice(["a", "b"])))
         elif op == "resave":   # a trace re-judged: its count moves to its new value or cell
-            store.save_result(make_result(rng.choice([FailureCell.complete_grounded, FailureCell.incomplete_grounded]),
+            save_result(store, make_result(rng.choice([FailureCell.complete_grounded, FailureCell.incomplete_grounded]),
                                           trace_id=rng.choice(ids), sufficiency_fraction=rng.choice(FRACTIONS)))
         elif op == "error":
-            store.mark_error(rng.choice(ids), "boom")
+            mark_error(store, rng.choice(ids), "boom")
         elif op == "delete":   # retention removes traces
             sql(store, "DELETE FROM traces WHERE id = ?", [rng.choice(ids)])
         elif op == "latency":
@@ -110,12 +111,12 @@ def test_counts_by_value_match_a_full_pass_after_any_mix_of_writes(store):
 def test_a_status_change_outside_calibration_writes_no_count(store):
     """Claims, leases and errors of traces that do not count leave the counts as they were (and on
     PostgreSQL append no delta rows: the trigger skips an update that moves nothing)."""
-    trace_id = store.create_trace(_timed("a", 40.0))
+    trace_id = create_trace(store, _timed("a", 40.0))
     before = sql(store, "SELECT knowledge_base, bucket, n FROM latency_histogram")
     deltas = "SELECT COUNT(*) FROM latency_histogram_delta"
     pending = None if is_sqlite(store) else sql(store, deltas)
     sql(store, "UPDATE traces SET status = 'running' WHERE id = ?", [trace_id])
-    store.mark_error(trace_id, "boom")
+    mark_error(store, trace_id, "boom")
     assert sql(store, "SELECT knowledge_base, bucket, n FROM latency_histogram") == before
     if pending is not None:
         assert sql(store, deltas) == pending
@@ -131,8 +132,8 @@ def test_concurrent_writers_keep_the_counts_exact(store):
         try:
             for _ in range(25):
                 kb = rng.choice(["a", "b"])
-                trace_id = store.create_trace(_timed(kb, _latency(rng)))
-                store.save_result(make_result(FailureCell.complete_grounded, trace_id=trace_id, knowledge_base=kb,
+                trace_id = create_trace(store, _timed(kb, _latency(rng)))
+                save_result(store, make_result(FailureCell.complete_grounded, trace_id=trace_id, knowledge_base=kb,
                                               sufficiency_fraction=rng.choice(FRACTIONS)))
                 if hasattr(store, "compact") and rng.random() < 0.2:
                     store.compact()
@@ -151,14 +152,14 @@ def test_concurrent_writers_keep_the_counts_exact(store):
 
 def test_copy_into_another_store_rebuilds_the_counts(store_url, tmp_path):
     """`veralith migrate --to`: the target's triggers count the copied traces as they arrive."""
-    from veralith.store.copy import copy_history
+    from veralith.work.migrate import copy as copy_history
 
     rng = random.Random(5)
     source = open_store(f"sqlite:///{tmp_path / 'laptop.db'}")
     for _ in range(40):
-        trace_id = source.create_trace(_timed(rng.choice(["a", "b"]), _latency(rng)))
+        trace_id = create_trace(source, _timed(rng.choice(["a", "b"]), _latency(rng)))
         if rng.random() < 0.8:
-            source.save_result(make_result(FailureCell.complete_grounded, trace_id=trace_id,
+            save_result(source, make_result(FailureCell.complete_grounded, trace_id=trace_id,
                                            sufficiency_fraction=rng.choice(FRACTIONS)))
     target = open_store(store_url)
     copy_history(source, target)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from work_support import create_trace
 
 pytest.importorskip("starlette", reason="the web extra is not installed (pip install '.[web]')")
 pytest.importorskip("jinja2", reason="the web extra is not installed (pip install '.[web]')")
@@ -90,7 +91,7 @@ def test_the_store_serve_opens_refuses_every_write(served):
     store = reader(served)
     before = all_ids(served)
     with pytest.raises(StoreError, match="read-only"):
-        store.create_trace(TraceInput(query="q", context=[], response="r"))
+        create_trace(store, TraceInput(query="q", context=[], response="r"))
     with pytest.raises(Exception, match="(?i)read-?only|query_only"):  # the database's own refusal, below the store
         sql(store, "UPDATE traces SET knowledge_base = 'x'")
     assert all_ids(served) == before
@@ -292,7 +293,7 @@ def test_unevaluated_trace_shows_its_state(store_url, store):
     # A pending trace (logged, not yet judged) has no result: the page says so instead of failing.
     from veralith.models import ContextChunk
 
-    tid = store.create_trace(TraceInput(query="Pending question <b>?</b>", context=[ContextChunk(id="c0", text="x")],
+    tid = create_trace(store, TraceInput(query="Pending question <b>?</b>", context=[ContextChunk(id="c0", text="x")],
                                         response="not yet"))
     html = client(store_url).get(f"/traces/{tid}").text
     assert "no result" in html and "Pending question &lt;b&gt;?&lt;/b&gt;" in html

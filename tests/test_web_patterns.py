@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from work_support import save_result
 
 pytest.importorskip("starlette", reason="the web extra is not installed (pip install '.[web]')")
 pytest.importorskip("jinja2", reason="the web extra is not installed (pip install '.[web]')")
@@ -32,7 +33,7 @@ def _fill(url: str) -> str:
     # A second knowledge base whose only bad document has a hostile name.
     for result in planted_log(3, start=9000, kb="other", bad_rate=1.0, stale_prices=True):
         chunks = [c.model_copy(update={"source": HOSTILE}) if c.source == BAD_SOURCE else c for c in result.context]
-        store.save_result(result.model_copy(update={"context": chunks}))
+        save_result(store, result.model_copy(update={"context": chunks}))
     _close_stores()
     return url
 

@@ -6,11 +6,10 @@ generated JSON Schema and a test fails when it drifts from these classes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION = "1.4"
 # Results written under these versions still read back (new fields take their defaults; claim ids
@@ -377,11 +376,6 @@ class EvaluationResult(_Model):
     mode: Literal["full", "fast"] = Field(
         "full", description="How the trace was judged: `full` (two decomposition calls, then three isolated "
         "judges) or `fast` (one call that decomposes and judges at once, for screening; VERALITH_MODE).")
-    # Not part of the result's form: a function giving what this evaluation's calls wrote per task, next
-    # to the dry run's allowance for them (a list of veralith.usage.OutputSize), for the store to add to
-    # what `--dry-run` learns from. Set by the pipeline; None for a result read back or built by hand.
-    _output_sizes: Callable[[], list[Any]] | None = PrivateAttr(default=None)
-
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from veralith.models import EvaluationResult, Usage
+from veralith.models import Usage
 
-__all__ = ["CallUsage", "OutputSize", "UsageLike", "output_sizes_of"]
+__all__ = ["CallUsage", "OutputSize", "UsageLike"]
 
 
 class UsageLike(Protocol):
@@ -82,12 +82,3 @@ class OutputSize:
     allowance_tokens: int        # the allowance of the calls the dry run plans for this trace and task
     output_tokens: int           # what the model wrote, as the server reported it
     traces: int = 1
-
-
-def output_sizes_of(result: EvaluationResult) -> list[OutputSize]:
-    """What `result`'s judge calls wrote per task (see OutputSize), for a store to add to its
-    `output_sizes()` as it saves the result; [] for a result read back, built by hand or judged
-    offline. Worked out when asked (it renders the dry run's plan of the trace), so call it once,
-    before a write transaction."""
-    measured = result._output_sizes
-    return [] if measured is None else list(measured())

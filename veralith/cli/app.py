@@ -362,11 +362,14 @@ def resume_command(
             raise _fail(f"trace {refs[0]} not found: no database yet")
         _out().print("nothing to resume: no database yet")
         return
-    from veralith.sdk.stored import resumable
+    from veralith.work import shipper
+    from veralith.work.claims import claims_for
 
     store = _store()
     wanted = _resolve_all(store, refs or [], kb)
-    ids = resumable(store, failed=failed)  # moves in traces spooled by a process that is gone, first
+    if not failed:
+        shipper.recover(store)  # moves in traces spooled by a process that is gone, first
+    ids = claims_for(store).resumable(failed=failed)
     if refs:
         idle = [i for i in wanted if i not in set(ids)]
         for trace_id in idle:

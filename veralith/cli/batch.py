@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from veralith.cli.records import BadLine, Record, read_records
 from veralith.errors import JudgeServerDown
 from veralith.models import EvaluationResult, cell_name
-from veralith.pipeline.pool import LoopPool
 from veralith.usage import CallUsage
+from veralith.work.pool import LoopPool
 
 if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
     from veralith.store.protocol import Store, TraceInfo, TraceInput, TraceStore
@@ -263,7 +263,9 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
         created: int | None = None  # a trace stored for this record and not yet handed to the caller
         try:
             if store is not None:
-                from veralith.store.errors import DuplicateExternalId, WritesStopped
+                from veralith.store.errors import DuplicateExternalId
+                from veralith.work import intake
+                from veralith.work.policy import Action, intake as intake_policy
 
                 try:
                     if isinstance(existing, int):
@@ -272,16 +274,16 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
                             store.tag_trace(run_id, trace_id)
                     else:
                         # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
-                        trace_id = created = store.create_trace(_input(item), queued=True, run_id=run_id)
+                        trace_id = created = intake.create(store, _input(item), queued=True, run_id=run_id)
                         tally.without_id += item.external_id is None
-                except WritesStopped:
-                    raise
                 except DuplicateExternalId as exc:  # another run of this file stored it a moment ago
                     tally.skipped += 1
                     report(f"{path}:{item.line}: {exc}; left to the run that stored it")
                     continue
                 except Exception as exc:
-                    tally.failed += 1  # this record only (e.g. a value SQLite cannot hold); go on
+                    if intake_policy(exc).action is not Action.SET_ASIDE:
+                        raise   # the store is away or stopped taking writes: the run ends (exit 2)
+                    tally.failed += 1  # this record only (a value the store refuses); go on
                     report(f"{path}:{item.line}: not stored: {type(exc).__name__}: {exc}")
                     continue
                 item = replace(item, trace_id=trace_id)
@@ -290,8 +292,10 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
             # Ctrl-C between storing the trace and handing it over: it is one of the traces left
             # pending (counted and released like the cancelled ones), not a silent leftover.
             if created is not None and store is not None:
+                from veralith.work.claims import claims_for
+
                 tally.left_pending += 1
-                store.release(created)
+                claims_for(store).release(created)
             raise
     tally.unread = False
 
@@ -355,17 +359,15 @@ def resume_jobs(store: TraceStore, trace_ids: Iterable[int]) -> Iterator[Record]
 
 
 async def aevaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,
-                           again: bool = False, store: TraceStore | None = None) -> EvaluationResult | None:
+                           again: bool = False, store: Store | None = None) -> EvaluationResult | None:
     """`evaluate_record` on the event loop (LoopPool): the judge calls awaited, the store's work on a thread."""
     if persist and record.trace_id is not None:
-        from veralith.sdk.stored import aevaluate_stored
-
         if store is None:
             from veralith.store import open_store
 
             store = await asyncio.to_thread(open_store)
-        return await aevaluate_stored(store, record.trace_id, client=client, failed=failed, again=again,
-                                      trace=_input(record))
+        runner = _runner(store, client)
+        return _returned(await runner.arun(record.trace_id, failed=failed, again=again, trace=_input(record)))
     from veralith.pipeline.evaluate import aevaluate_checked
 
     return await aevaluate_checked(record.query, record.context, record.response, store=None, client=client,
@@ -373,27 +375,46 @@ async def aevaluate_record(record: Record, *, persist: bool, client: Any, failed
 
 
 def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,
-                    again: bool = False, store: TraceStore | None = None) -> EvaluationResult | None:
+                    again: bool = False, store: Store | None = None) -> EvaluationResult | None:
     """Evaluate one record in a worker thread; None when another process claimed the trace first.
 
-    A stored record's trace is claimed first, so a concurrent `veralith resume` never evaluates it
-    twice (veralith.sdk.stored, the one path for evaluating stored traces). `failed`: the trace is
-    re-judged after a failed evaluation (`veralith resume --failed`); `again`: whatever its state
-    (a re-run record re-judged in place). `store`: where the trace is (default: the configured one)."""
+    A stored record's trace is judged by the work layer's runner (veralith.work.runner: claimed first,
+    so a concurrent `veralith resume` never evaluates it twice). `failed`: the trace is re-judged after
+    a failed evaluation (`veralith resume --failed`); `again`: whatever its state (a re-run record
+    re-judged in place). `store`: where the trace is (default: the configured one). The trace's own
+    failure is recorded on it and raised; a dead judge server or a store that went away or stopped
+    taking writes is raised as it is (it ends the run, veralith.work.policy)."""
     if persist and record.trace_id is not None:
-        from veralith.sdk.stored import evaluate_stored
-
         if store is None:
             from veralith.store import open_store
 
             store = open_store()
-        return evaluate_stored(store, record.trace_id, client=client, failed=failed, again=again,
-                               trace=_input(record))
+        runner = _runner(store, client)
+        return _returned(runner.run(record.trace_id, failed=failed, again=again, trace=_input(record)))
     from veralith.pipeline.evaluate import evaluate_checked
 
     # The record was validated when read and budget-checked in eval_jobs.
     return evaluate_checked(record.query, record.context, record.response, store=None, client=client,
                             trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata)
+
+
+def _runner(store: Store, client: Any) -> Any:
+    from veralith.pipeline.evaluate import TraceJudge
+    from veralith.work.runner import Runner
+
+    return Runner(store, TraceJudge(client))
+
+
+def _returned(outcome: Any) -> EvaluationResult | None:
+    """What a drain makes of a runner's outcome: the result, None when the trace was not ours, else the
+    error raised (the trace's own failure is recorded on it already; the others end the run)."""
+    from veralith.work.policy import Action
+
+    if outcome.action is Action.SAVED:
+        return outcome.result
+    if outcome.action is Action.NOT_OURS:
+        return None
+    raise outcome.error
 
 
 def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, error: BaseException | None, *,
@@ -405,7 +426,7 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
     if isinstance(error, JudgeServerDown):
         raise error   # ends the batch (veralith.cli.app): not this record's failure, and no line of its own
     if error is not None:
-        from veralith.sdk.stored import failure_message
+        from veralith.work.runner import failure_message
 
         tally.failed += 1
         report(f"{where}: evaluation failed: {failure_message(error)}")
@@ -492,7 +513,7 @@ def recent(jobs: Iterable[J], window: deque[J]) -> Iterator[J]:
         yield job
 
 
-def server_down(down: JudgeServerDown, store: TraceStore | None, in_flight: Iterable[Record],
+def server_down(down: JudgeServerDown, store: Store | None, in_flight: Iterable[Record],
                 unread: Iterator[Record], tally: Tally) -> str:
     """The judge server stopped answering: nothing more is judged. Hand the records read but not
     finished back as plain pending, store the rest of the input as pending too (reading it judges
@@ -501,10 +522,12 @@ def server_down(down: JudgeServerDown, store: TraceStore | None, in_flight: Iter
         rest = sum(1 for _ in unread)
         return (f"{down}; stopped after {tally.evaluated} evaluated, {rest} more records not evaluated "
                 "(--no-persist: nothing was stored)")
+    from veralith.work.claims import claims_for
+
     left = 0
-    for record in in_flight:   # some finished meanwhile, some were handed back already (evaluate_stored)
+    for record in in_flight:   # some finished meanwhile, some were handed back already (the runner)
         if record.trace_id is not None and not record.unchanged:
-            store.release(record.trace_id)
+            claims_for(store).release(record.trace_id)
             left += store.trace_info(record.trace_id).status == "pending"
     # The rest is stored pending as it is read, reserved for this process, which ends now: any resume
     # takes them once it has (leases.claimable), so no second write per record is spent on that.
@@ -515,11 +538,13 @@ def server_down(down: JudgeServerDown, store: TraceStore | None, in_flight: Iter
             "run `veralith resume` once it is back")
 
 
-def release(store: TraceStore, cancelled: Iterable[Record]) -> None:
+def release(store: Store, cancelled: Iterable[Record]) -> None:
     """Hand never-started traces back as plain pending, so `resume` may take them at once."""
+    from veralith.work.claims import claims_for
+
     for record in cancelled:
         if record.trace_id is not None:
-            store.release(record.trace_id)
+            claims_for(store).release(record.trace_id)
 
 
 def _clip(text: str, width: int = 160) -> str:

@@ -46,6 +46,7 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
     """Store the file's records as traces of a new batch job and collect it (see the module doc)."""
     from veralith.llm import get_client
     from veralith.sdk.batchjob import start
+    from veralith.work.claims import claims_for
 
     client = get_client()
     if client.backend != "openai":
@@ -59,7 +60,7 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
                                         report=reporter.report, run_id=run_id, rejudge=rejudge):
             assert record.trace_id is not None
             if store.trace_info(record.trace_id).status != "pending":   # re-judged in place: ours again first
-                store.claim(record.trace_id, again=True)
+                claims_for(store).claim(record.trace_id, again=True)
             ids.append(record.trace_id)
     if not ids:
         _out().print(f"nothing to judge: {tally.unchanged} unchanged, {tally.bad_lines} bad lines, "
@@ -120,9 +121,10 @@ def batch_command(
     collect it; each trace is judged once, whoever collects."""
     from veralith.cli.runs import existing_db
     from veralith.store import open_store
+    from veralith.work.batchjobs import BatchJobs
 
     found = existing_db()   # reading never creates a database
-    rows = found.batch_jobs().job_rows(job) if found is not None else []
+    rows = BatchJobs(found).job_rows(job) if found is not None else []
     if job is not None and not rows:
         where = found.url if found is not None else "the database (there is none yet)"
         raise fail(f"no batch job {job!r} in {where} (see `veralith batch status`)")

@@ -28,8 +28,8 @@ def migrate_command(
     from veralith.config import redact_configured
     from veralith.errors import StoreError
     from veralith.store import open_store, store_url
-    from veralith.store.copy import copy_history
     from veralith.store.sqlstore import SqlStore
+    from veralith.work.migrate import copy
 
     err, out = Console(stderr=True, highlight=False), Console(highlight=False)
     try:
@@ -45,7 +45,7 @@ def migrate_command(
         if not (isinstance(src, SqlStore) and isinstance(dst, SqlStore)):
             raise StoreError("both stores must be SQL stores")
         out.print(literal(f"copying {src.url} into {dst.url}"), soft_wrap=True)
-        report = copy_history(src, dst, report=lambda line: err.print(literal(line, "dim"), soft_wrap=True))
+        report = copy(src, dst, report=lambda line: err.print(literal(line, "dim"), soft_wrap=True))
     except StoreError as exc:
         err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
         raise typer.Exit(2) from None

@@ -57,7 +57,7 @@ def worker_command(
 
         workers = concurrency or settings.concurrency
         store = open_store()
-        store.abandoned()  # opens the store now: a store that cannot be used is one error line, no banner
+        store.stats()  # opens the store now: a store that cannot be used is one error line, no banner
         client = get_client()
         # What the first judge call would load is loaded before the line saying it is judging (start-up,
         # not judging: otherwise every thread's first trace waits for it).

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import queue
+import threading
 import time
 from collections.abc import Generator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -64,25 +66,40 @@ async def adrive(steps: Steps[T], client: JudgeClient) -> T:
 
 
 def run_calls(client: JudgeClient, batch: Batch) -> list[Outcome]:
-    """Every call of `batch`: at once on threads for an I/O-bound client, else one after the other. A
-    call whose thread cannot start (interpreter shutdown, during the at-exit drain) runs here instead."""
+    """Every call of `batch`: at once on threads for an I/O-bound client, else one after the other.
+
+    The threads are daemons: a judge call in flight never holds up the interpreter's exit (a
+    ThreadPoolExecutor's threads are joined before any at-exit handler runs, which would make a
+    process wait out a slow server's reply before the at-exit drain can give its trace back). A call
+    whose thread cannot start (interpreter shutdown) runs here instead."""
     calls = batch.calls
     if not client.concurrent or len(calls) < 2:
         return _serial(client, batch)
-    pool = ThreadPoolExecutor(max_workers=min(_MAX_THREADS, len(calls)))
-    try:
-        futures: list[Future[Outcome]] = []
-        for task, payload in calls:
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    futures: list[Future[Outcome]] = [Future() for _ in calls]
+    # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
+    contexts = [contextvars.copy_context() for _ in calls]
+    for i in range(len(calls)):
+        todo.put(i)
+
+    def work() -> None:
+        while True:
             try:
-                # Each call runs in a copy of the caller's context, so per-trace cost scopes see it.
-                futures.append(pool.submit(contextvars.copy_context().run, _timed, client, task, payload))
-            except RuntimeError:
-                break
-        inline = [_timed(client, task, payload) for task, payload in calls[len(futures):]]
-        # Every call is waited for, so a failure never leaves another one running unseen.
-        return [f.result() for f in futures] + inline
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            if futures[i].set_running_or_notify_cancel():
+                task, payload = calls[i]
+                futures[i].set_result(contexts[i].run(_timed, client, task, payload))
+
+    for _ in range(min(_MAX_THREADS, len(calls))):
+        try:
+            threading.Thread(target=work, name="veralith-judge-call", daemon=True).start()
+        except RuntimeError:   # no new thread at interpreter shutdown: the calls left run here
+            break
+    work()
+    # Every call is waited for, so a failure never leaves another one running unseen.
+    return [f.result() for f in futures]
 
 
 def _serial(client: JudgeClient, batch: Batch) -> list[Outcome]:

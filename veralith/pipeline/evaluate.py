@@ -54,11 +54,13 @@ from veralith.pipeline.suggest import suggest
 from veralith.policy import REFUSAL_KINDS, status
 from veralith.usage import CallUsage, OutputSize
 from veralith.validate import check_flag, check_stored_inputs
+from veralith.work.runner import Judged as JudgedTrace
 
 if TYPE_CHECKING:  # the store loads sqlite-utils, only when something is stored
-    from veralith.store.protocol import TraceStore
+    from veralith.store.protocol import Store, TraceInput
 
-__all__ = ["aevaluate", "aevaluate_checked", "arun_pipeline", "evaluate", "evaluate_checked", "run_pipeline"]
+__all__ = ["TraceJudge", "aevaluate", "aevaluate_checked", "ajudge_checked", "arun_pipeline", "evaluate",
+           "evaluate_checked", "judge_checked", "run_pipeline"]
 
 
 def evaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
@@ -138,22 +140,23 @@ class _Prepared:
                 self.store.trace_info(trace_id)  # TraceNotFound now, before paying for any judge call
 
 
-def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
+def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                      client: JudgeClient,
                      trace_id: int | None = None, knowledge_base: str = "default",
                      metadata: dict[str, Any] | None = None) -> EvaluationResult:
-    """Evaluate inputs that were already validated and budget-checked, storing into `store` if given.
+    """Evaluate inputs that were already validated and budget-checked, storing into `store` if given
+    (`trace_id`: that stored trace, re-judged in place without a claim, refused while another
+    process evaluates it; else a new trace).
 
-    For the SDK worker, `resume` and `veralith eval`, which validate and run the budget guard when
-    a trace is logged or read, and claim a stored trace before evaluating it: doing either again
-    here would render and count every prompt twice per trace.
+    Stored traces that a process claims are judged by `judge_checked` through the work layer's
+    runner (veralith.work.runner), which writes the outcome only while the claim is ours.
     """
     setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
                        metadata=metadata)
-    return setting.saved(run_pipeline(client, query, chunks, response, **setting.pipeline))
+    return setting.saved(drive(_pipeline(client, query, chunks, response, **setting.pipeline), client))
 
 
-async def aevaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
+async def aevaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                             client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
                             metadata: dict[str, Any] | None = None) -> EvaluationResult:
     """`evaluate_checked` with the judge calls awaited on the running event loop. The store's reads and
@@ -162,19 +165,56 @@ async def aevaluate_checked(query: str, chunks: list[ContextChunk], response: st
     if store is None:
         setting = _Setting(query, chunks, response, store=None, trace_id=trace_id, knowledge_base=knowledge_base,
                            metadata=metadata)
-        return setting.saved(await arun_pipeline(client, query, chunks, response, **setting.pipeline))
+        return setting.saved(await adrive(_pipeline(client, query, chunks, response, **setting.pipeline), client))
     setting = await asyncio.to_thread(_Setting, query, chunks, response, store=store, trace_id=trace_id,
                                       knowledge_base=knowledge_base, metadata=metadata)
-    result = await arun_pipeline(client, query, chunks, response, **setting.pipeline)
-    return await asyncio.to_thread(setting.saved, result)
+    judged = await adrive(_pipeline(client, query, chunks, response, **setting.pipeline), client)
+    return await asyncio.to_thread(setting.saved, judged)
+
+
+def judge_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
+                  client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
+                  metadata: dict[str, Any] | None = None) -> JudgedTrace:
+    """Judge checked inputs against what `store` knows of the trace (its knowledge base's threshold,
+    the day it was logged), writing nothing: the caller writes the outcome (veralith.work.runner)."""
+    setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
+                       metadata=metadata)
+    return drive(_pipeline(client, query, chunks, response, **setting.pipeline), client)
+
+
+async def ajudge_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
+                         client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
+                         metadata: dict[str, Any] | None = None) -> JudgedTrace:
+    """`judge_checked` with the judge calls awaited; the store's reads on a thread."""
+    setting = await asyncio.to_thread(_Setting, query, chunks, response, store=store, trace_id=trace_id,
+                                      knowledge_base=knowledge_base, metadata=metadata)
+    return await adrive(_pipeline(client, query, chunks, response, **setting.pipeline), client)
+
+
+class TraceJudge:
+    """The pipeline with one judge client, as the work layer's runner judges stored traces with it
+    (veralith.work.runner.Judge): stored inputs are checked already (when logged or read)."""
+
+    def __init__(self, client: JudgeClient) -> None:
+        self.client = client
+
+    def judge(self, store: Store, trace_id: int, inputs: TraceInput) -> JudgedTrace:
+        return judge_checked(inputs.query, inputs.context, inputs.response, store=store, client=self.client,
+                             trace_id=trace_id, knowledge_base=inputs.knowledge_base, metadata=inputs.metadata)
+
+    async def ajudge(self, store: Store, trace_id: int, inputs: TraceInput) -> JudgedTrace:
+        return await ajudge_checked(inputs.query, inputs.context, inputs.response, store=store, client=self.client,
+                                    trace_id=trace_id, knowledge_base=inputs.knowledge_base,
+                                    metadata=inputs.metadata)
 
 
 class _Setting:
     """What a checked evaluation is judged against (threshold, as-of date) and where it is stored."""
 
-    def __init__(self, query: str, chunks: list[ContextChunk], response: str, *, store: TraceStore | None,
+    def __init__(self, query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                  trace_id: int | None, knowledge_base: str, metadata: dict[str, Any] | None) -> None:
         self.store = store
+        self.trace_id = trace_id
         threshold, source = _threshold(knowledge_base, store)
         created = None
         if store is not None and trace_id is not None:
@@ -183,13 +223,19 @@ class _Setting:
                                              knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
                                              as_of=as_of_date(metadata or {}, created))
 
-    def saved(self, result: EvaluationResult) -> EvaluationResult:
+    def saved(self, judged: JudgedTrace) -> EvaluationResult:
+        """The result, written first when there is a store: a new trace under an id from the work
+        layer's allocator, or the stored trace re-judged in place (no claim held)."""
+        result = judged.result
         if self.store is not None:
-            result.trace_id = self.store.save_result(result)
+            from veralith.work.intake import store_result
+
+            sizes = judged.output_sizes() if judged.output_sizes is not None else []
+            result.trace_id = store_result(self.store, result, sizes=sizes)
         return result
 
 
-def _threshold(knowledge_base: str, store: TraceStore | None) -> tuple[float, ThresholdSource]:
+def _threshold(knowledge_base: str, store: Store | None) -> tuple[float, ThresholdSource]:
     if store is None:
         return settings.sufficiency_fallback, ThresholdSource.fallback
     from veralith.pipeline.calibrate import current_threshold
@@ -202,7 +248,8 @@ def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], re
                  as_of: str | None = None) -> EvaluationResult:
     """Run every stage on validated inputs. Never raises for a judge failure; records it instead."""
     return drive(_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=threshold_source,
-                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id, as_of=as_of), client)
+                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id, as_of=as_of),
+                 client).result
 
 
 async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
@@ -210,15 +257,16 @@ async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChu
                         metadata: dict[str, Any] | None = None, trace_id: int | None = None,
                         as_of: str | None = None) -> EvaluationResult:
     """`run_pipeline` on the running event loop (the same stages; calls awaited, see veralith.llm.calls)."""
-    return await adrive(_pipeline(client, query, chunks, response, threshold=threshold,
-                                  threshold_source=threshold_source, knowledge_base=knowledge_base,
-                                  metadata=metadata, trace_id=trace_id, as_of=as_of), client)
+    return (await adrive(_pipeline(client, query, chunks, response, threshold=threshold,
+                                   threshold_source=threshold_source, knowledge_base=knowledge_base,
+                                   metadata=metadata, trace_id=trace_id, as_of=as_of), client)).result
 
 
 def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
               threshold: float, threshold_source: ThresholdSource, knowledge_base: str,
-              metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None) -> Steps[EvaluationResult]:
-    """Every stage, written once: it yields the judge calls it needs and is sent their outcomes."""
+              metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None) -> Steps[JudgedTrace]:
+    """Every stage, written once: it yields the judge calls it needs and is sent their outcomes. It
+    returns the result with what its calls wrote per task (for the dry run, once it is stored)."""
     started = time.perf_counter()
     latency: dict[str, float] = {}
     usage = CallUsage()
@@ -251,9 +299,10 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
         errors.append(_error(Phase.decompose, _as_call_error(exc)))
         latency["decompose"] = _ms(t0)
         latency["total"] = _ms(started)
-        return EvaluationResult(**base, status=status(errors=errors, failure_cell=None, response_kind=None, n_claims=0),
-                                errors=errors, latency_ms=latency, usage=usage.as_usage(), prompt_versions=versions,
-                                judge_model=client.model)
+        return JudgedTrace(EvaluationResult(
+            **base, status=status(errors=errors, failure_cell=None, response_kind=None, n_claims=0),
+            errors=errors, latency_ms=latency, usage=usage.as_usage(), prompt_versions=versions,
+            judge_model=client.model))
     latency["decompose"] = _ms(t0)
 
     if reply is None:
@@ -295,9 +344,9 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
         suggestion=suggestion, status=st, errors=errors, repairs=repairs, latency_ms=latency,
         usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model)
-    # Measured, and kept for the store to add to what `--dry-run` learns output sizes from; worked out
-    # only when a store saves the result (the explain call is left out: its allowance stays as it is).
-    result._output_sizes = _output_sizes(client, query, chunks, response, mode, as_of, spent)
+    # What `--dry-run` learns output sizes from, worked out only when the result is stored (the explain
+    # call is left out: its allowance stays as it is).
+    measured = _output_sizes(client, query, chunks, response, mode, as_of, spent)
     if settings.explain and explain_mod.wanted(result):
         t0 = time.perf_counter()
         versions["explain"] = client.prompt_version("explain")
@@ -307,14 +356,14 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
         latency["explain"] = _ms(t0)
     latency["total"] = _ms(started)
     result.latency_ms = latency
-    return result
+    return JudgedTrace(result, measured)
 
 
 def _output_sizes(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, mode: str,
                   as_of: str | None, spent: list[tuple[str, CallUsage | None]]) -> _Measured | None:
     """What the trace's calls wrote per task next to the dry run's plan and allowance for them, as a
-    function the store calls before it writes (veralith.usage.output_sizes_of); None for the offline
-    judge, which makes no paid calls."""
+    function called before the result is written; None for the offline judge, which makes no paid
+    calls."""
     if client.backend == "local":
         return None
     tasks = ("fast",) if mode == "fast" else ("questions", "claims", "sufficiency", "faithfulness", "completeness")
@@ -327,10 +376,8 @@ def _output_sizes(client: JudgeClient, query: str, chunks: list[ContextChunk], r
 
 @dataclass(frozen=True, eq=False)
 class _Measured:
-    """veralith.llm.estimate.output_sizes of one evaluation, worked out when called: only a saved
-    result needs it. A plain object, not a closure, so a result that carries it still pickles; and
-    equal to any other or to None, so it never makes two results unequal (pydantic compares private
-    attributes): a result read back from the store equals the one that was saved."""
+    """veralith.llm.estimate.output_sizes of one evaluation, worked out when called: only a stored
+    result needs it (it renders the dry run's plan of the trace)."""
 
     query: str
     chunks: list[ContextChunk]
@@ -349,11 +396,6 @@ class _Measured:
         return output_sizes(self.query, self.chunks, self.response, self.spent, model=self.model,
                             decomposer_model=self.decomposer_model, versions=self.versions,
                             batch_size=self.batch_size, mode=self.mode, as_of=self.as_of)
-
-    def __eq__(self, other: object) -> bool:
-        return other is None or isinstance(other, _Measured)
-
-    __hash__ = None   # type: ignore[assignment]
 
 
 def _only_missing(errors: list[JudgeError]) -> bool:

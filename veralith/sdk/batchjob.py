@@ -2,7 +2,7 @@
 `veralith batch collect`).
 
 `start(store, trace_ids)` puts traces this process queued into a new job (reserved for it in the
-store: veralith.store.batchjobs). `collect(store, job)` then works the job to its end, in rounds:
+store: veralith.work.batchjobs). `collect(store, job)` then works the job to its end, in rounds:
 
 1. read every batch of the job that finished: replies kept, failed or unanswered requests (an
    expired or cancelled batch's unfinished part) made new again while VERALITH_BATCH_MAX_TRIES
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from veralith.config import settings
 from veralith.errors import StoreError, VeralithError
 from veralith.models import EvaluationResult
+from veralith.work.batchjobs import BatchJobs
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store
@@ -64,12 +65,17 @@ class Round:
 
 def start(store: Store, trace_ids: list[int], *, run_id: int | None = None) -> str:
     """A new job holding these traces (pending, queued by this process); its id."""
-    jobs = store.batch_jobs()
+    from veralith.work.claims import claims_for
+
+    jobs = BatchJobs(store)
     job = "job-" + secrets.token_hex(6)
     current = settings.current
     jobs.create_job(job, {"judge_model": current.judge_model, "decomposer_model": current.decomposer_model,
                           "run_id": run_id})
     jobs.reserve(job, trace_ids)
+    claims = claims_for(store)
+    for trace_id in trace_ids:   # a trace claimed to be re-judged in place: its lease is the job's now
+        claims.drop(trace_id)
     return job
 
 
@@ -83,7 +89,7 @@ def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], N
     """
     from veralith.llm import batchremote
 
-    jobs = store.batch_jobs()
+    jobs = BatchJobs(store)
     taken = jobs.take_job(job)
     if taken is None:
         raise JobNotFound(f"no batch job {job!r} in {store.url} (see `veralith batch status`)")
@@ -183,51 +189,24 @@ def _deferred_is_false(one: Callable[[int], bool]) -> Callable[[int], bool]:
 
 def _judge(store: Store, job: str, trace_id: int, client: Any,
            on_result: Callable[[EvaluationResult], None] | None) -> bool:
-    """One trace through the pipeline; stored (True) once all its calls are answered."""
+    """One trace through the work layer's runner, its calls answered from the job's replies; written
+    (True) once they all are. The trace is taken out of the job's reservation only then (one
+    conditional UPDATE: only the collector that takes it writes a result, veralith.work.batchjobs);
+    a call still unanswered (CallDeferred) leaves it reserved for a later pass."""
     from veralith.llm.batchreplay import CallDeferred
-    from veralith.pipeline.evaluate import evaluate_checked
-    from veralith.sdk.stored import failure_message
+    from veralith.pipeline.evaluate import TraceJudge
+    from veralith.work.policy import Action
+    from veralith.work.runner import Runner
 
-    inputs = store.load_input(trace_id)
-    saver = _SaveIfTaken(store, job, trace_id)
-    try:
-        result = evaluate_checked(inputs.query, inputs.context, inputs.response, store=saver,
-                                  client=client, trace_id=trace_id, knowledge_base=inputs.knowledge_base,
-                                  metadata=inputs.metadata)
-    except CallDeferred:
-        raise
-    except _NotOurs:
-        return False
-    except Exception as exc:   # a bug or a store error on this trace: recorded on it, as evaluate_stored does
-        if store.batch_jobs().take_reserved(job, trace_id) or saver.taken:
-            store.mark_error(trace_id, failure_message(exc))
-            store.drop_lease(trace_id)
-        logger.warning("veralith: batch job %s: trace %s failed: %s", job, trace_id, failure_message(exc))
-        return False
-    if on_result is not None:
-        on_result(result)
-    return True
-
-
-class _NotOurs(Exception):
-    """The trace left the job's reservation meanwhile (another collector judged it)."""
-
-
-class _SaveIfTaken:
-    """The store as evaluate_checked sees it: reads pass through; `save_result` first takes the
-    trace out of the job's reservation, so only the collector that takes it stores a result."""
-
-    def __init__(self, store: Store, job: str, trace_id: int) -> None:
-        self._store, self._job, self._trace_id, self.taken = store, job, trace_id, False
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
-
-    def save_result(self, result: EvaluationResult) -> int:
-        if not self._store.batch_jobs().take_reserved(self._job, self._trace_id):
-            raise _NotOurs(self._trace_id)
-        self.taken = True
-        try:
-            return self._store.save_result(result)
-        finally:
-            self._store.drop_lease(self._trace_id)
+    jobs = BatchJobs(store)
+    runner = Runner(store, TraceJudge(client), passthrough=(CallDeferred,))
+    outcome = runner.run(trace_id, claim=False, take=lambda i: bool(jobs.take_reserved(job, i)))
+    if outcome.action is Action.SAVED:
+        if on_result is not None and outcome.result is not None:
+            on_result(outcome.result)
+        return True
+    if outcome.action in (Action.KEEP, Action.STOP, Action.GIVE_BACK) and outcome.error is not None:
+        raise outcome.error   # not the trace's failure: the collect stops, the job stays for a later one
+    if outcome.action is Action.RECORD:
+        logger.warning("veralith: batch job %s: trace %s failed: %s", job, trace_id, outcome.error)
+    return False

@@ -50,8 +50,10 @@ class CopyReport:
         return {what: pair for what, pair in self.counts.items() if pair[0] != pair[1]}
 
 
-def copy_history(source: SqlStore, target: SqlStore, *, report: Callable[[str], None] | None = None) -> CopyReport:
-    """Copy everything `source` holds into `target` (see the module docstring)."""
+def copy_history(source: SqlStore, target: SqlStore, *, new_id: Callable[[], int],
+                 report: Callable[[str], None] | None = None) -> CopyReport:
+    """Copy everything `source` holds into `target` (see the module docstring); `new_id()` gives a
+    trace whose id the target holds already a new one (the work layer's allocator)."""
     say = report or (lambda line: None)
     out = CopyReport()
     with source.connection() as src, target.connection() as dst:
@@ -59,7 +61,7 @@ def copy_history(source: SqlStore, target: SqlStore, *, report: Callable[[str], 
                    for table in ("traces", "runs", "trace_history", "run_traces", "llm_cache", *_CHILDREN)}
         run_ids = _copy_runs(src, dst, columns["runs"], out)
         for batch in _batches(src, "SELECT * FROM traces ORDER BY id"):
-            _copy_traces(src, dst, target, batch, columns, run_ids, out)
+            _copy_traces(src, dst, new_id, batch, columns, run_ids, out)
             say(f"{out.traces + out.skipped:,} traces looked at, {out.traces:,} copied")
         out.cache_entries = _copy_cache(src, dst, columns["llm_cache"])
         out.output_sizes = copy_output_sizes(src, dst)
@@ -111,7 +113,8 @@ def _copy_runs(src: Db, dst: Db, columns: list[str], out: CopyReport) -> dict[in
     return mapping
 
 
-def _copy_traces(src: Db, dst: Db, target: SqlStore, batch: list[dict[str, Any]], columns: dict[str, list[str]],
+def _copy_traces(src: Db, dst: Db, new_id: Callable[[], int], batch: list[dict[str, Any]],
+                 columns: dict[str, list[str]],
                  run_ids: dict[int, int], out: CopyReport) -> None:
     uids = [row["uid"] for row in batch]
     marks = ", ".join("?" for _ in uids)
@@ -123,12 +126,12 @@ def _copy_traces(src: Db, dst: Db, target: SqlStore, batch: list[dict[str, Any]]
     ids = [row["id"] for row in fresh]
     marks = ", ".join("?" for _ in ids)
     taken = {r[0] for r in dst.execute(f"SELECT id FROM traces WHERE id IN ({marks})", ids).fetchall()}
-    new_id = {row["id"]: (target.new_trace_id() if row["id"] in taken else row["id"]) for row in fresh}
+    ids_to = {row["id"]: (new_id() if row["id"] in taken else row["id"]) for row in fresh}
     out.renumbered += len(taken)
     with dst.write():
         names = columns["traces"]
         dst.executemany(f"INSERT INTO traces ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                        [[new_id[row["id"]] if c == "id" else run_ids.get(row[c]) if c == "run_id" and row[c]
+                        [[ids_to[row["id"]] if c == "id" else run_ids.get(row[c]) if c == "run_id" and row[c]
                           is not None else row[c] for c in names] for row in fresh])
         for table in (*_CHILDREN, "trace_history", "run_traces"):
             names = [c for c in columns[table] if not (table == "trace_history" and c == "id")]
@@ -136,7 +139,7 @@ def _copy_traces(src: Db, dst: Db, target: SqlStore, batch: list[dict[str, Any]]
             if rows:
                 dst.executemany(
                     f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                    [[new_id[r["trace_id"]] if c == "trace_id" else run_ids.get(r[c], r[c]) if c == "run_id"
+                    [[ids_to[r["trace_id"]] if c == "trace_id" else run_ids.get(r[c], r[c]) if c == "run_id"
                       else r[c] for c in names] for r in rows])
     out.traces += len(fresh)
 

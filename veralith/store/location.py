@@ -1,7 +1,7 @@
 """Where a SQLite store is: the absolute path the settings (or a caller) name.
 
 Kept apart from veralith.store.db so that `log()` can find its store without loading a database
-library (veralith.store.spooler).
+library (veralith.work.spooler).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> str:
     if raw == ":memory:":
         return raw
     # Only a relative path needs the working directory: getcwd() is a system call, and log() asks
-    # on every call (one that releases the GIL; see veralith.store.spool).
+    # on every call (one that releases the GIL; see veralith.work.spool).
     return _absolute(raw, "" if os.path.isabs(raw) else os.getcwd())
 
 

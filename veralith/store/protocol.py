@@ -8,42 +8,34 @@ the parts callers use — traces in and out (`TraceStore`), runs (`RunStore`), b
 what it touches. The rules a store keeps, whatever it is
 built on:
 
-- `spool_trace` (what `log()` calls) never waits on the store: the trace is durable in a local
-  spool under its final id before it returns, and `ship()` moves it in. `create_trace` writes
-  straight into the store and may wait for it.
-- A trace is evaluated by whoever claims it. `claim` and `claim_batch` are atomic (two callers never
-  both get a trace), the claim is a lease the store renews itself until `save_result`,
-  `mark_error` or `drop_lease` ends it, and a lease whose holder is gone becomes claimable again.
-- `save_result` stores a whole result and marks the trace done in one step, and only while the
-  caller still holds the lease (LeaseLost otherwise). The outcome it replaces, if any, is kept in
-  the trace's history.
+- Storage only: who evaluates a trace and who may write its outcome (spool, ids, claims, leases)
+  is the work layer's (veralith.work), which runs its own SQL through `read` / `write`.
 - `external_id` is unique within a knowledge base.
 - Calibration's rule (veralith.store.calibration.calibrate) runs over `calibration_count` and
   `calibration_values`, so every store calibrates alike.
 
 Errors, all StoreError: TraceNotFound, TraceNotEvaluated, AmbiguousTraceId, DuplicateExternalId,
-RunNotFound, LeaseLost, WritesStopped (full disk, read-only file) and StoreUnavailable (locked for
+RunNotFound, WritesStopped (full disk, read-only file) and StoreUnavailable (locked for
 longer than the bound, unreachable, vanished).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from veralith.models import ContextChunk, EvaluationResult, Explanation
 
 if TYPE_CHECKING:
-    from veralith.store.batchjobs import BatchJobs
     from veralith.store.browse import Neighbours, SortedPage, TraceFilter, TracePage
     from veralith.store.patterns import DocumentFigures, PatternScope
     from veralith.store.runs import Run
     from veralith.store.sql import Db
     from veralith.usage import OutputSize
 
-__all__ = ["BatchJobStore", "BrowseStore", "Connected", "PatternStore", "RunStore", "Store", "StoredResult",
+__all__ = ["BrowseStore", "Connected", "PatternStore", "RunStore", "Store", "StoredResult",
            "TraceInfo", "TraceInput", "TraceStore"]
 
 P = ParamSpec("P")
@@ -116,6 +108,10 @@ class Connected(Protocol):
     opens its own transactions (`db.write()`, `db.read()`). `write` refuses a store opened
     read-only, and runs the store's after-write hook (PostgreSQL folds its running totals there)."""
 
+    url: str            # where it is, with any password masked (for messages)
+    spool_url: str      # where it is, as opened: names the work layer's spool and id file on this host
+    read_only: bool     # opened by a reading command: every write raises StoreError
+
     def read(self, fn: Callable[Concatenate[Db, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
 
     def write(self, fn: Callable[Concatenate[Db, P], T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
@@ -128,72 +124,8 @@ class TraceStore(Protocol):
     url: str            # where it is, with any password masked (for messages)
     read_only: bool     # opened by a reading command: every write raises StoreError
 
-    # -- traces in -------------------------------------------------------------------------------
-    def spool_trace(self, trace: TraceInput, *, run: str | None = None, evaluate_here: bool = True) -> int:
-        """`log()`'s write: durable before it returns, never waiting on the store; return the
-        trace's final id. `ship()` moves it in, reserved for this process's queue when
-        `evaluate_here`, else pending for any worker."""
-        ...
-
-    def ship(self) -> list[int]:
-        """Move this process's spooled traces into the store; return the ids reserved for this
-        process's own queue (spooled with `evaluate_here`). StoreUnavailable when the store cannot
-        take them now (they stay spooled)."""
-        ...
-
-    def recover(self) -> int:
-        """Ship the spools of processes that are gone (this host); return how many traces."""
-        ...
-
-    def create_trace(self, trace: TraceInput, *, queued: bool = False, run: str | None = None,
-                     run_id: int | None = None) -> int:
-        """Store a pending trace now (waiting for the store if need be); return its id. `queued`:
-        reserved for this process's own queue. `run` files it under the SDK run of that name,
-        `run_id` under an open run. DuplicateExternalId when the knowledge base already has a trace
-        with `trace.external_id`."""
-        ...
-
-    # -- work claimed and finished ---------------------------------------------------------------
-    def claim(self, trace_id: int, *, failed: bool = False, again: bool = False) -> bool:
-        """Take a trace for evaluation (pending, or running under a stale lease). `failed` also takes
-        one whose last evaluation failed; `again` any trace nobody is evaluating (re-judging in place).
-        False when it is not ours to take; TraceNotFound for an unknown id."""
-        ...
-
-    def claim_batch(self, limit: int, *, knowledge_base: str | None = None) -> list[int]:
-        """Claim up to `limit` traces nobody is working on, oldest first (`veralith worker`); only
-        `knowledge_base`'s when given."""
-        ...
-
-    def renew(self, trace_ids: Collection[int]) -> None:
-        """Extend this process's leases on these traces (those still ours)."""
-        ...
-
-    def held(self) -> list[int]:
-        """The traces this process has claimed in this store and not finished (being evaluated)."""
-        ...
-
-    def release(self, trace_id: int) -> bool:
-        """Give back this process's reservation of a pending trace (or its claim of a running one:
-        it becomes pending for anyone); False when the store is unavailable (the reservation then
-        ends with the process)."""
-        ...
-
-    def drop_lease(self, trace_id: int) -> None:
-        """Stop renewing the lease of an evaluation that ended without an outcome."""
-        ...
-
-    def save_result(self, result: EvaluationResult) -> int:
-        """Store the result and mark the trace done (a new trace when `result.trace_id` is None); what
-        its calls wrote (veralith.usage.output_sizes_of) is added to `output_sizes()`."""
-        ...
-
     def save_explanation(self, trace_id: int, explanation: Explanation) -> None:
         """Store or replace a trace's explanation (`inspect --explain`); its result stays as it was."""
-        ...
-
-    def mark_error(self, trace_id: int, message: str) -> bool:
-        """Record a failed evaluation; False when our lease was lost (the new holder decides)."""
         ...
 
     # -- reads ---------------------------------------------------------------------------------
@@ -212,16 +144,6 @@ class TraceStore(Protocol):
         exists (in `knowledge_base`, when given), else an external id. AmbiguousTraceId when a bare
         number is one trace's id and another's external id, or when the external id is used in
         several knowledge bases and none was given; TraceNotFound when nothing matches."""
-        ...
-
-    def resumable(self, *, failed: bool = False) -> list[int]:
-        """Traces nobody is working on (pending, or running under a stale lease), oldest first; with
-        `failed`, instead those whose last evaluation failed."""
-        ...
-
-    def abandoned(self) -> list[int]:
-        """Traces held by a process of this host that is gone (pending or running under its lease),
-        oldest first: claimable long before their lease would time out. Cheap at any backlog."""
         ...
 
     def history(self, trace_id: int) -> list[dict[str, Any]]:
@@ -374,15 +296,5 @@ class PatternStore(Protocol):
 
 
 @runtime_checkable
-class BatchJobStore(Protocol):
-    """Jobs of `veralith eval --batch` (veralith.sdk.batchjob)."""
-
-    def batch_jobs(self) -> BatchJobs:
-        """The jobs' state (veralith.store.batchjobs: jobs, their reserved traces, their requests and
-        replies), on this store's connections."""
-        ...
-
-
-@runtime_checkable
-class Store(Connected, TraceStore, RunStore, BrowseStore, PatternStore, BatchJobStore, Protocol):
+class Store(Connected, TraceStore, RunStore, BrowseStore, PatternStore, Protocol):
     """Everything a store offers (what `open_store()` returns)."""

@@ -1,24 +1,17 @@
-"""The store's API: traces in, results out, work claimed under leases.
+"""Traces in and results out: the rows of a trace, written and read on any `Db`.
 
-A trace's life: `create_trace` (pending) → `claim_trace` (running, leased to one process) →
-`save_result` (done, in one transaction with every judgment) or `mark_error` (error, message kept).
-A crash leaves the trace pending or running under a lease whose process is gone; such traces are
-`resumable_trace_ids` and can be claimed again. Two processes never evaluate one trace at once
-because a claim is one check-and-update in a write transaction (the row locked where the database
-locks rows); while an evaluation runs its lease
-is renewed, and its result is saved only while this process still owns the lease (`LeaseLost`
-otherwise), so a slow evaluation is never taken over and paid for twice.
-
-Traces whose last evaluation failed (judge errors, or status error) can be re-judged:
-`resumable_trace_ids(failed=True)` and `claim_trace(failed=True)`; any trace nobody is evaluating
-can be re-judged in place with `claim_trace(again=True)`. Whatever outcome a new one replaces is
-kept in `trace_history`.
+A trace's life is decided by the work layer (veralith.work: claims, leases, who may write an
+outcome); this module only stores what it is given: `create_trace` / `create_traces` write pending
+traces (under ids the work layer handed out, optionally reserved for a process: `owner`),
+`write_result` replaces a trace's judgments and marks it done, `write_error` records a failed
+evaluation, each inside the caller's write transaction where the caller checks ownership first.
+Whatever outcome a new one replaces is kept in `trace_history` (veralith.store.history).
 
 A trace may carry an external id (the caller's own id for it), unique within its knowledge base:
 `find_external` and `resolve` look traces up by it.
 
 Every function takes a `Db` (veralith.store.sql): the SQL here runs unchanged on SQLite and
-PostgreSQL. New trace ids are handed out by the store (veralith.store.ids), never chosen here.
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -26,15 +19,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from veralith.errors import StoreError
 from veralith.models import ContextChunk, EvaluationResult, Explanation
-from veralith.store import leases
 from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
 from veralith.store.outputsizes import add_output_sizes
-from veralith.store.ownership import LeaseLost, check_owner, drop_lease, history, keep_history, renewer
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
 from veralith.store.rows import (
     APP_LATENCY_COLUMNS,
@@ -50,12 +41,15 @@ from veralith.store.rows import (
     to_rows,
 )
 from veralith.store.sql import Db
-from veralith.usage import output_sizes_of
+from veralith.usage import OutputSize
 
-__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "LeaseLost", "TraceNotEvaluated", "TraceNotFound",
-           "claim_trace", "create_trace", "create_traces", "drop_lease", "find_external", "history", "iter_stored",
-           "load_input", "load_result", "mark_error", "release_trace", "resolve", "resumable_trace_ids",
-           "save_explanation", "save_result", "trace_info"]
+__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "IdClash", "Owner", "TraceNotEvaluated", "TraceNotFound",
+           "create_trace", "create_traces", "find_external", "iter_stored", "load_input", "load_result", "resolve",
+           "save_explanation", "trace_info", "write_error", "write_result"]
+
+# A process that reserves a trace it is about to evaluate: (host, pid, token), as veralith.work.leases
+# names it; the store writes it as the trace's lease, timed by the database's clock.
+Owner = tuple[str, int, str]
 
 _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "context_chunks": ("trace_id", "position", "chunk_id", "source", "metadata", "text", "rank", "score"),
@@ -91,33 +85,36 @@ class IdClash(StoreError):
 
 
 def create_trace(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None = None,
-                 created_at: str | None = None, queued: bool = False, run_id: int | None = None,
+                 created_at: str | None = None, owner: Owner | None = None, run_id: int | None = None,
                  run: str | None = None) -> bool:
     """Write a pending trace and its context in one transaction under `trace_id` (handed out by the
-    store's id counter). Returns False, writing nothing, when that id already holds this very trace
-    (same `uid`: a spooled trace shipped twice); raises IdClash when it holds another.
+    work layer's id allocator). Returns False, writing nothing, when that id already holds this very
+    trace (same `uid`: a spooled trace shipped twice); raises IdClash when it holds another.
 
     `run_id` tags it with an open run (an eval run); `run` with the SDK run of that name, created
-    in the same transaction when it is new (veralith.store.runs). `queued=True` reserves it for this
-    process's in-memory queue (the lease records host, pid and token), so that no other process
-    resumes it while this one is alive and about to evaluate it. An external id already used in the
-    knowledge base raises DuplicateExternalId and writes nothing.
+    in the same transaction when it is new (veralith.store.runs). `owner` reserves it for that
+    process (its lease, timed by the database's clock), so that nobody else takes it while that
+    process is alive and about to evaluate it. An external id already used in the knowledge base
+    raises DuplicateExternalId and writes nothing.
     """
     with db.write():
-        return _create(db, trace, trace_id=trace_id, uid=uid, created_at=created_at, queued=queued,
+        return _create(db, trace, trace_id=trace_id, uid=uid, created_at=created_at, owner=owner,
                        run_id=run_id, run=run)
 
 
-def create_traces(db: Db, entries: list[tuple[int, str | None, str | None, TraceInput, str | None, bool]]
-                  ) -> tuple[list[int], list[int]]:
-    """Write many pending traces in one transaction: (trace_id, uid, created_at, inputs, run,
-    queued) each. Returns (the ids written, the ids that clashed with another trace and were not
-    written); an id already holding its own trace (same uid) is in neither.
+Entry = tuple[int, "str | None", "str | None", TraceInput, "str | None", "Owner | None"]
+
+
+def create_traces(db: Db, entries: list[Entry]) -> tuple[list[int], list[int]]:
+    """Write many pending traces in one transaction: (trace_id, uid, created_at, inputs, run, owner)
+    each. Returns (the ids written, the ids that clashed with another trace and were not written);
+    an id already holding its own trace (same uid) is in neither.
 
     A few statements per batch, not per trace (a shipped spool can hold thousands): one read of the
     ids already taken, one multi-row insert of the traces, one of their context. Two processes
     shipping the same dead process's spool at once meet in the context insert; the loser's batch
-    fails and, tried again, finds the traces there."""
+    fails and, tried again, finds the traces there. Any error (a value the database refuses) rolls
+    the whole batch back: the caller may split it to find the record that fails."""
     written: list[int] = []
     clashed: list[int] = []
     if not entries:
@@ -140,8 +137,8 @@ def create_traces(db: Db, entries: list[tuple[int, str | None, str | None, Trace
                 clashed.append(trace_id)
         runs: dict[str, int] = {}
         rows, chunks = [], []
-        for trace_id, uid, created_at, trace, run, queued in fresh:
-            lease = leases.mine() if queued else (None, None, None, None)
+        for trace_id, uid, created_at, trace, run, owner in fresh:
+            lease = owner or (None, None, None)
             run_id = None
             if run is not None:
                 if run not in runs:
@@ -149,7 +146,7 @@ def create_traces(db: Db, entries: list[tuple[int, str | None, str | None, Trace
 
                     runs[run] = sdk_run_id(db, run)
                 run_id = runs[run]
-            rows.append((trace_id, uid, created_at or now, now, *lease, trace.knowledge_base,
+            rows.append((trace_id, uid, created_at or now, now, *lease, lease[0], trace.knowledge_base,
                          dumps(trace.metadata, what="metadata"), trace.query, trace.response, trace.external_id,
                          run_id, *app_latency_values(trace.app_latency_ms)))
             chunks += chunk_rows(trace_id, trace.context)
@@ -158,24 +155,31 @@ def create_traces(db: Db, entries: list[tuple[int, str | None, str | None, Trace
             db.executemany(
                 "INSERT INTO traces (id, uid, created_at, updated_at, status, lease_host, lease_pid, lease_token,"
                 f" lease_at, knowledge_base, metadata, query, response, external_id, run_id, {_APP_LATENCY})"
-                " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-                rows)
+                f" VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, {_lease_at(db)}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING", rows)
             _insert(db, "context_chunks", chunks)
     return written, clashed
 
 
-def _create(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None, created_at: str | None, queued: bool,
-            run_id: int | None = None, run: str | None = None) -> bool:
+def _lease_at(db: Db) -> str:
+    """A reservation's lease time: the database's clock when a holder is given (the parameter is
+    the holder's host), else NULL."""
+    return f"CASE WHEN CAST(? AS TEXT) IS NULL THEN NULL ELSE {db.dialect.epoch} END"
+
+
+def _create(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None, created_at: str | None,
+            owner: Owner | None, run_id: int | None = None, run: str | None = None) -> bool:
     now = now_iso()
     meta = dumps(trace.metadata, what="metadata")
-    lease = leases.mine() if queued else (None, None, None, None)
+    lease = owner or (None, None, None)
     try:
         cursor = db.execute(
             "INSERT INTO traces (id, uid, created_at, updated_at, status, lease_host, lease_pid, lease_token, lease_at,"
             f" knowledge_base, metadata, query, response, external_id, {_APP_LATENCY})"
-            " VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-            [trace_id, uid, created_at or now, now, *lease, trace.knowledge_base, meta, trace.query, trace.response,
-             trace.external_id, *app_latency_values(trace.app_latency_ms)])
+            f" VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, {_lease_at(db)}, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (id) DO NOTHING",
+            [trace_id, uid, created_at or now, now, *lease, lease[0], trace.knowledge_base, meta, trace.query,
+             trace.response, trace.external_id, *app_latency_values(trace.app_latency_ms)])
     except db.dialect.integrity_error as exc:
         if trace.external_id is not None and "external_id" in str(exc):
             raise DuplicateExternalId(f"knowledge base {trace.knowledge_base!r} already has a trace with external "
@@ -196,125 +200,37 @@ def _create(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None, create
     return True
 
 
-def claim_trace(db: Db, trace_id: int, *, lease_timeout_s: float | None = None, failed: bool = False,
-                again: bool = False) -> bool:
-    """Atomically take a trace for evaluation: pending → running under this process's lease.
-
-    Also takes a running trace whose lease is stale (its process is gone from this host, or the
-    lease is older than the timeout). Refuses a pending trace reserved by another live process's
-    queue, and anything done or in error — unless `failed`, which also takes a trace whose last
-    evaluation failed (status error, or done with judge errors), or `again`, which takes any done
-    or error trace (re-judging in place). Raises TraceNotFound for an unknown id. The lease is
-    renewed in the background until the result or error is saved.
-    """
-    with db.write():
-        row = db.execute("SELECT status, lease_host, lease_pid, lease_token, lease_at FROM traces WHERE id = ?"
-                         + db.dialect.for_update, [trace_id]).fetchone()
-        if row is None:
-            raise TraceNotFound(f"no trace with id {trace_id}")
-        # Ours and running, but no evaluation of ours holds it: one that ended without an outcome (the
-        # store went away before its result could be saved) is taken again by this process.
-        dropped = row[0] == "running" and leases.is_mine(*row[1:4]) and (db.key, trace_id) not in renewer.held()
-        if not (leases.claimable(*row, timeout_s=lease_timeout_s) or dropped or (again and row[0] in ("done", "error"))
-                or (failed and _failed(db, trace_id, row[0]))):
-            return False
-        host, pid, token, at = leases.mine()
-        db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
-                   " lease_at = ?, attempts = attempts + 1, updated_at = ? WHERE id = ?",
-                   [host, pid, token, at, now_iso(), trace_id])
-    renewer.hold((db.key, trace_id))
-    return True
-
-
-def _failed(db: Db, trace_id: int, status: str) -> bool:
-    if status == "error":
-        return True
-    return status == "done" and db.execute("SELECT 1 FROM judge_errors WHERE trace_id = ? LIMIT 1",
-                                           [trace_id]).fetchone() is not None
-
-
-def claim_batch(db: Db, limit: int, *, knowledge_base: str | None = None,
-                lease_timeout_s: float | None = None) -> list[int]:
-    """Claim up to `limit` traces nobody is working on, oldest first: pending and unreserved, or
-    pending/running under a lease older than the timeout (a reservation or claim of a gone process
-    on this host is found sooner by `resumable_trace_ids`). Where the database locks rows, rows
-    another worker is claiming at the same moment are skipped, not waited for. `knowledge_base`
-    limits it to that knowledge base's traces."""
-    timeout = leases.LEASE_TIMEOUT_S if lease_timeout_s is None else lease_timeout_s
-    host, pid, token, at = leases.mine()
-    kb_clause, params = ("", []) if knowledge_base is None else (" AND knowledge_base = ?", [knowledge_base])
-    with db.pipelined(), db.write():   # BEGIN goes with the SELECT, the COMMIT with the UPDATE
-        rows = db.execute(
-            "SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
-            " WHERE status IN ('pending', 'running') AND (lease_host IS NULL OR lease_at < ?)" + kb_clause
-            + " ORDER BY id LIMIT ?" + db.dialect.skip_locked, [at - timeout, *params, max(1, limit)]).fetchall()
-        ids = [r[0] for r in rows if leases.claimable(*r[1:], timeout_s=timeout, own_is_fresh=True)]
-        if ids:
-            marks = ", ".join("?" for _ in ids)
-            db.execute("UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
-                       f" lease_at = ?, attempts = attempts + 1, updated_at = ? WHERE id IN ({marks})",
-                       [host, pid, token, at, now_iso(), *ids])
-    for trace_id in ids:
-        renewer.hold((db.key, trace_id))
-    return [int(i) for i in ids]
-
-
-def release_trace(db: Db, trace_id: int) -> None:
-    """Give back this process's hold on a trace: its reservation of a pending trace (its queue was
-    full), or its claim of a running one (a worker stopping): the trace is pending and anyone's.
-    A trace this process does not hold is left as it is."""
-    host, pid, token, _ = leases.mine()
-    with db.write():
-        db.execute("UPDATE traces SET status = 'pending', lease_host = NULL, lease_pid = NULL, lease_token = NULL,"
-                   " lease_at = NULL, updated_at = ? WHERE id = ? AND status IN ('pending', 'running')"
-                   f" AND lease_host = ? AND lease_pid = ? AND lease_token {db.dialect.same} ?",
-                   [now_iso(), trace_id, host, pid, token])
-    key = (db.key, trace_id)
-    if key in renewer.held():
-        renewer.drop(key)
-
-
-def save_result(db: Db, result: EvaluationResult, *, new_id: int | None = None) -> int:
-    """Store a result and mark its trace done, all in one transaction; return the trace id.
-
-    Without `result.trace_id` a new trace is created under `new_id` (from the store's id counter);
-    with it, that trace's inputs and judgments are replaced in place. The result object itself is
-    not modified.
-    """
-    if result.trace_id is None and new_id is None:
-        raise StoreError("save_result() of a new trace needs the id the store handed out for it")
-    now = now_iso()
+def write_result(db: Db, result: EvaluationResult, trace_id: int, *, new: bool, now: str,
+                 sizes: Sequence[OutputSize] = ()) -> None:
+    """Inside the caller's write transaction (after it checked that it may write this trace's
+    outcome): store `result` as trace `trace_id`'s and mark it done; `new` creates the trace row
+    first (a result judged without a stored trace, `evaluate(persist=True)`). `sizes`, what the
+    result's calls wrote (veralith.usage.OutputSize), are added to the sums `--dry-run` learns from.
+    The result object itself is not modified."""
     columns = result_columns(result)
     inputs = {"knowledge_base": result.knowledge_base, "metadata": dumps(result.metadata, what="metadata"),
               "query": result.query, "response": result.response}
-    # Rows are built before taking the write lock, so the lock is held only for SQL; they carry
-    # a placeholder id (0) when the trace is new, swapped for the real one below.
-    child_rows = to_rows(result.trace_id or 0, result)
-    sizes = output_sizes_of(result)   # what --dry-run learns output sizes from; worked out before the lock
-    key = (db.key, result.trace_id or 0)
-    held = result.trace_id is not None and key in renewer.held()
-    # Pipelined: after the owner check (whose row is read), the deletes, the update, the inserts and
-    # the commit go to PostgreSQL in one round trip instead of one each (about 25 per result).
-    with db.pipelined(), db.write():
-        trace_id = result.trace_id
-        if trace_id is None:
-            trace_id = int(new_id or 0)
-            db.execute("INSERT INTO traces (id, uid, created_at, updated_at, query, response)"
-                       " VALUES (?, ?, ?, ?, '', '')", [trace_id, secrets.token_hex(16), now, now])
-        else:
-            keep_history(db, trace_id, check_owner(db, trace_id, held), now)
-        for table in reversed(list(_CHILD_TABLES)):  # children of completeness first
-            db.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
-        values = {**inputs, **columns, "status": "done", "lease_host": None, "lease_pid": None, "lease_at": None,
-                  "lease_token": None, "error_message": None, "evaluated_at": now, "updated_at": now}
-        assignments = ", ".join(f"{name} = ?" for name in values)
-        db.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values.values(), trace_id])
-        for table, rows in child_rows.items():
-            _insert(db, table, rows if result.trace_id else [(trace_id, *row[1:]) for row in rows])
-        add_output_sizes(db, sizes, now)
-    if held:
-        renewer.drop(key)
-    return int(trace_id)
+    child_rows = to_rows(trace_id, result)
+    if new:
+        db.execute("INSERT INTO traces (id, uid, created_at, updated_at, query, response)"
+                   " VALUES (?, ?, ?, ?, '', '')", [trace_id, secrets.token_hex(16), now, now])
+    for table in reversed(list(_CHILD_TABLES)):  # children of completeness first
+        db.execute(f"DELETE FROM {table} WHERE trace_id = ?", [trace_id])
+    values = {**inputs, **columns, "status": "done", "lease_host": None, "lease_pid": None, "lease_at": None,
+              "lease_token": None, "error_message": None, "evaluated_at": now, "updated_at": now}
+    assignments = ", ".join(f"{name} = ?" for name in values)
+    db.execute(f"UPDATE traces SET {assignments} WHERE id = ?", [*values.values(), trace_id])
+    for table, rows in child_rows.items():
+        _insert(db, table, rows)
+    add_output_sizes(db, sizes, now)
+
+
+def write_error(db: Db, trace_id: int, message: str, *, now: str) -> None:
+    """Inside the caller's write transaction: record that evaluating the trace failed (status
+    error, the message kept, the lease ended). A result stored earlier, if any, stays readable."""
+    db.execute("UPDATE traces SET status = 'error', error_message = ?, lease_host = NULL,"
+               " lease_pid = NULL, lease_token = NULL, lease_at = NULL, updated_at = ? WHERE id = ?",
+               [str(message), now, trace_id])
 
 
 def save_explanation(db: Db, trace_id: int, explanation: Explanation) -> None:
@@ -330,30 +246,6 @@ def save_explanation(db: Db, trace_id: int, explanation: Explanation) -> None:
             raise TraceNotEvaluated(trace_id, trace["status"], trace["error_message"])
         db.execute("DELETE FROM explanations WHERE trace_id = ?", [trace_id])
         _insert(db, "explanations", rows)
-
-
-def mark_error(db: Db, trace_id: int, message: str) -> bool:
-    """Record that evaluating the trace failed. A result stored earlier, if any, stays readable.
-
-    Returns False (and writes nothing) when this process had claimed the trace but lost the lease:
-    the process that took it over decides the outcome.
-    """
-    key = (db.key, trace_id)
-    held = key in renewer.held()
-    try:
-        with db.write():
-            try:
-                row = check_owner(db, trace_id, held)
-            except LeaseLost:
-                return False
-            keep_history(db, trace_id, row, now_iso())
-            db.execute("UPDATE traces SET status = 'error', error_message = ?, lease_host = NULL,"
-                       " lease_pid = NULL, lease_token = NULL, lease_at = NULL, updated_at = ? WHERE id = ?",
-                       [str(message), now_iso(), trace_id])
-    finally:
-        if held:
-            renewer.drop(key)
-    return True
 
 
 def load_result(trace_id: int, db: Db) -> EvaluationResult:
@@ -458,30 +350,6 @@ def resolve(db: Db, ref: str, *, knowledge_base: str | None = None) -> int:
         raise AmbiguousTraceId(str(ref), [r[1] for r in rows])
     where = "" if knowledge_base is None else f" in knowledge base {knowledge_base!r}"
     raise TraceNotFound(f"no trace with id or external id {str(ref)!r}{where}")
-
-
-def resumable_trace_ids(db: Db, *, lease_timeout_s: float | None = None, failed: bool = False) -> list[int]:
-    """Traces nobody is working on: pending and unreserved (or reserved by a gone process), or
-    running under a stale lease. Never another live process's fresh work. Oldest first.
-
-    With `failed`, instead the traces whose last evaluation failed: status error, or done with
-    judge errors (a judge outage leaves them `indeterminate`)."""
-    if failed:
-        return [r[0] for r in db.execute(
-            "SELECT id FROM traces WHERE status = 'error' OR (status = 'done' AND EXISTS"
-            " (SELECT 1 FROM judge_errors WHERE judge_errors.trace_id = traces.id)) ORDER BY id").fetchall()]
-    rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
-                      " WHERE status IN ('pending', 'running') ORDER BY id").fetchall()
-    return [row[0] for row in rows if leases.claimable(*row[1:], timeout_s=lease_timeout_s, own_is_fresh=True)]
-
-
-def abandoned_trace_ids(db: Db) -> list[int]:
-    """Traces reserved or claimed by a process of this host that is gone (pending or running under
-    its lease): claimable now, long before their lease times out. Reads this host's leases only."""
-    host = leases.mine()[0]
-    rows = db.execute("SELECT id, status, lease_host, lease_pid, lease_token, lease_at FROM traces"
-                      " WHERE status IN ('pending', 'running') AND lease_host = ? ORDER BY id", [host]).fetchall()
-    return [row[0] for row in rows if leases.claimable(*row[1:], own_is_fresh=True)]
 
 
 def iter_stored(db: Db, since: str | dt.datetime | None = None,

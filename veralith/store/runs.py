@@ -32,8 +32,8 @@ from veralith.store.sql import Db
 from veralith.validate import MAX_RUN_NAME, check_run_name
 
 __all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run_name", "discard_if_empty",
-           "failure_details", "finish_run", "get_run", "list_runs", "record_result", "resolve_run", "sdk_run_id",
-           "start_run", "tag_trace", "trace_rows"]
+           "failure_details", "fill_unjudged", "finish_run", "get_run", "list_runs", "record_result", "resolve_run",
+           "sdk_run_id", "start_run", "tag_trace", "trace_rows"]
 
 
 # The columns `trace_rows` returns, in order (veralith.compare.TraceRow has the same fields).
@@ -112,6 +112,22 @@ def record_result(db: Db, run_id: int, trace_id: int, reason: str | None = None)
     with db.write():
         db.execute("UPDATE traces SET run_id = ? WHERE id = ?", [run_id, trace_id])
         _copy(db, run_id, "id = ?", [trace_id], reason=reason, replace=True)
+
+
+def fill_unjudged(db: Db, trace_id: int) -> None:
+    """Inside the write transaction that just stored the trace's result: every eval run that holds
+    the trace without an outcome of it (its evaluation stopped: a judge outage, a crash, Ctrl-C) takes
+    this one, and a closed run's stored totals are counted again. A run that recorded an outcome
+    keeps its own: a later re-judge never rewrites an earlier run's view."""
+    waiting = [int(r[0]) for r in db.execute(
+        "SELECT run_id FROM run_traces WHERE trace_id = ? AND quality_gate IS NULL", [trace_id]).fetchall()]
+    for run_id in waiting:
+        _copy(db, run_id, "id = ?", [trace_id], reason=None, replace=True)
+        ended = db.execute("SELECT ended_at FROM runs WHERE id = ?", [run_id]).fetchone()
+        if ended is not None and ended[0] is not None:
+            totals = _totals(db, [run_id]).get(run_id, _EMPTY)
+            db.execute("UPDATE runs SET n_traces = ?, n_pass = ?, n_fail = ?, n_indeterminate = ?,"
+                       " n_unevaluated = ?, usd = ?, usd_unknown = ? WHERE id = ?", [*totals, run_id])
 
 
 def finish_run(db: Db, run_id: int) -> Run:

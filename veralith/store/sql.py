@@ -40,6 +40,9 @@ class Dialect:
     ilike: str                # case-insensitive LIKE
     same: str                 # NULL-safe equality: `a {same} ?`
     integrity_error: type[Exception]  # what a broken UNIQUE or CHECK constraint raises
+    # The database server's clock as unix seconds (a float): lease times are taken and judged by it,
+    # never by the clock of the process that asks (veralith.work.leases).
+    epoch: str = "((julianday('now') - 2440587.5) * 86400.0)"
 
     def index(self, name: str) -> str:
         """An index hint after a table name (SQLite only; PostgreSQL's planner takes no hints)."""

@@ -5,10 +5,8 @@ connection (veralith.store.db), unless the store was built `over()` one connecti
 belongs to the thread that made it. The SQL is the shared one (veralith.store.sqlstore); this
 class adds what is SQLite's own:
 
-- Trace ids come from a counter file in the spool folder beside the database (`<db>.spool/next-id`,
-  veralith.store.spooler), so `log()` gets a final id without the database's write lock; ids are
-  unique across every process that writes the file, each process taking them in small batches
-  (veralith.store.ids).
+- Trace ids are handed out by the work layer from a counter file beside the database
+  (`<db>.spool/next-id`, veralith.work.ids), so `log()` gets a final id without the write lock.
 - Opened `read_only` (what reading commands do), it never writes: SQLite's `mode=ro` and
   `query_only`, no migration, a pool of connections any thread may borrow. A file or folder
   without write permission, or a read-only mount, can still be read.
@@ -28,7 +26,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from veralith.errors import StoreError
-from veralith.store import db as dbmod, ownership
+from veralith.store import db as dbmod
 from veralith.store.errors import sqlite_error
 from veralith.store.migrate import discover, schema_version
 from veralith.store.replies import ReplyTable
@@ -54,8 +52,6 @@ class SQLiteStore(SqlStore):
         self._pool: queue.SimpleQueue[SqliteDb] = queue.SimpleQueue()
         if read_only:
             self._pool.put(connect_readonly(self.path))  # fails here, with the reason, if it cannot be read
-        else:
-            ownership.register(self.path, self._renewal_connection)
 
     @classmethod
     def over(cls, db: SqliteDb) -> SQLiteStore:
@@ -92,10 +88,6 @@ class SQLiteStore(SqlStore):
                     self._pool.put(db)
                 else:
                     db.close()
-
-    @contextlib.contextmanager
-    def _renewal_connection(self) -> Iterator[SqliteDb]:
-        yield dbmod.open_db(self.path)
 
     def _classify(self, exc: BaseException) -> StoreError | None:
         return sqlite_error(exc, self.path)

@@ -2,7 +2,7 @@
 
 Every method borrows a connection (`connection()`, which each store provides) and runs the shared
 SQL in repository, queries, runs, browse, calibration, ownership and replies. Ids and the spool
-are the store's `Spooler` (veralith.store.spooler), shared with `log()`. What a subclass adds is
+are the store's `Spooler` (veralith.work.spooler), shared with `log()`. What a subclass adds is
 only what differs by database: how connections are made and which of the database's own errors
 mean "stopped taking writes" or "unavailable" (`_classify`). So the two stores cannot drift: a rule
 lives in one SQL module, and this class is the only caller of those modules.
@@ -17,19 +17,15 @@ import abc
 import contextlib
 import functools
 import logging
-import secrets
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult, Explanation
-from veralith.store import browse, ownership, patterns, queries, replies, repository, runs as run_sql, spool
-from veralith.store.batchjobs import BatchJobs
+from veralith.store import browse, history, patterns, queries, replies, repository, runs as run_sql
 from veralith.store.calibration import SqlCalibration
-from veralith.store.ids import IdFile
 from veralith.store.outputsizes import read_output_sizes
 from veralith.store.protocol import Store, StoredResult, TraceInfo, TraceInput
-from veralith.store.spooler import Spooler, spooler_for
 from veralith.store.sql import Db
 from veralith.usage import OutputSize
 
@@ -110,111 +106,10 @@ class SqlStore(abc.ABC):
         with self.connection() as db:
             return fn(db, *args, **kwargs)
 
-    # -- traces in -------------------------------------------------------------------------------
-    def spool_trace(self, trace: TraceInput, *, run: str | None = None, evaluate_here: bool = True) -> int:
-        return self._spooler().append(trace, run=run, evaluate_here=evaluate_here)
-
-    @_writing
-    def ship(self) -> list[int]:
-        spooled = self._spooler().spool
-        if not spooled.pending():
-            return []
-        here: list[int] = []
-        spooled.ship(lambda entries: here.extend(self._ingest(entries, queued=True)))
-        return here
-
-    @_writing
-    def recover(self) -> int:
-        return spool.recover(self._spooler().folder, lambda entries: self._ingest(entries, queued=False))
-
-    def _ingest(self, entries: list[dict[str, Any]], *, queued: bool) -> list[int]:
-        """Write spooled entries (one transaction per attempt); give clashing ids new ones. Returns
-        the ids of those to be evaluated here (spooled with `here`, when `queued`)."""
-        rows = [(int(e["id"]), e.get("uid"), e.get("created_at"), TraceInput.from_json(e), e.get("run"),
-                 queued and bool(e.get("here", True))) for e in entries]
-        here: list[int] = []
-        for _ in range(_CLASH_RETRIES):
-            with self.connection() as db:
-                _written, clashed = repository.create_traces(db, rows)
-            lost = set(clashed)
-            here += [row[0] for row in rows if row[5] and row[0] not in lost]
-            if not clashed:
-                return here
-            rows = self._renumber(rows, clashed)
-        raise StoreError(f"could not find free trace ids in {self.url} for {len(rows)} spooled trace(s)")
-
-    def _renumber(self, rows: list[Any], clashed: list[int]) -> list[Any]:
-        ids = self._ids()
-        ids.bump(max(i for i in clashed if i < (1 << 62)) if any(i < (1 << 62) for i in clashed) else 0)
-        fresh = {old: ids.take_now() for old in clashed}
-        for old, new in fresh.items():
-            logger.warning("veralith: trace id %d was already taken in %s; the trace logged under it is stored "
-                           "as trace %d", old, self.url, new)
-        return [(fresh[r[0]], *r[1:]) for r in rows if r[0] in fresh]
-
-    @_writing
-    def create_trace(self, trace: TraceInput, *, queued: bool = False, run: str | None = None,
-                     run_id: int | None = None) -> int:
-        for _ in range(_CLASH_RETRIES):
-            trace_id = self._ids().take_now()
-            try:
-                with self.connection() as db:
-                    repository.create_trace(db, trace, trace_id=trace_id, uid=secrets.token_hex(16),
-                                            queued=queued, run=run, run_id=run_id)
-                return trace_id
-            except repository.IdClash:
-                self._ids().bump(trace_id)
-        raise StoreError(f"could not find a free trace id in {self.url}")
-
-    # -- work claimed and finished ---------------------------------------------------------------
-    @_writing
-    def claim(self, trace_id: int, *, failed: bool = False, again: bool = False) -> bool:
-        with self.connection() as db:
-            return repository.claim_trace(db, trace_id, failed=failed, again=again)
-
-    @_writing
-    def claim_batch(self, limit: int, *, knowledge_base: str | None = None) -> list[int]:
-        with self.connection() as db:
-            return repository.claim_batch(db, limit, knowledge_base=knowledge_base)
-
-    @_writing
-    def renew(self, trace_ids: Collection[int]) -> None:
-        ownership.renew({(self.key, i) for i in trace_ids})
-
-    def held(self) -> list[int]:
-        return sorted(trace_id for key, trace_id in ownership.renewer.held() if key == self.key)
-
-    def release(self, trace_id: int) -> bool:
-        try:
-            with self.connection() as db:
-                repository.release_trace(db, trace_id)
-        except Exception as exc:
-            mapped = exc if isinstance(exc, StoreError) else self._classify(exc)
-            if mapped is None:
-                raise
-            return False
-        return True
-
-    def drop_lease(self, trace_id: int) -> None:
-        # Only this process's renewer forgets the trace: no SQL, so no connection is borrowed (on
-        # PostgreSQL a pooled connection costs a round trip to check it). `key` is what Db.key says.
-        ownership.renewer.drop((self.key, trace_id))
-
-    @_writing
-    def save_result(self, result: EvaluationResult) -> int:
-        new_id = None if result.trace_id is not None else self._ids().take_now()
-        with self.connection() as db:
-            return repository.save_result(db, result, new_id=new_id)
-
     @_writing
     def save_explanation(self, trace_id: int, explanation: Explanation) -> None:
         with self.connection() as db:
             repository.save_explanation(db, trace_id, explanation)
-
-    @_writing
-    def mark_error(self, trace_id: int, message: str) -> bool:
-        with self.connection() as db:
-            return repository.mark_error(db, trace_id, message)
 
     # -- reads ---------------------------------------------------------------------------------
     @_guarded
@@ -243,19 +138,9 @@ class SqlStore(abc.ABC):
             return repository.resolve(db, ref, knowledge_base=knowledge_base)
 
     @_guarded
-    def resumable(self, *, failed: bool = False) -> list[int]:
-        with self.connection() as db:
-            return repository.resumable_trace_ids(db, failed=failed)
-
-    @_guarded
-    def abandoned(self) -> list[int]:
-        with self.connection() as db:
-            return repository.abandoned_trace_ids(db)
-
-    @_guarded
     def history(self, trace_id: int) -> list[dict[str, Any]]:
         with self.connection() as db:
-            return ownership.history(db, trace_id)
+            return history.history(db, trace_id)
 
     def iter_results(self, since: str | dt.datetime | None = None,
                      on_error: Callable[[int, Exception], None] | None = None,
@@ -286,10 +171,6 @@ class SqlStore(abc.ABC):
     def output_sizes(self) -> list[OutputSize]:
         with self.connection() as db:
             return read_output_sizes(db)
-
-    # -- Batch-API jobs (veralith.batchapi) -------------------------------------------------------
-    def batch_jobs(self) -> BatchJobs:
-        return BatchJobs(self)
 
     # -- judge-reply cache ---------------------------------------------------------------------
     @_guarded
@@ -466,22 +347,10 @@ class SqlStore(abc.ABC):
             return patterns.common_suggestions(db, trace_ids)
 
     # -- internals -------------------------------------------------------------------------------
-    def _spooler(self) -> Spooler:
-        return spooler_for(self.spool_url)
-
-    def _ids(self) -> IdFile:
-        return self._spooler().ids
-
-    def new_trace_id(self) -> int:
-        """An id for a new trace, from this store's counter (veralith.store.ids)."""
-        return self._ids().take_now()
-
-    def after_copy(self, db: Db) -> None:
-        """After rows were written with ids of their own (veralith.store.copy): make the counters that
-        hand out ids move past them."""
-        highest = db.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0]
-        if highest:
-            self._ids().bump(int(highest))
+    def after_copy(self, db: Db) -> None:  # noqa: B027 - a hook: SQLite keeps nothing beside its rows
+        """After rows were written with ids of their own (veralith.store.copy): what a database keeps
+        beside its rows (PostgreSQL's sequences and running totals) catches up. Trace ids are the
+        work layer's (veralith.work)."""
 
 
 if TYPE_CHECKING:  # mypy checks here that SqlStore implements the whole protocol

@@ -5,8 +5,8 @@ The same SQL as the SQLite store (veralith.store.sqlstore) on connections from a
 
 - Its migrations (migrations/postgres/, veralith.store.postgres.migrate) are applied by the first
   connection a writing process makes, under an advisory lock.
-- Trace ids come in blocks of 1,000 from the sequence `veralith_trace_ids`: `log()` takes them from
-  this host's block in its spool folder (veralith.store.spooler), which this store keeps refilled.
+- Trace ids come in blocks of 1,000 from the sequence `veralith_trace_ids`, handed out by the work
+  layer (veralith.work.ids) from this host's block in its spool folder.
 - Work is claimed with `FOR UPDATE SKIP LOCKED` plus the lease, so many workers on many hosts each
   take different traces without waiting for one another.
 - The running totals behind `stats` (and its counts by value: calibration, app latency) are
@@ -32,7 +32,6 @@ from typing import Any
 from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.redact import redact_url
-from veralith.store import ownership
 from veralith.store.errors import StoreUnavailable, WritesStopped
 from veralith.store.sqlstore import SqlStore
 
@@ -76,8 +75,6 @@ class PostgresStore(SqlStore):
         self._pool: Any = None
         self._pid = 0
         self._last_compact = 0.0
-        if not read_only:
-            ownership.register(self.key, self.connection)
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.url!r})"
@@ -160,25 +157,15 @@ class PostgresStore(SqlStore):
                 pool.close()
 
     # -- what PostgreSQL does its own way ------------------------------------------------------
-    def _reserve_ids(self, count: int) -> range:
-        """A block of ids from the sequence (its increment is the block size, REMOTE_BLOCK); log()'s
-        id file for this database on this host is refilled with it (veralith.store.spooler)."""
-        from veralith.store.ids import REMOTE_BLOCK
-
-        with self.connection() as db:
-            start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
-        return range(start, start + REMOTE_BLOCK)
-
     def after_copy(self, db: Any) -> None:
-        # Every sequence moves past the copied ids, never back (other hosts may hold later blocks).
-        for table in ("traces", "runs", "trace_history"):
-            sequence = ("veralith_trace_ids" if table == "traces" else
-                        str(db.execute("SELECT pg_get_serial_sequence(?, 'id')", [table]).fetchone()[0]))
+        # The serial sequences move past the copied rows, never back; trace ids are the work
+        # layer's (veralith.work.ids reserves what a copy keeps before it writes).
+        for table in ("runs", "trace_history"):
+            sequence = str(db.execute("SELECT pg_get_serial_sequence(?, 'id')", [table]).fetchone()[0])
             highest = int(db.execute(f"SELECT coalesce(max(id), 0) FROM {table}").fetchone()[0])
             last, called = db.execute(f"SELECT last_value, is_called FROM {sequence}").fetchone()
             if highest > (int(last) if called else 0):
                 db.execute("SELECT setval(?::regclass, ?)", [sequence, highest])
-        self._ids().fill()
         db.execute(_COMPACT)
 
     def compact(self) -> int:

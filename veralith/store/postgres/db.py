@@ -26,7 +26,8 @@ from veralith.store.sql import Dialect
 __all__ = ["POSTGRES", "PgDb", "configure"]
 
 POSTGRES = Dialect("postgres", for_update=" FOR UPDATE", skip_locked=" FOR UPDATE SKIP LOCKED", ilike="ILIKE",
-                   same="IS NOT DISTINCT FROM", integrity_error=psycopg.IntegrityError)
+                   same="IS NOT DISTINCT FROM", integrity_error=psycopg.IntegrityError,
+                   epoch="CAST(extract(epoch FROM clock_timestamp()) AS double precision)")
 
 
 @functools.lru_cache(maxsize=1024)

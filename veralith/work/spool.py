@@ -1,7 +1,7 @@
 """The spool: where `log()` makes a trace durable before the store has it.
 
 `log()` never waits on the store. It appends the trace as one JSON line to this process's spool
-under an id it already holds (veralith.store.ids), and returns. The spool is a series of
+under an id it already holds (veralith.work.ids), and returns. The spool is a series of
 segments, `<folder>/<host>__<pid>__<token>.<n>.seg`: files of a fixed size, preallocated on disk
 and mapped into memory, that the caller writes by copying the line into the mapping. That makes
 no system call, so the caller's thread never lets go of the GIL: a thread that releases it while
@@ -16,7 +16,7 @@ an OSError when a segment is created, never as a fault while copying.
 The unwritten rest of a segment is NUL bytes: a reader takes the lines before the first NUL and
 skips a line that does not parse (the last one, if a crash came in the middle of the copy). A line that does not
 fit in what is left of the segment goes to the next one: the background prepares a spare segment
-ahead (`prepare`, on a thread of veralith.store.spooler), so the caller only swaps two
+ahead (`prepare`, on a thread of veralith.work.spooler), so the caller only swaps two
 references; only when no spare is ready (the first call of a process, a line larger than a
 segment) does it create one.
 
@@ -48,7 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from veralith.store import leases
+from veralith.work import leases
 
 __all__ = ["SEGMENT_BYTES", "Spool", "read_lines", "recover"]
 
@@ -130,7 +130,7 @@ class Spool:
 
     @property
     def stem(self) -> str:
-        host, pid, token, _ = leases.mine()
+        host, pid, token = leases.mine()
         return _name(host, pid, token)
 
     @property
@@ -289,7 +289,7 @@ def recover(folder: str | os.PathLike[str], sink: Sink) -> int:
     folder = Path(folder)
     if not folder.is_dir():
         return 0
-    host, pid, token, _ = leases.mine()
+    host, pid, token = leases.mine()
     own = _name(host, pid, token)
     shipped = 0
     for path in sorted(folder.iterdir(), key=lambda p: (p.name.split(".", 1)[0], _order(p))):

@@ -17,9 +17,9 @@ may use, advanced under an exclusive file lock (held for microseconds, never by 
   overwhelming probability, and checked when the trace is shipped (a clash gets a new id, logged).
 
 Each process takes a few ids at a time from the file into memory (`prefetch`, run ahead on a
-background thread: veralith.store.spooler), so that `take()` on the caller's thread is a counter
+background thread: veralith.work.spooler), so that `take()` on the caller's thread is a counter
 in memory: no file lock and no system call, which would let go of the GIL (see
-veralith.store.spool). Only when the process's ids have run out (its first trace, or a burst
+veralith.work.spool). Only when the process's ids have run out (its first trace, or a burst
 faster than the background refills) does `take()` lock the file itself. What a process holds
 and never uses is given back at shutdown if nobody took ids after it (`give_back`), else it is
 a gap; so with several processes logging at once ids are unique but no longer in time order
@@ -37,8 +37,12 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile"]
+if TYPE_CHECKING:  # log()'s path loads no database library: the type only
+    from veralith.store.sql import Db
+
+__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile", "reserve_block"]
 
 logger = logging.getLogger("veralith.store")
 
@@ -278,3 +282,10 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def reserve_block(db: Db, count: int) -> range:
+    """A block of ids from a PostgreSQL store's sequence (its increment is the block size,
+    REMOTE_BLOCK): the ids a host hands out from its id file."""
+    start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
+    return range(start, start + REMOTE_BLOCK)

@@ -1,7 +1,10 @@
 """Leases: who is working on a trace, and when that claim has gone stale.
 
-A lease is (host, pid, token, unix time). The token is random per process (prefixed by the pid's
-start time where the OS tells it, for people reading the table), so:
+A lease is (host, pid, token, time). The time is the *database's* clock (`epoch(db)`, unix seconds
+as the database server reads them), both when a lease is taken or renewed and when its age is
+judged: a worker whose own clock runs minutes ahead or behind neither takes others' fresh leases nor
+loses its own. The token is random per process (prefixed by the pid's start time where the OS tells
+it, for people reading the table), so:
 
 - a lease naming this host and *our* pid but another token belongs to an earlier process that had
   our pid (a container restarted as pid 1 on the same host name): it is gone, the lease is stale;
@@ -20,11 +23,10 @@ import os
 import secrets
 import socket
 import threading
-import time
 from collections.abc import Callable
 
-__all__ = ["LEASE_TIMEOUT_S", "RENEW_EVERY_S", "Renewer", "claimable", "mine", "owner", "process_alive",
-           "process_start", "stale", "token"]
+__all__ = ["LEASE_TIMEOUT_S", "RENEW_EVERY_S", "Renewer", "claimable", "is_mine", "mine", "owner",
+           "process_alive", "process_start", "stale", "token"]
 
 # A lease not renewed for this long is taken over. Renewal runs every RENEW_EVERY_S, so only a
 # process that is gone (or hung so badly it cannot write) loses its traces.
@@ -55,9 +57,10 @@ def token() -> str:
     return _TOKEN[1]
 
 
-def mine() -> tuple[str, int, str, float]:
-    """A fresh lease for this process: (host, pid, token, now)."""
-    return _HOST, os.getpid(), token(), time.time()
+def mine() -> tuple[str, int, str]:
+    """This process as a lease holder: (host, pid, token). The lease's time is the database's
+    (the SQL that takes or renews a lease writes the database's own clock)."""
+    return _HOST, os.getpid(), token()
 
 
 def owner() -> str:
@@ -89,15 +92,15 @@ def is_mine(host: str | None, pid: int | None, lease_token: str | None) -> bool:
     return host == _HOST and pid == os.getpid() and lease_token == token()
 
 
-def stale(host: str | None, pid: int | None, lease_token: str | None, at: float | None, *,
+def stale(host: str | None, pid: int | None, lease_token: str | None, at: float | None, now: float, *,
           timeout_s: float | None = None) -> bool:
-    """Whether a lease no longer protects its trace."""
+    """Whether a lease no longer protects its trace; `now` is the database's clock (as `at` is)."""
     if pid is None or host is None or at is None:
         return True
     if is_mine(host, pid, lease_token):
         return False
     timeout = LEASE_TIMEOUT_S if timeout_s is None else timeout_s
-    if time.time() - at > timeout:
+    if now - at > timeout:
         return True
     if host != _HOST:
         return False
@@ -106,8 +109,8 @@ def stale(host: str | None, pid: int | None, lease_token: str | None, at: float 
     return not process_alive(pid)
 
 
-def claimable(status: str, host: str | None, pid: int | None, lease_token: str | None, at: float | None, *,
-              timeout_s: float | None = None, own_is_fresh: bool = False) -> bool:
+def claimable(status: str, host: str | None, pid: int | None, lease_token: str | None, at: float | None,
+              now: float, *, timeout_s: float | None = None, own_is_fresh: bool = False) -> bool:
     """May this process take the trace now?
 
     A pending trace reserved by this very process is in our own queue: the worker claims it
@@ -118,9 +121,9 @@ def claimable(status: str, host: str | None, pid: int | None, lease_token: str |
     if status == "pending":
         if ours:
             return not own_is_fresh
-        return stale(host, pid, lease_token, at, timeout_s=timeout_s)
+        return stale(host, pid, lease_token, at, now, timeout_s=timeout_s)
     if status == "running":
-        return not ours and stale(host, pid, lease_token, at, timeout_s=timeout_s)
+        return not ours and stale(host, pid, lease_token, at, now, timeout_s=timeout_s)
     return False
 
 

@@ -1,8 +1,8 @@
 """LoopPool: many evaluations at once on one event loop, with a thread pool's interface.
 
 `veralith eval`, `resume` (veralith.cli.batch.run_ordered) and `veralith worker`
-(veralith.sdk.worker) hand their jobs to a pool and wait on its Futures from their own thread; with
-VERALITH_ASYNC_CALLS the pool is this one, and each job is a coroutine (veralith.sdk.stored.aevaluate_stored).
+(veralith.work.worker) hand their jobs to a pool and wait on its Futures from their own thread; with
+VERALITH_ASYNC_CALLS the pool is this one, and each job is a coroutine (veralith.work.runner.Runner.arun).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `log()` must return within a few milliseconds even on the first call of a fresh process, so its
 path never imports a database library or opens a connection: it takes the trace's final id from
-the store's id file (veralith.store.ids) and appends the trace to this process's spool
-(veralith.store.spool). The store proper (veralith.store.sqlstore) ships the spool in later, from
+the store's id file (veralith.work.ids) and appends the trace to this process's spool
+(veralith.work.spool). The store proper (veralith.store.sqlstore) ships the spool in later, from
 a background thread, and takes its own ids from the same file.
 
 Once warm, that path makes no system call at all (ids taken ahead into memory, a line copied into
@@ -32,17 +32,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from veralith.store.ids import IdFile
 from veralith.store.protocol import TraceInput
 from veralith.store.rows import now_iso
-from veralith.store.spool import Spool, read_lines
+from veralith.work.ids import IdFile
+from veralith.work.spool import Spool, read_lines
 
-__all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "spooler_for"]
+__all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "new_id", "spooler_for"]
 
 logger = logging.getLogger("veralith.store")
 
 # The most a host's very first trace into a PostgreSQL store waits for the host's first block of
-# ids (veralith.store.ids); every later call finds ids ready and never waits.
+# ids (veralith.work.ids); every later call finds ids ready and never waits.
 FIRST_BLOCK_WAIT_S = 2.0
 # How often the segment being written is touched even when nothing wakes the preparer: a spool file
 # untouched for leases.LEASE_TIMEOUT_S (5 minutes) may be taken by another host sharing the folder,
@@ -105,7 +105,7 @@ class Spooler:
                 logger.debug("veralith: could not prepare the spool in %s: %s", self.folder, exc)
 
     def append(self, trace: TraceInput, *, run: str | None, evaluate_here: bool) -> int:
-        """Make `trace` durable under its final id and return the id (see veralith.store.spool)."""
+        """Make `trace` durable under its final id and return the id (see veralith.work.spool)."""
         if self._pid != os.getpid():
             self._start_preparer()
             self._due.set()
@@ -144,13 +144,19 @@ def spooler_for(url: str) -> Spooler:
         return found
 
 
+def new_id(url: str) -> int:
+    """An id for a trace stored now by a caller that may wait (`eval`, the worker,
+    `evaluate(persist=True)`), from the same allocator as `log()`'s ids (the store at `url`)."""
+    return spooler_for(url).ids.take_now()
+
+
 def _make(url: str) -> Spooler:
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
         folder = Path(path + ".spool")
         return Spooler(folder, IdFile(folder / "next-id", start=lambda: _sqlite_first_id(path, folder)))
     folder = _postgres_folder(url)
-    from veralith.store.ids import REMOTE_BLOCK
+    from veralith.work.ids import REMOTE_BLOCK
 
     ids = IdFile(folder / "next-id", start=lambda: 1, remote=True, block=REMOTE_BLOCK)
     ids.attach(lambda count: _reserve(url, count))
@@ -160,8 +166,9 @@ def _make(url: str) -> Spooler:
 def _reserve(url: str, count: int) -> range:
     """A block from the database (on the refill thread: the PostgreSQL library loads there, not in log())."""
     from veralith.store import open_store
+    from veralith.work.ids import reserve_block
 
-    return open_store(url)._reserve_ids(count)  # type: ignore[attr-defined]
+    return open_store(url).write(reserve_block, count)
 
 
 def _postgres_folder(url: str) -> Path:

@@ -7,7 +7,7 @@ collector takes a trace out of the reservation (`take_reserved`: one conditional
 collectors can never both judge it) just before it saves its result.
 
 The job itself is worked on by one collector at a time (`take_job`: the job row's lease, with the
-same staleness rules as a trace's, veralith.store.leases). Requests are keyed by the sha256 of
+same staleness rules as a trace's, veralith.work.leases). Requests are keyed by the sha256 of
 their body (`custom_id`), so the same request asked twice in a job is sent and paid for once.
 """
 
@@ -17,10 +17,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from veralith.store import leases
-from veralith.store.ownership import renewer
-from veralith.store.repository import now_iso
+from veralith.store.rows import now_iso
 from veralith.store.sql import Db
+from veralith.work import leases
 
 __all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "fail_requests", "finish_job", "job_rows",
            "mark_sent", "release_job", "renew_job", "replies", "reserve", "reserved", "sent_batches", "store_replies",
@@ -31,18 +30,18 @@ _FOREVER = 1e15                 # the lease time of a reservation: never older t
 
 
 def create_job(db: Db, job: str, settings: dict[str, Any]) -> None:
-    host, pid, token, at = leases.mine()
+    host, pid, token = leases.mine()
     now = now_iso()
     with db.write():
         db.execute("INSERT INTO batch_jobs (id, created_at, updated_at, state, settings, lease_host, lease_pid,"
-                   " lease_token, lease_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-                   [job, now, now, json.dumps(settings, sort_keys=True), host, pid, token, at])
+                   f" lease_token, lease_at) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, {db.dialect.epoch})",
+                   [job, now, now, json.dumps(settings, sort_keys=True), host, pid, token])
 
 
 def reserve(db: Db, job: str, trace_ids: Sequence[int]) -> int:
     """Move traces this process holds (queued by it, or claimed to be re-judged) into the job's
-    reservation, pending; how many moved."""
-    host, pid, token, _ = leases.mine()
+    reservation, pending; how many moved. (The caller stops renewing the claims it moved.)"""
+    host, pid, token = leases.mine()
     moved = 0
     with db.write():
         for trace_id in trace_ids:
@@ -53,9 +52,6 @@ def reserve(db: Db, job: str, trace_ids: Sequence[int]) -> int:
                 [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
             moved += cursor.rowcount
         db.execute("UPDATE batch_jobs SET traces = traces + ?, updated_at = ? WHERE id = ?", [moved, now_iso(), job])
-    for trace_id in trace_ids:   # a trace claimed to be re-judged in place: its lease is the job's now
-        if (db.key, trace_id) in renewer.held():
-            renewer.drop((db.key, trace_id))
     return moved
 
 
@@ -66,18 +62,18 @@ def reserved(db: Db, job: str) -> list[int]:
 
 
 def take_reserved(db: Db, job: str, trace_id: int) -> bool:
-    """Take one trace out of the job's reservation into this process's claim (running, our lease)."""
-    host, pid, token, at = leases.mine()
+    """Take one trace out of the job's reservation into this process's claim (running, our lease;
+    the caller holds it in the renewer)."""
+    host, pid, token = leases.mine()
     with db.write():
         cursor = db.execute(
-            "UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?, lease_at = ?,"
-            " attempts = attempts + 1, updated_at = ? WHERE id = ? AND status = 'pending' AND lease_host = ?"
-            " AND lease_token = ?", [host, pid, token, at, now_iso(), trace_id, RESERVED, job])
+            "UPDATE traces SET status = 'running', lease_host = ?, lease_pid = ?, lease_token = ?,"
+            f" lease_at = {db.dialect.epoch}, attempts = attempts + 1, updated_at = ? WHERE id = ?"
+            " AND status = 'pending' AND lease_host = ? AND lease_token = ?",
+            [host, pid, token, now_iso(), trace_id, RESERVED, job])
         taken = cursor.rowcount == 1
         if taken:
             db.execute("UPDATE batch_jobs SET judged = judged + 1, updated_at = ? WHERE id = ?", [now_iso(), job])
-    if taken:
-        renewer.hold((db.key, trace_id))
     return taken
 
 
@@ -85,30 +81,30 @@ def take_job(db: Db, job: str) -> bool | None:
     """Become the job's collector: True when taken (or already ours), False when another live
     collector holds it, None when there is no such job."""
     with db.write():
-        row = db.execute("SELECT lease_host, lease_pid, lease_token, lease_at FROM batch_jobs WHERE id = ?"
-                         + db.dialect.for_update, [job]).fetchone()
+        row = db.execute(f"SELECT lease_host, lease_pid, lease_token, lease_at, {db.dialect.epoch} FROM batch_jobs"
+                         " WHERE id = ?" + db.dialect.for_update, [job]).fetchone()
         if row is None:
             return None
         if not (leases.is_mine(*row[:3]) or leases.stale(*row)):
             return False
-        db.execute("UPDATE batch_jobs SET lease_host = ?, lease_pid = ?, lease_token = ?, lease_at = ? WHERE id = ?",
-                   [*leases.mine(), job])
+        db.execute("UPDATE batch_jobs SET lease_host = ?, lease_pid = ?, lease_token = ?,"
+                   f" lease_at = {db.dialect.epoch} WHERE id = ?", [*leases.mine(), job])
     return True
 
 
 def release_job(db: Db, job: str) -> None:
     """Stop collecting (renewed or not): the job is anyone's at once, not after a lease timeout."""
-    host, pid, token, _ = leases.mine()
+    host, pid, token = leases.mine()
     with db.write():
         db.execute("UPDATE batch_jobs SET lease_host = NULL, lease_pid = NULL, lease_token = NULL, lease_at = NULL"
                    " WHERE id = ? AND lease_host = ? AND lease_pid = ? AND lease_token = ?", [job, host, pid, token])
 
 
 def renew_job(db: Db, job: str) -> None:
-    host, pid, token, at = leases.mine()
+    host, pid, token = leases.mine()
     with db.write():
-        db.execute("UPDATE batch_jobs SET lease_at = ? WHERE id = ? AND lease_host = ? AND lease_pid = ?"
-                   " AND lease_token = ?", [at, job, host, pid, token])
+        db.execute(f"UPDATE batch_jobs SET lease_at = {db.dialect.epoch} WHERE id = ? AND lease_host = ?"
+                   " AND lease_pid = ? AND lease_token = ?", [job, host, pid, token])
 
 
 def finish_job(db: Db, job: str) -> None:
@@ -176,21 +172,22 @@ def job_rows(db: Db, job: str | None = None) -> list[dict[str, Any]]:
     """Each job (newest first, or the one named) with its request counts by state and its open batches."""
     where, params = ("WHERE id = ?", [job]) if job is not None else ("", [])
     jobs = list(db.query("SELECT id, created_at, updated_at, state, traces, judged, settings, lease_host, lease_pid,"
-                         f" lease_token, lease_at FROM batch_jobs {where} ORDER BY created_at DESC, id", params))
+                         f" lease_token, lease_at, {db.dialect.epoch} AS now FROM batch_jobs {where}"
+                         " ORDER BY created_at DESC, id", params))
     for row in jobs:
         counts = db.execute("SELECT state, COUNT(*) FROM batch_requests WHERE job = ? GROUP BY state",
                             [row["id"]]).fetchall()
         row["requests"] = {str(s): int(n) for s, n in counts}
         row["batches"] = sent_batches(db, row["id"])
         lease = (row["lease_host"], row["lease_pid"], row["lease_token"], row["lease_at"])
-        row["collector"] = f"{lease[0]}/{lease[1]}" if lease[0] and not leases.stale(*lease) else None
+        row["collector"] = f"{lease[0]}/{lease[1]}" if lease[0] and not leases.stale(*lease, row.pop("now")) else None
         row["settings"] = json.loads(row["settings"] or "{}")
     return jobs
 
 
 class BatchJobs:
-    """The functions above on a store's connections, its database errors mapped to StoreError
-    (what `Store.batch_jobs()` returns): `jobs.reserve(job, ids)` runs `reserve(db, job, ids)`."""
+    """The functions above run through a store (`store.read` / `store.write`): `jobs.reserve(job, ids)`
+    runs `reserve(db, job, ids)`."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
@@ -199,22 +196,10 @@ class BatchJobs:
         if name not in __all__ or name in ("RESERVED", "BatchJobs"):
             raise AttributeError(name)
         function = globals()[name]
+        run = self._store.read if name in _READS else self._store.write
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            from veralith.errors import StoreError
-
-            if self._store.read_only and name not in _READS:
-                raise StoreError(f"{self._store.url} was opened read-only; batch {name} writes")
-            try:
-                with self._store.connection() as db:
-                    return function(db, *args, **kwargs)
-            except StoreError:
-                raise
-            except Exception as exc:
-                mapped = self._store._classify(exc)
-                if mapped is not None:
-                    raise mapped from exc
-                raise
+            return run(function, *args, **kwargs)
         return call
 
 
