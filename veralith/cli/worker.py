@@ -80,11 +80,22 @@ def worker_command(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    if totals.judge_down is not None:
+        # A drain (--once) stops on a dead judge server as `eval` does: one line, the rest pending, exit 2.
+        err.print(literal(f"error: {totals.judge_down}; stopped after {totals.judged:,} judged: the rest stay "
+                          "pending, run `veralith worker --once` again once it answers", "red"), soft_wrap=True)
+        _leave(2, totals.given_back)
     say(f"stopped: {totals.judged:,} judged, {totals.failed:,} failed"
         + (f", {totals.given_back} given back to pending" if totals.given_back else ""))
+    _leave(0, totals.given_back)
+
+
+def _leave(code: int, given_back: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    if totals.given_back:
+    if given_back:
         # Judge calls still running on worker threads cannot be interrupted; their traces are pending
         # again (another worker takes them), so the process leaves without waiting for those calls.
-        os._exit(0)
+        os._exit(code)
+    if code:
+        raise typer.Exit(code)
