@@ -23,13 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veralith.errors import VeralithWarning
 from veralith.sdk import handoff
 
 __all__ = ["Counters", "Options", "Outcome", "VeralithAdapterWarning", "checked_options", "json_safe",
            "trace_metadata"]
 
 
-class VeralithAdapterWarning(UserWarning):
+class VeralithAdapterWarning(VeralithWarning):
     """Something could not be logged; the app's own call ran normally."""
 
 

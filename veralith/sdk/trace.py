@@ -40,6 +40,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal, TypeVar, overload
 
+from veralith.errors import VeralithWarning
 from veralith.sdk.log import log
 from veralith.sdk.traced import Call, Finder, Stream, TraceContext, TraceExtractionError, TraceReturn, extract
 
@@ -50,7 +51,7 @@ OnError = Literal["warn", "raise", "ignore"]
 _ON_ERROR = ("warn", "raise", "ignore")
 
 
-class TraceWarning(UserWarning):
+class TraceWarning(VeralithWarning):
     """@trace could not log a call; the wrapped function's result was still returned."""
 
 
