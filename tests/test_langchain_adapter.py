@@ -359,6 +359,23 @@ def test_a_traced_function_calling_a_logged_chain_gives_one_trace(logged, counte
     assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
 
 
+def test_a_traced_call_goes_to_the_adapters_knowledge_base_unless_it_names_its_own(logged):
+    adapter.install(knowledge_base="museum", run="canary")
+    chain = _lcel_chain()
+
+    @veralith.trace
+    def answer(question):
+        return chain.invoke(question)
+
+    @veralith.trace(knowledge_base="kiosk")
+    def named(question):
+        return chain.invoke(question)
+
+    answer(QUESTION)
+    named(QUESTION)
+    assert [(c["knowledge_base"], c.get("run")) for c in logged] == [("museum", "canary"), ("kiosk", "canary")]
+
+
 def test_a_traced_generator_streaming_a_logged_chain_gives_one_trace(logged, counted):
     from veralith.sdk.trace import TraceContext
 

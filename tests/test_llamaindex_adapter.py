@@ -239,6 +239,23 @@ def test_a_traced_function_returning_the_response_object_is_logged_once(logged, 
     assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
 
 
+def test_a_traced_call_goes_to_the_adapters_knowledge_base_and_run_unless_it_names_its_own(logged):
+    adapter.install(knowledge_base="museum", run="canary")
+    engine = _engine()
+
+    @veralith.trace
+    def answer(question):
+        return engine.query(question)
+
+    @veralith.trace(knowledge_base="kiosk", run="main")
+    def named(question):
+        return engine.query(question)
+
+    answer(QUESTION)
+    named(QUESTION)
+    assert [(c["knowledge_base"], c.get("run")) for c in logged] == [("museum", "canary"), ("kiosk", "main")]
+
+
 def test_a_retriever_used_on_its_own_inside_a_traced_call_hands_over_its_nodes(logged):
     adapter.install()
     retriever = KeywordRetriever()

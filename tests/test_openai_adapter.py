@@ -304,6 +304,20 @@ def test_inside_a_traced_function_the_completion_is_handed_to_it(openai_server, 
     assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
 
 
+def test_a_traced_call_goes_to_the_wrapped_clients_knowledge_base_unless_it_names_its_own(openai_server, logged):
+    _, client = _clients(openai_server, knowledge_base="museum", run="canary")
+    openai_server.enqueue(ANSWER)
+    openai_server.enqueue(ANSWER)
+
+    def ask(question):
+        with veralith.context(DOCS):
+            return client.chat.completions.create(model="m", messages=[{"role": "user", "content": question}])
+
+    veralith.trace(ask)(QUESTION)
+    veralith.trace(knowledge_base="kiosk")(ask)(QUESTION)
+    assert [(c["knowledge_base"], c.get("run")) for c in logged] == [("museum", "canary"), ("kiosk", "canary")]
+
+
 # --- failures and the wrap itself --------------------------------------------------------------------
 
 
