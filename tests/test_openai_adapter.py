@@ -14,7 +14,7 @@ import time
 
 import openai
 import pytest
-from adapter_support import counter_delta, record_logs, shape
+from adapter_support import counter_delta, record_logs, shape, where_traced_calls_go
 from fake_openai_server import Reply
 from pydantic import BaseModel
 
@@ -313,9 +313,7 @@ def test_a_traced_call_goes_to_the_wrapped_clients_knowledge_base_unless_it_name
         with veralith.context(DOCS):
             return client.chat.completions.create(model="m", messages=[{"role": "user", "content": question}])
 
-    veralith.trace(ask)(QUESTION)
-    veralith.trace(knowledge_base="kiosk")(ask)(QUESTION)
-    assert [(c["knowledge_base"], c.get("run")) for c in logged] == [("museum", "canary"), ("kiosk", "canary")]
+    assert where_traced_calls_go(logged, ask, QUESTION) == [("museum", "canary"), ("kiosk", "canary")]
 
 
 # --- failures and the wrap itself --------------------------------------------------------------------
