@@ -43,3 +43,13 @@ def counter_delta(stats: Callable[[], dict[str, Any]]) -> Callable[[], dict[str,
                 "skipped": {k: v for k, v in reasons.items() if v}}
 
     return delta
+
+
+def where_traced_calls_go(logged: list[dict[str, Any]], call: Callable[[str], Any], question: str) -> list[tuple]:
+    """Run `call(question)` under a bare `@veralith.trace` and under one naming knowledge_base="kiosk";
+    the (knowledge base, run) each of the two traces was logged under."""
+    import veralith
+
+    veralith.trace(call)(question)
+    veralith.trace(knowledge_base="kiosk")(call)(question)
+    return [(c["knowledge_base"], c.get("run")) for c in logged]

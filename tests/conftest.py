@@ -173,7 +173,7 @@ SLOW_MODULES = frozenset({"test_web_browser", "test_web_layout", "test_crash_saf
 SLOW_TESTS = frozenset({
     "test_11_invalid_setting_is_one_line_and_help_still_works", "test_concurrent_first_connections_migrate_once",
     "test_threads_opening_a_fresh_file_at_once_all_get_a_connection", "test_python_blocks_run",
-    "test_quickstart_inspect_screen_is_what_inspect_prints", "test_a_new_process_on_the_same_database_hits_too",
+    "test_a_new_process_on_the_same_database_hits_too",
     "test_flaky_server_every_trace_done_or_carrying_its_judge_error", "test_13_cli_edge_inputs_are_messages_not_tracebacks",
     "test_serve_command_end_to_end", "test_2_dotenv_is_read_from_the_working_directory_only",
     "test_5_exit_with_a_hung_judge_waits_at_most_the_shutdown_timeout",

@@ -259,3 +259,25 @@ def test_kb_without_ids_is_a_bad_option_not_every_knowledge_base(traces, command
     assert shown.exit_code == 2, shown.output
     assert "error: --kb 'support' names the knowledge base of the ids given, and no id was given" in shown.stderr
     assert shown.stdout == ""
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_a_folded_status_is_measured_so_no_header_or_id_is_cut(width):
+    # Traces still pending show their status in the gate column once it folds: that column is wider
+    # than its gates alone, and rich used to take the difference out of the id and the cell header.
+    base = {"created_at": NOW.isoformat(), "knowledge_base": "support", "sufficiency_fraction": None,
+            "faithfulness_fraction": None, "usd": None, "query_preview": LONG_QUERY, "error_message": None}
+    pending = {**base, "status": "pending", "failure_cell": None, "quality_gate": None}
+    rows = [{**pending, "id": 12, "external_id": "support-012"}, {**pending, "id": 11, "external_id": "support-011"},
+            {**base, "id": 10, "external_id": "support-010", "status": "done", "failure_cell": "complete_grounded",
+             "quality_gate": "pass", "sufficiency_fraction": 1.0, "faithfulness_fraction": 1.0, "usd": 0.0}]
+    for shown in (rows[:2], rows):
+        console = Console(file=StringIO(), width=width, color_system=None)
+        console.print(listing.traces_table(shown, width=width))
+        lines = console.file.getvalue().splitlines()
+        header = lines[0].split()
+        assert "…" not in lines[0] and {"id", "cell", "gate"} <= set(header), lines[0]
+        assert all(len(line) <= width for line in lines)
+        assert [line.split()[0] for line in lines[1:]] == [str(r["id"]) for r in shown]
+        assert all("support-0…" not in line for line in lines)
+        assert "pending" in lines[1]

@@ -159,3 +159,31 @@ def test_a_server_that_truncates_prompts_gives_recorded_judge_errors_not_verdict
         assert "num_ctx" in r.errors[0].message
         assert r.faithfulness == [] and r.failure_cell is None
     assert "context_truncated" in result.stderr
+
+
+def test_a_model_without_a_price_is_one_warning_line_not_a_python_warning(openai_env, tmp_path):
+    path = _write(tmp_path / "in.jsonl", _traces(2))
+    shown = CliRunner().invoke(app, ["eval", str(path), "--no-persist", "--model", "unpriced-model-36"])
+    assert shown.exit_code == 0, shown.output
+    lines = [line for line in shown.stderr.splitlines() if "unpriced-model-36" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: no price known for model 'unpriced-model-36'"), lines
+    assert "CostWarning" not in shown.stderr and "pricing.py" not in shown.stderr and "price = " not in shown.stderr
+    assert "cost                 unknown" in shown.stdout or "unknown" in shown.stdout
+
+
+def test_the_one_line_warning_escapes_control_characters_and_leaves_other_warnings_alone(capsys):
+    import warnings
+
+    from veralith.cli.command import one_line_warnings
+    from veralith.observability.pricing import CostWarning
+
+    passed_on = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, *rest: passed_on.append((category, str(message)))
+        with one_line_warnings():
+            warnings.warn("model 'x\x1b[31m'\nhas no price", CostWarning, stacklevel=1)
+            warnings.warn("something of Python's", DeprecationWarning, stacklevel=1)
+    err = capsys.readouterr().err
+    assert err == "warning: model 'x\\x1b[31m' has no price\n"
+    assert passed_on == [(DeprecationWarning, "something of Python's")]

@@ -7,7 +7,9 @@ are skipped; ```python requires=pkg[,pkg] blocks run only where those packages i
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import re
 import subprocess
@@ -20,6 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
+README = REPO / "README.md"
 _FENCE = re.compile(r"^```python(?P<info>[^\n]*)\n(?P<code>.*?)^```\s*$", re.M | re.S)
 
 # Runs first in the child: everything but loopback is unreachable, so a block that reaches for the
@@ -83,19 +86,61 @@ def _importable(name: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if python_blocks(p)], ids=lambda p: p.name)
+def skip_reason(page: Path) -> str | None:
+    """Why the python blocks of `page` cannot run here, or None when some can."""
+    blocks, missing = _runnable(page)
+    if blocks:
+        return None
+    if missing:
+        return f"every runnable block of {page.name} needs a package that is not installed: {', '.join(sorted(set(missing)))}"
+    return f"{page.name} has no python block to run: each is marked no-run"
+
+
+def _with_runnable_blocks(page: Path) -> bool:
+    return any(info != "no-run" for _, info, _ in python_blocks(page))
+
+
+@pytest.mark.parametrize("page", [p for p in [*PAGES, README] if _with_runnable_blocks(p)], ids=lambda p: p.name)
 def test_python_blocks_run(page, tmp_path):
     import json
 
-    blocks, missing = _runnable(page)
-    if not blocks:
-        pytest.skip(f"every block of {page.name} needs something absent: {sorted(set(missing))}")
+    reason = skip_reason(page)
+    if reason is not None:
+        pytest.skip(reason)
+    blocks, _ = _runnable(page)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "VERALITH_"))}
     env.update(VERALITH_BACKEND="local", VERALITH_DB_PATH=str(tmp_path / "veralith.db"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])))
     done = subprocess.run([sys.executable, "-c", _RUNNER], input=json.dumps(blocks), cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_a_skip_says_what_is_missing_and_a_page_of_no_run_blocks_is_no_test(tmp_path):
+    shown_only = tmp_path / "shown.md"
+    shown_only.write_text("```python no-run\nclient.chat()\n```\n", encoding="utf-8")
+    assert not _with_runnable_blocks(shown_only)
+    assert skip_reason(shown_only) == "shown.md has no python block to run: each is marked no-run"
+    needs = tmp_path / "needs.md"
+    needs.write_text("```python requires=no_such_package_36\nimport no_such_package_36\n```\n", encoding="utf-8")
+    assert _with_runnable_blocks(needs)
+    assert skip_reason(needs) == ("every runnable block of needs.md needs a package that is not installed: "
+                                  "no_such_package_36")
+    assert "[]" not in "".join(filter(None, map(skip_reason, [*PAGES, README])))
+
+
+def test_the_readme_example_runs_when_the_judge_cannot_decide(openai_server):
+    """Against a judge server whose every reply is unusable, the result has no cell and an
+    indeterminate gate: the README's example must still run to its end."""
+    from veralith.config import settings
+
+    openai_server.responder = lambda body: "Sorry, I cannot help with that."   # prose, never the JSON asked for
+    (block,) = [code for _, info, code in python_blocks(README) if info != "no-run"]
+    out = io.StringIO()
+    with settings.override(backend="openai", base_url=openai_server.base_url, api_key="test", max_retries=0), \
+            contextlib.redirect_stdout(out):
+        exec(compile(block, "README.md", "exec"), {"__name__": "__main__"})
+    assert out.getvalue().startswith("indeterminate - "), out.getvalue()
 
 
 def test_generated_pages_are_current():

@@ -141,6 +141,27 @@ def _eval(path: Path, *args: str):
     return runner.invoke(app, ["eval", str(path), "--backend", "openai", *args])
 
 
+def test_fast_on_the_offline_judge_says_it_runs_full_and_compares_as_full(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps({"id": f"t{i}", "query": f"{QUERY} ({i})", "context": CONTEXT,
+                                        "response": RESPONSE}) + "\n" for i in range(2)), encoding="utf-8")
+    full = runner.invoke(app, ["eval", str(path), "--backend", "local", "--run-name", "full"])
+    assert full.exit_code == 0 and "mode fast" not in full.stderr
+    fast = runner.invoke(app, ["eval", str(path), "--backend", "local", "--mode", "fast", "--run-name", "fast",
+                               "--rejudge"])
+    assert fast.exit_code == 0, fast.output
+    (note,) = [line for line in fast.stderr.splitlines() if line.startswith("note: mode fast")]
+    assert "offline judge (backend local)" in note and "judged in full mode" in note
+    # Both runs were judged in full mode: docs/compare.md refuses runs *judged* in different modes only.
+    compared = runner.invoke(app, ["compare", "full", "fast", "--json"])
+    assert compared.exit_code == 0, compared.output
+    data = json.loads(compared.stdout)
+    assert (data["modes_a"], data["modes_b"], data["mixed_modes"]) == (["full"], ["full"], False)
+    with settings.override(mode="fast"):   # VERALITH_MODE=fast says the same
+        resumed = runner.invoke(app, ["eval", str(path), "--backend", "local", "--rejudge", "--no-persist"])
+    assert resumed.exit_code == 0 and "note: mode fast" in resumed.stderr
+
+
 def test_compare_refuses_to_mix_modes_unless_told_and_then_says_so(judge, tmp_path):
     path = tmp_path / "t.jsonl"
     path.write_text("".join(json.dumps({"id": f"t{i}", "query": f"{QUERY} ({i})", "context": CONTEXT,

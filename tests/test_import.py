@@ -164,6 +164,17 @@ def test_import_judges_the_traces_stores_them_by_trace_id_and_a_second_run_skips
     assert len(open_store().list_traces()) == 1
 
 
+@pytest.mark.parametrize("fixture", ["otlp_openinference.json", "langfuse_traces.json"])
+def test_progress_counts_only_the_traces_it_judges(fixture):
+    # Each fixture holds one RAG answer and one trace that retrieved nothing (skipped, reported):
+    # the progress line must not say "1/2 done" for a run that finished everything it had to judge.
+    shown = CliRunner().invoke(app, ["import", str(FIXTURES / fixture), "--no-persist"])
+    assert shown.exit_code == 0, shown.output
+    assert "not a RAG answer, skipped" in shown.stderr
+    (progress,) = [line for line in shown.stderr.splitlines() if line.startswith("veralith: ")]
+    assert progress.startswith("veralith: 1/1 done, 0 errors"), progress
+
+
 def test_import_without_persisting_writes_the_results_out(tmp_path):
     out = tmp_path / "results.jsonl"
     result = CliRunner().invoke(app, ["import", str(FIXTURES / "phoenix_spans.json"), "--no-persist", "-o", str(out)])

@@ -39,7 +39,7 @@ create_retrieval_chain, create_history_aware_retriever = _legacy.create_retrieva
 create_stuff_documents_chain = _chains(".combine_documents").create_stuff_documents_chain
 Chain = _chains(".base").Chain
 
-from adapter_support import counter_delta, record_logs  # noqa: E402
+from adapter_support import counter_delta, record_logs, where_traced_calls_go  # noqa: E402
 from langchain_core.callbacks import CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models.fake import FakeListLLM  # noqa: E402
@@ -357,6 +357,12 @@ def test_a_traced_function_calling_a_logged_chain_gives_one_trace(logged, counte
     assert answer(QUESTION) == "Traced: " + ANSWER
     assert [(c["response"], len(c["context"])) for c in logged] == [("Traced: " + ANSWER, 1)]
     assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
+
+
+def test_a_traced_call_goes_to_the_adapters_knowledge_base_unless_it_names_its_own(logged):
+    adapter.install(knowledge_base="museum", run="canary")
+    chain = _lcel_chain()
+    assert where_traced_calls_go(logged, chain.invoke, QUESTION) == [("museum", "canary"), ("kiosk", "canary")]
 
 
 def test_a_traced_generator_streaming_a_logged_chain_gives_one_trace(logged, counted):

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from adapter_support import counter_delta, record_logs, shape  # noqa: E402
+from adapter_support import counter_delta, record_logs, shape, where_traced_calls_go  # noqa: E402
 from llama_index.core import Document, Settings, VectorStoreIndex  # noqa: E402
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
@@ -237,6 +237,12 @@ def test_a_traced_function_returning_the_response_object_is_logged_once(logged, 
     assert "metadata" not in call or call["metadata"] == {}
     assert {"total", "retrieval", "generation"} <= set(call["latency_ms"])
     assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
+
+
+def test_a_traced_call_goes_to_the_adapters_knowledge_base_and_run_unless_it_names_its_own(logged):
+    adapter.install(knowledge_base="museum", run="canary")
+    engine = _engine()
+    assert where_traced_calls_go(logged, engine.query, QUESTION) == [("museum", "canary"), ("kiosk", "canary")]
 
 
 def test_a_retriever_used_on_its_own_inside_a_traced_call_hands_over_its_nodes(logged):

@@ -14,7 +14,7 @@ import time
 
 import openai
 import pytest
-from adapter_support import counter_delta, record_logs, shape
+from adapter_support import counter_delta, record_logs, shape, where_traced_calls_go
 from fake_openai_server import Reply
 from pydantic import BaseModel
 
@@ -302,6 +302,18 @@ def test_inside_a_traced_function_the_completion_is_handed_to_it(openai_server, 
     assert (call["query"], [c["text"] for c in call["context"]], call["response"]) == (QUESTION, DOCS, ANSWER)
     assert call["latency_ms"]["generation"] > 0 and "total" in call["latency_ms"]
     assert counted() == {"logged": 0, "ignored": 0, "skipped": {"inside_veralith_scope": 1}}
+
+
+def test_a_traced_call_goes_to_the_wrapped_clients_knowledge_base_unless_it_names_its_own(openai_server, logged):
+    _, client = _clients(openai_server, knowledge_base="museum", run="canary")
+    openai_server.enqueue(ANSWER)
+    openai_server.enqueue(ANSWER)
+
+    def ask(question):
+        with veralith.context(DOCS):
+            return client.chat.completions.create(model="m", messages=[{"role": "user", "content": question}])
+
+    assert where_traced_calls_go(logged, ask, QUESTION) == [("museum", "canary"), ("kiosk", "canary")]
 
 
 # --- failures and the wrap itself --------------------------------------------------------------------

@@ -249,3 +249,47 @@ def test_a_word_every_question_uses_is_no_topic_however_often_it_is_missed():
     topics = cluster(missed, judged, min_traces=2)
     assert [t.words[0] for t in topics] == ["export"]
     assert topics[0].trace_ids == tuple(range(105, 99, -1)) and topics[0].miss_rate == 1.0
+
+
+def test_a_word_in_every_question_of_a_small_sample_is_no_topic_nor_part_of_one():
+    # Too few uses to measure a miss rate ("too rare to tell") must not make a word that every
+    # sub-question uses look rare: "case" is in all four, so it is neither a topic nor a label word.
+    questions = ["In this case, how do I reset the router?", "In this case, can the router be reset remotely?",
+                 "What case numbers does billing use?", "Is my case open?"]
+    judged = [(False, questions[0]), (False, questions[1]), (True, questions[2]), (False, questions[3])]
+    missed = [(1, "q1", questions[0]), (2, "q1", questions[1]), (3, "q1", questions[3])]
+    topics = cluster(missed, judged, min_traces=2)
+    assert [sorted(t.words) for t in topics] == [["reset", "router"]]
+    assert all("case" not in t.words for t in topics)
+
+
+def test_an_empty_section_says_the_minimum_and_what_fell_short_of_it():
+    """The documented compare example (docs/compare.md): two regressions into different cells and two
+    documents contradicting one claim each. No group reaches two traces, and every view says why a
+    section is empty instead of a bare "none"."""
+    from io import StringIO
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from veralith.cli.patterns import patterns_view
+    from veralith.store import open_store
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    runner = CliRunner()
+    for name, path in (("baseline", "traces.jsonl"), ("candidate", "traces_v2.jsonl")):
+        assert runner.invoke(app, ["eval", str(examples / path), "--run-name", name]).exit_code == 0
+    found = find_patterns(open_store())
+    source, moves = found.section("source"), found.section("transition")
+    assert source.groups == [] and moves.groups == []
+    assert {s.min_traces for s in found.sections} == {2}
+    assert source.none_found.startswith("none found: a group needs at least 2 failing traces; 2 document(s) "
+                                        "contradict claims in fewer: ")
+    assert moves.none_found == ("none found: a group needs at least 2 failing traces; 2 move(s) into failing cells "
+                                "have fewer: complete_grounded → complete_ungrounded (1), complete_grounded → "
+                                "incomplete_ungrounded (1)")
+    assert "None found: a group needs at least 2 failing traces; 2 document\\(s\\) contradict claims" in to_markdown(found)
+    console = Console(file=StringIO(), width=300, color_system=None)
+    console.print(patterns_view(found))
+    assert moves.none_found in console.file.getvalue() and "\nnone found\n" not in console.file.getvalue()
+    assert json.loads(json.dumps(found.to_dict()))["sections"][0]["below"] == source.below

@@ -114,3 +114,26 @@ def test_an_empty_store_says_there_is_nothing_to_group(tmp_path):
     open_store(url).knowledge_bases()   # the first read creates and migrates the file
     r = client(url).get("/patterns")
     assert r.status_code == 200 and "No judged traces here: nothing to group" in r.text
+
+
+def test_an_empty_section_says_a_group_needs_two_traces_and_what_fell_short(tmp_path):
+    """The documented compare example: two documents contradict one claim each, two traces moved into
+    two different cells; the page says why those sections have no group."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from veralith.cli import app
+    from veralith.config import settings
+    from veralith.store import store_url
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    with settings.override(backend="local"):
+        for name, path in (("baseline", "traces.jsonl"), ("candidate", "traces_v2.jsonl")):
+            assert CliRunner().invoke(app, ["eval", str(examples / path), "--run-name", name]).exit_code == 0
+    page = client(store_url()).get("/patterns")
+    assert page.status_code == 200
+    text = re.sub(r"\s+", " ", page.text)
+    assert "None found: a group needs at least 2 failing traces; 2 document(s) contradict claims in fewer:" in text
+    assert ("2 move(s) into failing cells have fewer: complete_grounded → complete_ungrounded (1), "
+            "complete_grounded → incomplete_ungrounded (1)") in text

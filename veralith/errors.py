@@ -12,15 +12,28 @@
     └── StoreError                                        the database cannot be used (e.g. newer than the code)
 
 Wrong argument *types* raise the built-in TypeError, naming the argument.
+
+Warnings (the program goes on; something is worth a look):
+
+    VeralithWarning (a UserWarning)
+    ├── CostWarning (observability/pricing.py)            a price or a tokenizer is unknown
+    ├── TraceWarning (sdk/trace.py)                       @trace could not log a call
+    └── VeralithAdapterWarning (adapters/_common.py)      an adapter could not log a call
+
+The `veralith` command shows each as one line, `warning: ...`, never with a file and source line.
 """
 
 from __future__ import annotations
 
-__all__ = ["InputError", "JudgeCallError", "JudgeServerDown", "StoreError", "VeralithError"]
+__all__ = ["InputError", "JudgeCallError", "JudgeServerDown", "StoreError", "VeralithError", "VeralithWarning"]
 
 
 class VeralithError(Exception):
     """Base of every error Veralith raises on purpose."""
+
+
+class VeralithWarning(UserWarning):
+    """Base of every warning Veralith emits."""
 
 
 class InputError(VeralithError, ValueError):

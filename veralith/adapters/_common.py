@@ -23,13 +23,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from veralith.errors import VeralithWarning
 from veralith.sdk import handoff
 
 __all__ = ["Counters", "Options", "Outcome", "VeralithAdapterWarning", "checked_options", "json_safe",
            "trace_metadata"]
 
 
-class VeralithAdapterWarning(UserWarning):
+class VeralithAdapterWarning(VeralithWarning):
     """Something could not be logged; the app's own call ran normally."""
 
 
@@ -143,7 +144,8 @@ class Counters:
         if collector is not None:
             collector.add(handoff.Handed(source=source, context=outcome.context, answer=outcome.answer,
                                          query=outcome.query, retrieval_ms=outcome.latency_ms.get("retrieval"),
-                                         generation_ms=outcome.latency_ms.get("generation")))
+                                         generation_ms=outcome.latency_ms.get("generation"),
+                                         knowledge_base=options.knowledge_base, run=options.run))
             self.count("skipped", "inside_veralith_scope")
             return
         if outcome.query is None or outcome.answer is None:

@@ -317,6 +317,17 @@ def eval_command(
                               where=lambda r: f"{file}:{r.line}", explain=explain, awork=awork), _out())
 
 
+def _say_mode(client: Any, err: Console) -> None:
+    """One line when the fast mode was asked for (--mode fast, VERALITH_MODE) but the client judges in full."""
+    from veralith.config import settings
+    from veralith.pipeline.fast import effective_mode
+
+    if settings.mode == "fast" and effective_mode(client) != "fast":
+        err.print("note: mode fast saves paid judge calls, and the offline judge (backend local) makes none: this "
+                  "run is judged in full mode, and its results say so (`veralith compare` counts it as full)",
+                  markup=False, soft_wrap=True)
+
+
 def _eval_batch(file: Path, *, total: int, kb: str, backend: Backend | None, model: str | None,
                 run_name: str | None, rejudge: bool, refused: list[str]) -> None:
     """`eval --batch`: veralith.cli.batchjobs, with the same settings overrides as a synchronous eval."""
@@ -427,6 +438,7 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
             from veralith.llm import get_client
 
             client = get_client()
+            _say_mode(client, err)
             db = _store() if persist else None
             with batch.Reporter(err, tally) as reporter:
                 def on_done(job: Any, result: Any, error: BaseException | None) -> None:

@@ -10,9 +10,11 @@ and in a CI log, with placeholders a person can read (`FILE`, `N`, `ID`), never 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import textwrap
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import typer
@@ -21,7 +23,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from veralith.cli.exits import exit_for_error
 
-__all__ = ["EXAMPLES", "VeralithCommand", "VeralithGroup", "default_text", "epilog", "placeholder"]
+__all__ = ["EXAMPLES", "VeralithCommand", "VeralithGroup", "default_text", "epilog", "one_line_warnings",
+           "placeholder"]
 
 # One or two lines a person can copy, per command; shown under its help and in docs/cli.md.
 EXAMPLES: dict[str, tuple[str, ...]] = {
@@ -173,7 +176,31 @@ class VeralithGroup(TyperGroup):
     def invoke(self, ctx: Context) -> Any:
         from veralith.errors import VeralithError
 
-        try:
-            return super().invoke(ctx)
-        except (VeralithError, sqlite3.Error) as exc:
-            exit_for_error(exc)
+        with one_line_warnings():
+            try:
+                return super().invoke(ctx)
+            except (VeralithError, sqlite3.Error) as exc:
+                exit_for_error(exc)
+
+
+@contextlib.contextmanager
+def one_line_warnings() -> Iterator[None]:
+    """Within the block, each of Veralith's own warnings (veralith.errors.VeralithWarning: an unknown
+    price, a call an adapter could not log) is one line on stderr, `warning: ...`, with its control
+    characters written out; Python's file, line number and source line are for its programmers, not
+    for a person at a terminal. Other warnings are shown as Python shows them."""
+    from veralith.errors import VeralithWarning
+    from veralith.safe_text import visible
+
+    python_shows = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if issubclass(category, VeralithWarning):
+            typer.echo(f"warning: {visible(' '.join(str(message).split()))}", err=True)
+        else:
+            python_shows(message, category, filename, lineno, file, line)
+
+    with warnings.catch_warnings():   # restores the previous showwarning (and filters) on exit
+        warnings.showwarning = show
+        yield

@@ -110,6 +110,9 @@ def import_command(
             return cli._store().load_result(record.trace_id)
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
-    hooks.around(lambda: cli._run("veralith import", jobs, work, total=len(items), persist=persist, backend=chosen,
+    # A trace skipped as no RAG answer is reported, not judged: like a blank line of eval, it is no part
+    # of the "N/M done" count.
+    judgeable = sum(1 for item in items if not getattr(item, "blank", False))
+    hooks.around(lambda: cli._run("veralith import", jobs, work, total=judgeable, persist=persist, backend=chosen,
                                   model=model, concurrency=concurrency, output=output,
                                   where=lambda r: f"{file}:{r.line}"), cli._out())

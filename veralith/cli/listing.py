@@ -42,7 +42,11 @@ def traces_table(rows: Sequence[Mapping[str, Any]], *, width: int = 80, wide: bo
     longest_query = max((len(q) for q in queries), default=0)
 
     def natural(column: str) -> int:
-        longest = max([len(column)] + [c[column].cell_len for c in cells])
+        # Once status folds into gate, a trace that is not done shows its status there: measured as shown,
+        # or rich would take the difference out of the other columns (the id, the cell header).
+        shown_cells = [c["status"] if folded and column == "gate" and row["status"] != "done" else c[column]
+                       for row, c in zip(rows, cells, strict=True)]
+        longest = max([len(column)] + [c.cell_len for c in shown_cells])
         return min(longest, _CUT) if column in cut else longest
 
     def needed() -> int:

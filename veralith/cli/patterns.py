@@ -112,7 +112,7 @@ def patterns_view(p: Any) -> RenderableType:
         if section.note:
             parts.append(literal(section.note, "dim"))
         if not section.groups:
-            parts.append(Text("none found", "dim"))
+            parts.append(literal(section.none_found, "dim"))
             continue
         parts.append(_groups_table(section.groups))
     return Group(*parts)

@@ -24,6 +24,7 @@ import warnings
 from typing import NamedTuple
 
 from veralith.config import settings
+from veralith.errors import VeralithWarning
 
 __all__ = ["BATCH_DISCOUNT", "PRICES_CHECKED", "CostWarning", "Price", "batch_price_usd", "family", "price_of",
            "price_usd"]
@@ -31,7 +32,7 @@ __all__ = ["BATCH_DISCOUNT", "PRICES_CHECKED", "CostWarning", "Price", "batch_pr
 PRICES_CHECKED = "2026-11-30"
 
 
-class CostWarning(UserWarning):
+class CostWarning(VeralithWarning):
     """A cost or a token count could not be computed exactly (unknown price, tokenizer offline)."""
 
 

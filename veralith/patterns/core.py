@@ -15,9 +15,11 @@ Ranking: within a section, groups are ordered by how many failing traces they ex
 traces where the group's cause shows: the document contradicts one of its claims, one of its missed
 sub-questions uses the topic's words, one of its ungrounded claims is of that kind, it retrieved the
 idle document, it made that move), then by how often the cause shows (contradictions, retrievals,
-sub-questions, claims), then by name. A group needs `min_traces` traces. A trace may explain groups
-of several sections (a contradicted price is a source *and* a number); within the topic section
-each trace counts once.
+sub-questions, claims), then by name. A group needs `min_traces` traces; each section says so
+(`min_traces`) and what fell short of it (`below`: the documents, kinds or moves with fewer traces,
+the failing traces left out of every topic), so an empty section is never a bare "none". A trace may
+explain groups of several sections (a contradicted price is a source *and* a number); within the
+topic section each trace counts once.
 
 The counting is done by the store (veralith.store.patterns: a few aggregate queries), the
 wording by veralith.patterns.fixes; examples, with their one-line reason
@@ -86,6 +88,14 @@ class Section:
     groups: list[Group]           # the first `limit`, ranked
     total_groups: int
     note: str | None = None
+    min_traces: int = 2           # traces a group needs
+    below: str | None = None      # what the cause showed in that fell short of min_traces, in words
+
+    @property
+    def none_found(self) -> str:
+        """What the section says when it has no group (every view): the minimum, and what fell short of it."""
+        said = f"none found: a group needs at least {self.min_traces} failing traces"
+        return f"{said}; {self.below}" if self.below else said
 
 
 @dataclass(frozen=True)
@@ -121,8 +131,13 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
     scope = PatternScope(knowledge_base=kb, run_id=chosen.id if chosen else None, since=since, until=until)
     counts = store.pattern_counts(scope)
     drafts: dict[str, list[_Draft]] = {kind: [] for kind in SECTIONS}
+    short: dict[str, list[tuple[str, int]]] = {kind: [] for kind in SECTIONS}   # (what, traces) under the minimum
     for doc in store.document_figures(scope):
         figures = asdict(doc)
+        if 0 < doc.contradicting < min_traces:
+            short["source"].append((doc.document, doc.contradicting))
+        if doc.grounding == 0 and 0 < doc.retrieved_failing < min_traces:
+            short["idle_source"].append((doc.document, doc.retrieved_failing))
         if doc.contradicting >= min_traces:
             drafts["source"].append(_Draft(Group(
                 "source", doc.document, doc.contradicting, fix=fixes.source_fix(doc.document), figures=figures,
@@ -135,7 +150,9 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
                 figures=figures, detail=f"retrieved by {doc.retrieved} trace(s) ({doc.retrieved_failing} failing); "
                 "grounds no claim in any of them"), (-doc.retrieved_failing, -doc.retrieved, doc.document)))
     missed, judged = store.question_rows(scope, sample=SAMPLE)
-    for topic in cluster(missed, judged, min_traces=min_traces):
+    topics = cluster(missed, judged, min_traces=min_traces)
+    alone = len({trace_id for trace_id, _, _ in missed}) - sum(len(topic.trace_ids) for topic in topics)
+    for topic in topics:
         label = " · ".join(topic.words)
         rate = "" if topic.miss_rate is None or topic.base_rate is None else (
             f"; retrieval misses {topic.miss_rate:.0%} of recent sub-questions with '{topic.words[0]}', "
@@ -147,20 +164,25 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
             detail=f"{topic.n_sub_questions} missed sub-question(s) in {len(topic.trace_ids)} failing trace(s){rate}"),
             (-len(topic.trace_ids), -topic.n_sub_questions, label),
             [(t, ("question", topic.sub_questions[t])) for t in topic.trace_ids]))
-    drafts["claim"] = _claim_drafts(store, scope, min_traces)
+    drafts["claim"], short["claim"] = _claim_drafts(store, scope, min_traces)
     pair, note = _pair(store, chosen, base)
     if pair is not None:
         found = transitions(store, pair[0], pair[1], kb=kb)
         note = found.note
         for move in found.moves:
             if len(move.rows) < min_traces:
+                short["transition"].append((move.key, len(move.rows)))
                 continue
             suggestion = store.common_suggestions([r.id for r in move.rows[:500]])
             drafts["transition"].append(_Draft(Group(
                 "transition", move.key, len(move.rows), detail=move.detail, figures=move.figures,
                 fix=fixes.transition_fix(pair[0].label, pair[1].label, suggestion[0][:2] if suggestion else None)),
                 (-len(move.rows), move.severity, move.key), [(r.id, r.reason) for r in move.rows]))
-    sections = _finish(store, scope, drafts, limit=limit, examples=examples, notes={"transition": note})
+    below = {kind: _below(kind, found) for kind, found in short.items()}
+    if alone:
+        below["topic"] = f"{alone} failing trace(s) with a missed sub-question share no word that makes a topic"
+    sections = _finish(store, scope, drafts, limit=limit, examples=examples, notes={"transition": note},
+                       below=below, min_traces=min_traces)
     notes = []
     if counts.get("judged_since"):
         notes.append(f"{counts['judged_since']} trace(s) of this run were judged again by a later run; their latest "
@@ -171,17 +193,35 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
                     traces=counts["traces"], failing=counts["failing"], sections=sections, notes=notes)
 
 
-def _claim_drafts(store: Store, scope: PatternScope, min_traces: int) -> list[_Draft]:
+_SHORT = {"source": "document(s) contradict claims in fewer", "claim": "kind(s) of fact come out ungrounded in fewer",
+          "idle_source": "document(s) that ground no claim were retrieved by fewer",
+          "transition": "move(s) into failing cells have fewer"}
+_LISTED = 3
+
+
+def _below(kind: str, short: list[tuple[str, int]]) -> str | None:
+    """What fell under `min_traces` in a section, in words: how many, and the first few with their counts."""
+    if not short or kind not in _SHORT:
+        return None
+    ranked = sorted(short, key=lambda item: (-item[1], item[0]))
+    listed = ", ".join(f"{what} ({n})" for what, n in ranked[:_LISTED])
+    more = f" and {len(ranked) - _LISTED} more" if len(ranked) > _LISTED else ""
+    return f"{len(ranked)} {_SHORT[kind]}: {listed}{more}"
+
+
+def _claim_drafts(store: Store, scope: PatternScope, min_traces: int) -> tuple[list[_Draft], list[tuple[str, int]]]:
     traces: dict[str, dict[int, set[str]]] = {kind: {} for kind in KINDS}
     relations: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
     for trace_id, claim_id, relation, text in store.bad_claims(scope):
         for kind in claim_kinds(text):
             traces[kind].setdefault(trace_id, set()).add(claim_id)
             relations[kind][relation] += 1
-    drafts = []
+    drafts, short = [], []
     for order, kind in enumerate(KINDS):
         found = traces[kind]
         if len(found) < min_traces:
+            if found:
+                short.append((_PLURAL[kind], len(found)))
             continue
         said = ", ".join(f"{n} {relation}" for relation, n in sorted(relations[kind].items(), key=lambda kv: -kv[1]))
         n_claims = sum(relations[kind].values())
@@ -190,7 +230,7 @@ def _claim_drafts(store: Store, scope: PatternScope, min_traces: int) -> list[_D
             figures={"kind": kind, "claims": n_claims, **relations[kind]},
             detail=f"{n_claims} ungrounded claim(s) state {_PLURAL[kind]}: {said}"),
             (-len(found), -n_claims, order), [(t, ("claims", found[t])) for t in sorted(found, reverse=True)]))
-    return drafts
+    return drafts, short
 
 
 def _pair(store: Store, chosen: Any, base: Any) -> tuple[tuple[Any, Any] | None, str]:
@@ -210,7 +250,7 @@ def _pair(store: Store, chosen: Any, base: Any) -> tuple[tuple[Any, Any] | None,
 
 
 def _finish(store: Store, scope: PatternScope, drafts: dict[str, list[_Draft]], *, limit: int,
-            examples: int, notes: Mapping[str, str]) -> list[Section]:
+            examples: int, notes: Mapping[str, str], below: Mapping[str, str | None], min_traces: int) -> list[Section]:
     """The sections, each cut to `limit` groups, with examples read for the groups kept."""
     shown = {kind: sorted(found, key=lambda d: d.rank)[:limit] for kind, found in drafts.items()}
     for kind, contradicting in (("source", True), ("idle_source", False)):
@@ -228,7 +268,8 @@ def _finish(store: Store, scope: PatternScope, drafts: dict[str, list[_Draft]], 
             said = [Example(t, focus if isinstance(focus, str) else _reason(details.get(t), focus))
                     for t, focus in d.refs[:examples]]
             groups.append(replace(d.group, examples=said))
-        sections.append(Section(kind, _TITLES[kind], _RULES[kind], groups, len(drafts[kind]), notes.get(kind) or None))
+        sections.append(Section(kind, _TITLES[kind], _RULES[kind], groups, len(drafts[kind]), notes.get(kind) or None,
+                                min_traces=min_traces, below=below.get(kind)))
     return sections
 
 

@@ -55,7 +55,8 @@ def _section(s: Section) -> list[str]:
     if s.note:
         out += [escape(s.note), ""]
     if not s.groups:
-        return [*out, "None found.", ""]
+        said = s.none_found
+        return [*out, escape(said[0].upper() + said[1:]) + ".", ""]
     out += ["| # | group | failing traces | figures | fix |", "|---|---|---|---|---|"]
     for n, g in enumerate(s.groups, 1):
         out.append(f"| {n} | {escape(g.key)} | {g.traces} | {escape(g.detail)} | {escape(g.fix)} |")

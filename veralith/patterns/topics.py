@@ -6,8 +6,11 @@ stems and stop words, veralith.llm.local.lexicon), without figures and without t
 of its word lists ("way", "use", "thing"). A term is *salient* when retrieval misses sub-questions
 that use it clearly more often than it misses sub-questions in general: among the judged
 sub-questions sampled from the same scope, at least LIFT times the overall miss rate (and at least
-MIN_RATE), or it is too rare in the sample (fewer than MIN_SEEN uses) to tell. So words every
-question uses ("account", "order") do not make a topic, however often they occur.
+MIN_RATE), or it is too rare in the sample (fewer than MIN_SEEN uses) to tell. A term used by more
+than 1/LIFT of the sampled sub-questions is never salient: its miss rate cannot reach LIFT times the
+overall one (the overall rate counts its own misses), and in a sample too small to measure rates
+such a word is no rarity either. So words every question uses ("account", "order", "case") make no
+topic, however often they occur, and they do not complete a topic's label either.
 
 Clustering is greedy: the salient term shared by the most failing traces seeds a topic, which takes
 every remaining trace that has a missed sub-question with that term; the words most of those
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -72,8 +75,11 @@ def cluster(missed: Sequence[tuple[int, str, str]], judged: Iterable[tuple[bool,
     base = total_misses / total if total else None
     bar = max(MIN_RATE, min(0.9, LIFT * base)) if base is not None else 0.0
 
+    def common(term: str) -> bool:
+        return total > 0 and seen[term] * LIFT > total
+
     def salient(term: str) -> bool:
-        return seen[term] < MIN_SEEN or misses[term] / seen[term] >= bar
+        return not common(term) and (seen[term] < MIN_SEEN or misses[term] / seen[term] >= bar)
 
     by_trace: dict[int, list[tuple[str, dict[str, str]]]] = {}
     for trace_id, sq_id, text in missed:
@@ -95,13 +101,13 @@ def cluster(missed: Sequence[tuple[int, str, str]], judged: Iterable[tuple[bool,
         if len(members) < -count:
             heapq.heappush(heap, (-len(members), seed))
             continue
-        topics.append(_topic(seed, members, by_trace, seen, misses, base))
+        topics.append(_topic(seed, members, by_trace, seen, misses, base, common))
         left -= members
     return topics
 
 
 def _topic(seed: str, members: set[int], by_trace: dict[int, list[tuple[str, dict[str, str]]]],
-           seen: Counter[str], misses: Counter[str], base: float | None) -> Topic:
+           seen: Counter[str], misses: Counter[str], base: float | None, common: Callable[[str], bool]) -> Topic:
     written: dict[str, Counter[str]] = {}
     shared: Counter[str] = Counter()
     chosen: dict[int, str] = {}
@@ -115,7 +121,8 @@ def _topic(seed: str, members: set[int], by_trace: dict[int, list[tuple[str, dic
             shared.update(found.keys())
             for term, word in found.items():
                 written.setdefault(term, Counter())[word] += 1
-    companions = sorted((t for t, n in shared.items() if t != seed and n >= COMPANION_SHARE * n_questions),
+    companions = sorted((t for t, n in shared.items()
+                         if t != seed and n >= COMPANION_SHARE * n_questions and not common(t)),
                         key=lambda t: (-shared[t], t))[:MAX_COMPANIONS]
 
     def spelt(term: str) -> str:

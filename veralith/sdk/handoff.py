@@ -42,6 +42,8 @@ class Handed:
     query: str | None = None             # the question it was given, when it says
     retrieval_ms: float | None = None    # time it spent retrieving
     generation_ms: float | None = None   # time it spent in model calls
+    knowledge_base: str | None = None    # what it would have logged the trace under (an adapter's install())
+    run: str | None = None               # ... and the run it would have logged it in
 
 
 class Collector:
@@ -81,6 +83,17 @@ class Collector:
     def answer(self) -> str | None:
         """The last answer handed over (the one the traced call most likely returned)."""
         return next((item.answer for item in reversed(self.items) if item.answer is not None), None)
+
+    def options(self) -> dict[str, str]:
+        """The knowledge base and run an instrumented framework would have logged the trace under (its
+        adapter's install(knowledge_base=..., run=...)), the first handed over of each; empty when no
+        adapter said."""
+        out: dict[str, str] = {}
+        for item in self.items:
+            for name, value in (("knowledge_base", item.knowledge_base), ("run", item.run)):
+                if value is not None:
+                    out.setdefault(name, value)
+        return out
 
     def timings(self) -> dict[str, float]:
         """Retrieval and generation time summed over what was handed over (parts nobody measured are

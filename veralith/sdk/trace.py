@@ -40,6 +40,7 @@ import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Literal, TypeVar, overload
 
+from veralith.errors import VeralithWarning
 from veralith.sdk.log import log
 from veralith.sdk.traced import Call, Finder, Stream, TraceContext, TraceExtractionError, TraceReturn, extract
 
@@ -50,7 +51,7 @@ OnError = Literal["warn", "raise", "ignore"]
 _ON_ERROR = ("warn", "raise", "ignore")
 
 
-class TraceWarning(UserWarning):
+class TraceWarning(VeralithWarning):
     """@trace could not log a call; the wrapped function's result was still returned."""
 
 
@@ -58,11 +59,12 @@ class TraceWarning(UserWarning):
 def trace(fn: F, /) -> F: ...
 @overload
 def trace(*, query_arg: str | None = None, context_arg: str | None = None, sync: bool | None = None,
-          on_error: OnError = "warn", knowledge_base: str = "default", run: str | None = None) -> Callable[[F], F]: ...
+          on_error: OnError = "warn", knowledge_base: str | None = None,
+          run: str | None = None) -> Callable[[F], F]: ...
 
 
 def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = None, context_arg: str | None = None,
-          sync: bool | None = None, on_error: OnError = "warn", knowledge_base: str = "default",
+          sync: bool | None = None, on_error: OnError = "warn", knowledge_base: str | None = None,
           run: str | None = None) -> Any:
     """Decorate a sync or async RAG function or generator, bare (`@trace`) or configured (`@trace(...)`).
 
@@ -74,12 +76,15 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
     generator yields its response as `str` chunks and a `TraceContext(context)` once (or takes its
     context the same way as a bare response), and is logged once, when the consumer is done with
     it: the joined chunks when it is exhausted, or what was streamed with
-    `metadata={"partial": True}` when the consumer stops early. `run` names the run the traces
-    belong to (passed on to log()). The call's duration goes to log() as `latency_ms`.
+    `metadata={"partial": True}` when the consumer stops early. `knowledge_base` and `run` say
+    where the traces go (passed on to log()); left unset, each trace takes those of the adapter
+    whose call it hands over (its install() or wrap() options), else log()'s defaults ("default",
+    VERALITH_RUN). The call's duration goes to log() as `latency_ms`.
     """
     if on_error not in _ON_ERROR:
         raise ValueError(f"on_error must be one of {list(_ON_ERROR)}, got {on_error!r}")
-    for name, value in (("query_arg", query_arg), ("context_arg", context_arg), ("run", run)):
+    for name, value in (("query_arg", query_arg), ("context_arg", context_arg), ("knowledge_base", knowledge_base),
+                        ("run", run)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
 
@@ -90,9 +95,10 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
         for name, value in (("query_arg", query_arg), ("context_arg", context_arg)):
             if value is not None and value not in signature.parameters:
                 raise ValueError(f"{name} {value!r} is not a parameter of {func.__qualname__}")
-        options: dict[str, Any] = dict(sync=sync, knowledge_base=knowledge_base)
-        if run is not None:  # only when given, so log()'s own default applies otherwise
-            options["run"] = run
+        options: dict[str, Any] = dict(sync=sync)
+        # Only when given: otherwise an adapter's options (what its call handed over) or log()'s defaults apply.
+        options.update({name: value for name, value in (("knowledge_base", knowledge_base), ("run", run))
+                        if value is not None})
         owner = f"trace:{func.__qualname__}"
         find = Finder(signature, query_arg, context_arg)
 

@@ -78,7 +78,10 @@ class Call:
             return None
         latency = {"total": (time.perf_counter() - self.started) * 1000.0,
                    **(self.collector.timings() if self.collector is not None else {})}
-        return {"query": query, "context": context, "response": response, **self.options, "latency_ms": latency}
+        # The knowledge base and run the adapters inside were installed with, unless @trace names its own.
+        handed = self.collector.options() if self.collector is not None else {}
+        return {"query": query, "context": context, "response": response, **handed, **self.options,
+                "latency_ms": latency}
 
 
 class Finder:

@@ -182,7 +182,7 @@ def _emit(tree: _runs.Tree, options: _state.Options) -> None:
         _state.warn_once(f"plan:{type(exc).__name__}", f"Veralith could not read a LangChain run: {exc}")
         return
     if tree.collector is not None and tree.root.state != "error":
-        _state.counters.run("a LangChain run", lambda: _hand_over(tree, traces))
+        _state.counters.run("a LangChain run", lambda: _hand_over(tree, traces, options))
         return
     if reason == "no_retrieval":
         _state.count("ignored")
@@ -203,7 +203,7 @@ def _emit(tree: _runs.Tree, options: _state.Options) -> None:
         _state.counters.emit(outcome, options, None, source="langchain")
 
 
-def _hand_over(tree: _runs.Tree, traces: list[_runs.Trace]) -> None:
+def _hand_over(tree: _runs.Tree, traces: list[_runs.Trace], options: _state.Options) -> None:
     """Inside a @veralith.trace call: hand its collector what this call retrieved and answered (a
     retriever used on its own hands its documents)."""
     if not traces:
@@ -220,7 +220,8 @@ def _hand_over(tree: _runs.Tree, traces: list[_runs.Trace]) -> None:
         tree.collector.add(handoff.Handed(source="langchain", context=_read.context(trace.documents, trace.ranks),
                                           answer=trace.answer, query=trace.query,
                                           retrieval_ms=trace.latency_ms.get("retrieval"),
-                                          generation_ms=trace.latency_ms.get("generation")))
+                                          generation_ms=trace.latency_ms.get("generation"),
+                                          knowledge_base=options.knowledge_base, run=options.run))
         _state.count("skipped", "inside_veralith_scope")
 
 

@@ -1,8 +1,11 @@
 """What kind of answer a question asks for, and whether a piece of text offers one.
 
 A question names its answer's type in its wording: "who" wants a person or an organisation,
-"when" a date, "how many" a number, "where" a place, "what is X" a definition, "which city" a
-place. ("Why" and "how" ask for a cause or a manner, which have no recognisable shape.) A passage
+"when" a date, "how many" a number, "how long" a length (of time, mostly), "how often" a frequency,
+"where" a place, "what is X" a definition, "which city" a place. ("Why" and "how" ask for a cause or
+a manner, which have no recognisable shape.) A span of time is stated in figures ("3 to 5 days") or
+in words ("the next day", "a week", "overnight", "daily"): both answer "how long" and "how often",
+and a relative day ("the next day") answers "when" as a date does. A passage
 can only answer it if a phrase of that type stands near the words the question is about *and* is
 not one of the question's own words ("When was Acme founded in 1947?" is not answered by "1947").
 
@@ -23,7 +26,7 @@ from veralith.llm.local.wordlists import lines, words
 __all__ = ["ANSWER_KINDS", "DURATION_NORMS", "answer_kind", "answer_positions", "asked_for", "constraints_of",
            "has_answer", "has_constraint", "kind_label", "subject_norms"]
 
-ANSWER_KINDS = ("person", "date", "number", "money", "place", "definition")
+ANSWER_KINDS = ("person", "date", "number", "duration", "frequency", "money", "place", "definition")
 
 # The nouns after "which"/"what" that say what kind of thing the answer is.
 _PERSON_NOUNS = frozenset(stem(w) for w in words("person_nouns"))
@@ -60,6 +63,12 @@ _DATE_WORDS = frozenset(stem(w) for w in words("date_words"))
 _TIME_RELATIONS = words("time_relations")
 # Units of a span of time: "a two-year warranty", "within 30 days" answer a question about a period.
 _TIME_UNITS = frozenset(stem(w) for w in words("time_units"))
+# A unit of time after one of these is a span or a moment stated in words ("a week", "the next day").
+_SPAN_HEADS = words("span_heads")
+# Words that are a span, moment or frequency of time by themselves ("overnight", "daily").
+_SPAN_WORDS = words("span_words")
+# "how long" asks for a length, of time mostly; "how often" for a frequency: a figure or a span of time.
+_HOW_TIME = {"long": "duration", "often": "frequency"}
 # The noun phrase after "which"/"what" that names the answer's type is at most this many words.
 _TYPE_PHRASE = 3
 
@@ -83,7 +92,8 @@ def asked_for(question: str) -> tuple[str | None, frozenset[str]]:
             naming.add(stem(last))
         # "How much does the X300 cost?": an amount of money, which a span of time does not give.
         money = how.group(0) == "how much" and any(stem(w.strip("?,.")) in _MONEY_NOUNS for w in q.split())
-        return ("money" if money else "number"), frozenset(naming)
+        kind = "money" if money else _HOW_TIME.get(how.group(0).split()[1], "number")
+        return kind, frozenset(naming)
     matches = list(_WH.finditer(q))
     if not matches:
         return None, frozenset()
@@ -131,8 +141,8 @@ def answer_kind(question: str) -> str | None:
 
 def kind_label(kind: str) -> str:
     """How a person would name what is missing: 'a name', 'a date'..."""
-    return {"person": "a name", "date": "a date", "number": "a number", "money": "an amount", "place": "a place",
-            "definition": "a definition"}[kind]
+    return {"person": "a name", "date": "a date", "number": "a number", "duration": "a length or duration",
+            "frequency": "a frequency", "money": "an amount", "place": "a place", "definition": "a definition"}[kind]
 
 
 def _is_date(tok: Token) -> bool:
@@ -141,6 +151,14 @@ def _is_date(tok: Token) -> bool:
     if tok.is_number:
         return tok.text[:1].isdigit() and bool(_YEAR.fullmatch(tok.norm) or _CLOCK.fullmatch(tok.norm))
     return (tok.norm in MONTHS and tok.text[:1].isupper()) or tok.norm in _DATE_WORDS
+
+
+def _span_of_time(toks: tuple[Token, ...], i: int) -> bool:
+    """A span, moment or frequency of time stated in words: a unit of time after a word that makes it one
+    ("a week", "the next day", "every month"), or a word that is one by itself ("overnight", "daily")."""
+    tok = toks[i]
+    low = tok.text.lower()
+    return low in _SPAN_WORDS or (tok.norm in _TIME_UNITS and i > 0 and toks[i - 1].text.lower() in _SPAN_HEADS)
 
 
 def _opens_name(toks: tuple[Token, ...], i: int) -> bool:
@@ -171,10 +189,12 @@ def _offers(kind: str, toks: tuple[Token, ...], i: int) -> bool:
     tok = toks[i]
     if kind == "date":
         # a span of time ("two-year", "30 days") dates an answer about a period
-        return _is_date(tok) or tok.text.lower() in _TIME_RELATIONS \
+        return _is_date(tok) or tok.text.lower() in _TIME_RELATIONS or _span_of_time(toks, i) \
             or (tok.is_number and i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)
     if kind == "number":
         return tok.is_number or tok.text.lower() in _QUANTITY_WORDS
+    if kind in ("duration", "frequency"):
+        return tok.is_number or tok.text.lower() in _QUANTITY_WORDS or _span_of_time(toks, i)
     if kind == "money":   # a figure, but not a span of time ("a two-year warranty" is no price); or "free"
         return (tok.is_number and not (i + 1 < len(toks) and toks[i + 1].norm in _TIME_UNITS)) \
             or tok.text.lower() == "free"

@@ -58,8 +58,9 @@ _LISTED = 8          # facts listed as required or missing
 _SECOND_CHUNK = 0.05  # coverage a second chunk must add to be cited as supporting too
 _AUX_FIRST = words("leading_auxiliaries")
 _REQUESTS = words("request_verbs")
-# Kinds whose absence a word's shape proves: no digits, month or time word means no date or number.
-_PROVABLE = ("date", "number", "money")
+# Kinds whose absence a word's shape proves: no digits, month or time word (nor a span of time in words,
+# answer_types) means no date, number or length of time.
+_PROVABLE = ("date", "number", "duration", "frequency", "money")
 
 
 def active_model() -> Logistic:
@@ -91,7 +92,7 @@ class _Reading:
     """What one sub-question found in the chunks: best sentence, window, chunks, and the features."""
 
     __slots__ = ("chunk", "chunks", "kind", "missing_cons", "missing_names", "second", "sentence", "terms",
-                 "type_absent", "type_where", "values")
+                 "type_absent", "type_near", "type_where", "values")
 
     def __init__(self, question: str, index: ChunkIndex) -> None:
         kind, naming = asked_for(question)
@@ -100,7 +101,7 @@ class _Reading:
         self.kind = kind
         self.chunks = index.ranked(terms, limit=2)
         self.chunk, self.sentence, self.second = -1, "", ""
-        self.type_where, self.type_absent = "none", False
+        self.type_where, self.type_absent, self.type_near = "none", False, False
         self.missing_cons: list[str] = []
         names = [t for t in terms if t.is_capital or t.is_number]
         self.missing_names = [t.text for t in names if not any(p.has(t) for p in index.pieces)]
@@ -135,8 +136,13 @@ class _Reading:
                 self.type_where = "window"
             else:
                 self.type_where = "absent"
-            self.type_absent = kind in _PROVABLE and not any(
-                has_answer(kind, s3, norms) for _, s3, _ in sents if cov[s3] > 0)
+            # Near the question's words: a sentence that mentions them, or the one right after it in its
+            # chunk, which often gives the value without repeating the subject ("Absence policy, Acme.
+            # Staff must call by 9:30.").
+            near = [s3 for k, (c3, s3, _) in enumerate(sents)
+                    if cov[s3] > 0 or (k > 0 and sents[k - 1][0] == c3 and cov[sents[k - 1][1]] > 0)]
+            self.type_near = any(has_answer(kind, s3, norms) for s3 in near)
+            self.type_absent = kind in _PROVABLE and not self.type_near
         window = [s] + ([self.second] if self.second else [])
         cons = constraints_of(question)
         self.missing_cons = [k for k in cons if not any(has_constraint(k, w) for w in window)]
@@ -199,7 +205,8 @@ def _reasons(r: _Reading, cid: str, sufficient: bool) -> tuple[str, list[str]]:
     if r.missing_names:
         return (f"Insufficient: no chunk names {_listing(r.missing_names)}; chunk {cid} is about something else.",
                 r.missing_names[:_LISTED])
-    if r.kind is not None and r.type_where == "absent":
+    if r.kind is not None and r.type_where == "absent" and not r.type_near:
+        # Said of the chunks only when no sentence near the question's words offers the type either.
         about = _listing(found) if found else "the question's subject"
         what = f"{kind_label(r.kind)} for {about}"
         return f"Insufficient: no chunk gives {what}.", [what] + lacking[:_LISTED - 1]
