@@ -172,3 +172,28 @@ def test_no_private_api_of_another_library():
     found = [f"{module_name(path)}: {match.group()}" for path in sorted(PACKAGE.rglob("*.py"))
              for match in _PRIVATE.finditer(path.read_text(encoding="utf-8"))]
     assert not found, found
+
+
+def test_the_journey_names_only_modules_that_exist():
+    section = DOC.read_text(encoding="utf-8").split("## Where a trace goes", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"(?<![\w/])((?:[a-z_]+/)*[a-z_]+\.py)\b", section)) | {
+        path.rstrip("/") for path in re.findall(r"(?<![\w/])((?:[a-z_]+/)+)(?=[\s),])", section)}
+    assert len(named) > 20, named
+    missing = sorted(p for p in named if not ((REPO if p.startswith(("veralith/", "tests/")) else PACKAGE) / p).exists())
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+
+
+# A claim is the SQL that makes a trace `running` under a lease, or a call of the work layer's claims.
+_CLAIMS = re.compile(r"status\s*=\s*'running'\s*,\s*lease_|\.claim(?:_batch)?\(|take_reserved\(")
+
+
+def test_only_the_work_layer_claims_traces():
+    found = [module_name(path) for path in sorted(PACKAGE.rglob("*.py"))
+             if not module_name(path).startswith("veralith.work") and _CLAIMS.search(path.read_text(encoding="utf-8"))]
+    assert not found, f"only veralith.work claims traces; these modules do too: {found}"
+
+
+def test_the_claim_check_catches_a_claim_outside_the_work_layer():
+    assert _CLAIMS.search("db.execute(\"UPDATE traces SET status = 'running', lease_host = ?\")")
+    assert _CLAIMS.search("claims_for(store).claim(trace_id, again=True)")
+    assert not _CLAIMS.search("UPDATE traces SET status = 'pending', lease_host = NULL")

@@ -46,7 +46,6 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
     """Store the file's records as traces of a new batch job and collect it (see the module doc)."""
     from veralith.llm import get_client
     from veralith.sdk.batchjob import start
-    from veralith.work.claims import claims_for
 
     client = get_client()
     if client.backend != "openai":
@@ -58,9 +57,7 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
         ids: list[int] = []
         for record in running.eval_jobs(file, default_kb=kb, persist=True, store=store, client=client, tally=tally,
                                         report=reporter.report, run_id=run_id, rejudge=rejudge):
-            assert record.trace_id is not None
-            if store.trace_info(record.trace_id).status != "pending":   # re-judged in place: ours again first
-                claims_for(store).claim(record.trace_id, again=True)
+            assert record.trace_id is not None   # a trace re-judged in place is reserved for the job as it is
             ids.append(record.trace_id)
     if not ids:
         _out().print(f"nothing to judge: {tally.unchanged} unchanged, {tally.bad_lines} bad lines, "

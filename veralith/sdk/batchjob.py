@@ -200,7 +200,7 @@ def _judge(store: Store, job: str, trace_id: int, client: Any,
 
     jobs = BatchJobs(store)
     runner = Runner(store, TraceJudge(client), passthrough=(CallDeferred,))
-    outcome = runner.run(trace_id, claim=False, take=lambda i: bool(jobs.take_reserved(job, i)))
+    outcome = runner.run(trace_id, claim=False, take=jobs.taker(job))
     if outcome.action is Action.SAVED:
         if on_result is not None and outcome.result is not None:
             on_result(outcome.result)

@@ -71,6 +71,7 @@ class Background:
         self._urls: set[str] = set()     # stores logged into; the shipper opens them (never the caller)
         self._swept: set[str] = set()
         self._kept: dict[int, tuple[str, Outcome]] = {}   # results waiting for a store that went away
+        self._active: set[int] = set()    # the trace the evaluator is judging now (logged here or swept)
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._base = settings.snapshot()  # for traces this process did not log (recovered spools, sweeps)
@@ -214,6 +215,7 @@ class Background:
                 store.close()
 
     def _process(self, trace_id: int, url: str, snapshot: Settings) -> None:
+        self._active.add(trace_id)
         try:
             with settings.using(snapshot):  # evaluate as the caller configured, into its store
                 outcome = self._runner(url, record=True).run(trace_id)
@@ -221,6 +223,8 @@ class Background:
             logger.exception("veralith: background evaluation of trace %s failed", trace_id)
             self._done(trace_id)
             return
+        finally:
+            self._active.discard(trace_id)
         self._act(outcome, url, snapshot)
 
     def _runner(self, url: str, *, record: bool = False) -> Runner:
@@ -326,15 +330,18 @@ class Background:
             self._process(trace_id, url, self.outstanding.get(trace_id, (url, self._base))[1])
 
     def _give_back(self) -> None:
-        """Traces still held when the drain ended (being judged, or a result waiting for the store)
-        go back to pending (nobody's), so they are not left `running` under the lease of a process
-        that is about to exit; a result that can still be written is written first."""
+        """Traces this evaluator still holds when the drain ended (being judged, or a result waiting
+        for the store) go back to pending (nobody's), so they are not left `running` under the lease
+        of a process that is about to exit; a result that can still be written is written first.
+        Claims other code of this process holds (`log(sync=True)`, `resume()`) are theirs to end."""
         self._settle()
+        mine = set(self.outstanding) | set(self._kept) | set(self._active)
         for store in list(self._stores.values()):
             claims = _claims(store)
             try:
                 for trace_id in claims.held():
-                    claims.release(trace_id)
+                    if trace_id in mine:
+                        claims.release(trace_id)
             except Exception:  # the lease dies with the process anyway
                 logger.debug("veralith: could not give back traces", exc_info=True)
 

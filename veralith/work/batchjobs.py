@@ -14,7 +14,7 @@ their body (`custom_id`), so the same request asked twice in a job is sent and p
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from veralith.store.rows import now_iso
@@ -39,16 +39,18 @@ def create_job(db: Db, job: str, settings: dict[str, Any]) -> None:
 
 
 def reserve(db: Db, job: str, trace_ids: Sequence[int]) -> int:
-    """Move traces this process holds (queued by it, or claimed to be re-judged) into the job's
-    reservation, pending; how many moved. (The caller stops renewing the claims it moved.)"""
+    """Move traces into the job's reservation, pending: those this process holds (queued by it, or
+    claimed), and done or failed ones nobody evaluates (re-judged in place; what they held goes to
+    their history when the job's result is written). How many moved. (The caller stops renewing the
+    claims it moved.)"""
     host, pid, token = leases.mine()
     moved = 0
     with db.write():
         for trace_id in trace_ids:
             cursor = db.execute(
                 "UPDATE traces SET lease_host = ?, lease_pid = 0, lease_token = ?, lease_at = ?, updated_at = ?"
-                " , status = 'pending' WHERE id = ? AND status IN ('pending', 'running') AND lease_host = ?"
-                " AND lease_pid = ? AND lease_token = ?",
+                " , status = 'pending' WHERE id = ? AND (status IN ('done', 'error') OR (status IN"
+                " ('pending', 'running') AND lease_host = ? AND lease_pid = ? AND lease_token = ?))",
                 [RESERVED, job, _FOREVER, now_iso(), trace_id, host, pid, token])
             moved += cursor.rowcount
         db.execute("UPDATE batch_jobs SET traces = traces + ?, updated_at = ? WHERE id = ?", [moved, now_iso(), job])
@@ -191,6 +193,11 @@ class BatchJobs:
 
     def __init__(self, store: Any) -> None:
         self._store = store
+
+    def taker(self, job: str) -> Callable[[int], bool]:
+        """What the runner calls to take a trace out of the job's reservation once it is judged
+        (veralith.work.runner.Runner.run's `take`)."""
+        return lambda trace_id: bool(self._store.write(take_reserved, job, trace_id))
 
     def __getattr__(self, name: str) -> Any:
         if name not in __all__ or name in ("RESERVED", "BatchJobs"):
