@@ -59,7 +59,7 @@ class FakeClient:
         if isinstance(reply, BaseException):
             raise reply
         reply = _quoted(reply, payload)
-        output = reply if isinstance(reply, BaseModel) else task.output_model.model_validate(reply)
+        output = reply if isinstance(reply, BaseModel) else task.output_for(payload).model_validate(reply)
         problems = task.check(payload, output)
         if problems:
             raise JudgeCallError("malformed_reply", "; ".join(problems))

@@ -60,9 +60,10 @@ def _ids(label: str, expected: list[str], got: list[str]) -> list[Problem]:
     return problems + ([r.ID_UNKNOWN(None, label=label, ids=extra)] if extra else [])
 
 
-def _known(owner: str, what: str, got: list[str], allowed: set[str] | dict[str, str]) -> list[Problem]:
+def _known(owner: str, what: str, got: list[str], allowed: set[str] | dict[str, str],
+           rule: r.Rule = r.KNOWN_IDS) -> list[Problem]:
     unknown = sorted(set(got) - set(allowed))
-    return [r.KNOWN_IDS(owner, what=what, ids=unknown)] if unknown else []
+    return [rule(owner, what=what, ids=unknown)] if unknown else []
 
 
 def _quote(owner: str | None, what: str, quote: str, source: str, source_name: str) -> list[Problem]:
@@ -83,10 +84,10 @@ def _evidence(owner: str, evidence: list[Evidence], chunks: dict[str, str]) -> l
 
 def check_questions(inp: QuestionsInput, out: QuestionsOutput) -> list[Problem]:
     ids = [q.id for q in out.sub_questions]
-    problems = [r.UNIQUE_IDS(i, label="sub-question") for i in sorted({i for i in ids if ids.count(i) > 1})]
+    problems = [r.QUESTION_IDS(i, label="sub-question") for i in sorted({i for i in ids if ids.count(i) > 1})]
     if inp.query.strip() and not out.sub_questions:
         problems.append(r.AT_LEAST_ONE(None))
-    return problems + [r.HAS_WORDS(q.id, what=f"sub-question {q.id}") for q in out.sub_questions
+    return problems + [r.QUESTION_WORDS(q.id, what=f"sub-question {q.id}") for q in out.sub_questions
                        if not _ALPHA.search(q.text)]
 
 
@@ -97,12 +98,11 @@ def check_claims(inp: ClaimsInput, out: ClaimsOutput) -> list[Problem]:
         ids = [i.id for i in items]
         problems += [r.UNIQUE_IDS(i, label=label) for i in sorted({i for i in ids if ids.count(i) > 1})]
         for item in items:
-            problems += _known(item.id, f"{label} {item.id}'s source_sentence_ids", item.source_sentence_ids,
-                               sentences)
+            problems += _known(item.id, "source_sentence_ids", item.source_sentence_ids, sentences, r.SENTENCE_IDS)
             if sentences and not item.source_sentence_ids:
                 problems.append(r.CITES(item.id, label=label))
             if not _ALPHA.search(item.text):
-                problems.append(r.HAS_WORDS(item.id, what=f"{label} {item.id}"))
+                problems.append(r.ITEM_WORDS(item.id, what=f"{label} {item.id}"))
     for claim in out.claims:
         if claim.source_sentence_ids:
             problems += _claim_numbers(inp, sentences, claim.id, claim.text, claim.source_sentence_ids)

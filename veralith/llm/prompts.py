@@ -81,10 +81,12 @@ evidence. Reply with one JSON object in the schema; the example shows its conten
 
 _REASONING = "Reasoning: one short sentence, before the label.\n"
 
-_TIME = """\
-Time: a chunk's date is its date attribute or what its words give ("Updated: 2019-03-01", "In 2019, ..."); \
-undated is never old. An item with a cutoff asks about now: a chunk dated before it cannot state it as \
-current. A claim naming its own time is judged at that time.
+_DATED = """\
+A chunk's date: its date attribute or what its words say ("Updated: 2019-03-01", "In 2019, ..."); undated is \
+never old.
+"""
+_TIME = _DATED.rstrip("\n") + """ A claim with a cutoff is about now: a chunk dated before it cannot state it \
+as current. A claim naming its own time is judged at that time.
 """
 
 _QUESTIONS = """\
@@ -153,13 +155,14 @@ _EXPLAIN = """\
 Task: the judges found this trace failing (its cell and the verdicts per claim and sub-question are given). \
 Say what went wrong in THIS trace and the one concrete change to try, for this question and these chunks, \
 not generic advice.
-- quotes first: the words at fault: a chunk that contradicts or fails to support a claim, or the \
+- quotes first: the words at fault, in a chunk that contradicts or fails to support a claim, or in the \
 response sentence that invents or leaves out something.
 - missing_fact: "" or the fact the question needs that no chunk gives.
 - what_went_wrong: one or two sentences naming the claim or sub-question ids.
 - change_to_try: one concrete change (to retrieval, the corpus, or the generator's prompt) that would fix \
 this trace, naming the chunk, source or missing fact.
-- A stale claim: only chunks too old for it state it, or a later chunk changed it: the fix is fresher chunks.
+- A stale claim: only chunks too old for it (dated before its cutoff, or before the time it names) state it, \
+or a later chunk changed it: the fix is fresher chunks.
 """
 
 # The single-call mode (`--mode fast`): the five tasks' own guidance and rules, in the order the reply is
@@ -176,9 +179,9 @@ _FAST = ("Task: the steps below in one reply, in schema order. Write sub-questio
              ("faithfulness", _FAITHFULNESS.removeprefix("Task: ")),
              ("completeness", _COMPLETENESS.removeprefix("Task: ")))))
 
-_TASK_TEXT = {"questions": _QUESTIONS, "claims": _CLAIMS, "sufficiency": _REASONING + _SUFFICIENCY + _TIME,
+_TASK_TEXT = {"questions": _QUESTIONS, "claims": _CLAIMS, "sufficiency": _REASONING + _SUFFICIENCY + _DATED,
               "faithfulness": _REASONING + _FAITHFULNESS + _TIME, "completeness": _REASONING + _COMPLETENESS,
-              "explain": _EXPLAIN + _TIME, "fast": _REASONING + _FAST + _TIME}
+              "explain": _EXPLAIN + _DATED, "fast": _REASONING + _FAST + _TIME}
 
 _REMINDERS = {
     "questions": "Reminder: only what was asked, one need each.",
@@ -205,7 +208,7 @@ def system_prompt(task_name: str, schema: dict[str, Any] | None = None) -> str:
 def _static(task_name: str) -> str:
     checked = "\n".join(f"- {line}" for line in rule_lines(task_name))
     return (f"Veralith judge · task: {task_name} · prompt {PROMPT_VERSIONS[task_name]}\n{_COMMON}\n"
-            f"{_TASK_TEXT[task_name]}Checked in every reply:\n{checked}\n\n{example_text(task_name)}\n")
+            f"{_TASK_TEXT[task_name]}Checked:\n{checked}\n\n{example_text(task_name)}\n")
 
 
 def boundary_token(shared: list[str], everything: list[str]) -> str:

@@ -41,31 +41,35 @@ class Problem:
 
 # ---------------------------------------------------------------- ids, quotes and words (several tasks)
 
-_ONE = "One item per id given, the id copied exactly; no other ids."
+_ONE = "One item per id given, id copied exactly; no other ids, and chunk or sub-question ids only as given."
 ITEM_MISSING = Rule("item_missing", _ONE, "no item for {label} {owner}", "give one")
 ITEM_TWICE = Rule("item_twice", _ONE, "{label} {owner} is given more than once", "give it once")
 ID_UNKNOWN = Rule("id_unknown", _ONE, "unknown {label} ids {ids}", "use only the ids given")
-KNOWN_IDS = Rule("known_ids", "Chunk, sentence and sub-question ids only as given.",
+KNOWN_IDS = Rule("known_ids", _ONE,
                  "{what} of {owner} names {ids}, which do not exist", "use only the ids given")
-_QUOTE = (f"A quote is one span of its source, verbatim (whitespace aside), at most {QUOTE_MAX_WORDS} words, never "
-          "pieces joined with \"...\".")
+_QUOTE = f"A quote: one verbatim span of its source, at most {QUOTE_MAX_WORDS} words, no \"...\" joins."
 QUOTE_SPAN = Rule("quote_span", _QUOTE, "{what} is not one span of {source}",
                   "copy one contiguous passage of it verbatim, without \"...\"")
 QUOTE_LONG = Rule("quote_long", _QUOTE, "{what} has {n} words",
                   f"quote at most {QUOTE_MAX_WORDS}: the shortest span that carries it")
-HAS_WORDS = Rule("has_words", "No empty items or texts.", "{what} has no words",
+HAS_WORDS = Rule("has_words", "No empty texts.", "{what} has no words",
                  "write it out, or drop the item")
 
 # ---------------------------------------------------------------- questions and claims
 
-UNIQUE_IDS = Rule("unique_ids", "Each item has its own id.",
-                  "{label} id {owner} is used more than once", "give each item its own id")
-AT_LEAST_ONE = Rule("at_least_one", "At least one sub-question when the query asks anything.",
-                    "the query asks something but no sub-question is listed", "list what it asks")
-CITES = Rule("cites", "Each claim, gap and remark cites its sentences (S1, ...).",
-             "{label} {owner} cites no sentence", "give the ids of the sentences it comes from")
-_NUMBERS = ("Numbers and units as the response writes them, never converted (\"2 years\" stays); a claim cites "
-            "every sentence its numbers come from, an earlier sentence's year included.")
+_ASKED = "At least one sub-question if the query asks anything, each with its own id and words."
+AT_LEAST_ONE = Rule("at_least_one", _ASKED, "the query asks something but no sub-question is listed",
+                    "list what it asks")
+QUESTION_IDS = Rule("question_ids", _ASKED, "{label} id {owner} is used more than once", "give each its own id")
+QUESTION_WORDS = Rule("question_words", _ASKED, "{what} has no words", "write it out, or drop it")
+_EXTRACTED = "Each claim, gap and remark has its own id and words, and cites its sentences by the ids given (S1, ...)."
+UNIQUE_IDS = Rule("unique_ids", _EXTRACTED, "{label} id {owner} is used more than once", "give each item its own id")
+CITES = Rule("cites", _EXTRACTED, "{label} {owner} cites no sentence", "give the ids of the sentences it comes from")
+SENTENCE_IDS = Rule("sentence_ids", _EXTRACTED, "{what} of {owner} names {ids}, which do not exist",
+                    "use only the sentence ids given")
+ITEM_WORDS = Rule("item_words", _EXTRACTED, "{what} has no words", "write it out, or drop the item")
+_NUMBERS = ("Numbers and units as written, never converted (\"2 years\" stays); cite every sentence a claim's "
+            "numbers come from, an earlier sentence's year too.")
 NUMBER_UNCITED = Rule("number_uncited", _NUMBERS,
                       "claim {owner} has {numbers} from {sentences}, which it does not cite",
                       "add {sentences} to its source_sentence_ids")
@@ -77,7 +81,7 @@ EMPTY_RESPONSE = Rule("empty_response", "An empty response has no items.",
 
 # ---------------------------------------------------------------- sufficiency
 
-_EVIDENCE = "evidence: for \"yes\", quotes that answer it, from supporting chunks; else empty."
+_EVIDENCE = "evidence: for \"yes\", quotes of supporting chunks that answer it; else empty."
 EVIDENCE_FOR_YES = Rule("evidence_for_yes", _EVIDENCE, "{owner} is 'yes' but quotes nothing",
                         "quote what answers it from its supporting chunks, or answer 'no'")
 EVIDENCE_FOR_NO = Rule("evidence_for_no", _EVIDENCE, "{owner} is 'no' but quotes evidence",
@@ -103,21 +107,20 @@ CURRENT_SUPPORT = Rule("current_support", "A sub-question with a cutoff: \"yes\"
 
 # ---------------------------------------------------------------- faithfulness
 
-_GROUNDING = ("grounding_chunk_ids: the chunks stating it, at least one for supported, conflicting and stale; else "
-              "empty.")
+_GROUNDING = "grounding_chunk_ids: chunks stating it, at least one for supported, conflicting, stale; else empty."
 GROUNDING_FOR_LABEL = Rule("grounding_for_label", _GROUNDING, "{owner} is '{relation}' but cites no grounding chunk",
                            "cite the chunks that state it, or change the relation")
 NO_GROUNDING = Rule("no_grounding", _GROUNDING, "{owner} is '{relation}' but lists grounding chunks",
                     "use 'conflicting' when chunks both state and contradict it, else leave grounding_chunk_ids empty")
-_CONTRADICTING = ("contradicting_chunk_ids: the chunks against it, at least one for contradicted and conflicting; for "
-                  "stale, the later chunks that change it; else empty.")
+_CONTRADICTING = ("contradicting_chunk_ids: chunks against it, at least one for contradicted, conflicting; for stale "
+                  "the later chunks changing it; else empty.")
 CONTRADICTING_FOR_LABEL = Rule("contradicting_for_label", _CONTRADICTING,
                                "{owner} is '{relation}' but cites no contradicting chunk",
                                "cite the chunks against it, or change the relation")
 NO_CONTRADICTING = Rule("no_contradicting", _CONTRADICTING, "{owner} is '{relation}' but lists contradicting chunks",
                         "use 'contradicted' or 'conflicting', else leave contradicting_chunk_ids empty")
 _DATES = ("dates: for stale only: each chunk it names, its date as precisely as given (YYYY, YYYY-Qn, YYYY-MM, "
-          "YYYY-MM-DD), and quote: the chunk's words holding it, or \"\" when the date attribute gives it.")
+          "YYYY-MM-DD), quote: the chunk's words holding it, or \"\" if from the date attribute.")
 DATES_ONLY_STALE = Rule("dates_only_stale", _DATES, "{owner} is '{relation}' but lists dates",
                         "leave dates empty unless the claim is 'stale'")
 DATE_ISO = Rule("date_iso", _DATES, "date {date!r} of {owner} is not written YYYY, YYYY-Qn, YYYY-MM or YYYY-MM-DD",
@@ -127,9 +130,9 @@ DATE_IN_QUOTE = Rule("date_in_quote", _DATES, "the date quote of {owner} for chu
 DATE_ATTRIBUTE = Rule("date_attribute", _DATES, "date {date} of {owner} for chunk {chunk} has no quote, and the "
                       "chunk's date attribute is {given}", "quote the chunk's words that give {date}, or give the "
                       "attribute's date")
-_STALE = ("Stale: every named chunk dated; a later chunk's whole period follows (2022 is not before 2022-11); "
-          "without one, every grounding chunk is dated before the claim's cutoff or the time it names, and a "
-          "claim with neither is never stale.")
+_STALE = ("Stale: every named chunk dated; a later chunk wholly follows (2022 is not before 2022-11); without "
+          "one, every grounding chunk predates the claim's cutoff or own time, and a claim with neither is never "
+          "stale.")
 STALE_UNDATED = Rule("stale_undated", _STALE, "{owner} is 'stale' but gives no date for {chunks}",
                      "date every chunk it names")
 STALE_NOT_LATER = Rule("stale_not_later", _STALE, "{owner} is 'stale' but {newer} ({newer_date}) is not wholly after "
@@ -161,8 +164,7 @@ UNANSWERED_HAS_NONE = Rule("unanswered_has_none", _STATUS, "{owner} is 'unanswer
 
 # ---------------------------------------------------------------- explain
 
-_SOURCES = ("Quote only chunks (source \"chunk\", its id) or the response (source \"response\", chunk_id \"\"), "
-            "never other blocks.")
+_SOURCES = "Quote only chunks (source \"chunk\", its id) or the response (chunk_id \"\"), no other block."
 QUOTE_NOT_IN_RESPONSE = Rule("quote_not_in_response", _SOURCES, "quote {n} is not in the trace (not one span of the "
                              "response)", "quote the response's own words verbatim (a claim's text is not the "
                              "response)")
