@@ -24,6 +24,7 @@ from veralith.llm.schemas import (
     ExplainOutput,
     FaithfulnessInput,
     FaithfulnessOutput,
+    FastBareOutput,
     FastInput,
     FastOutput,
     QuestionsInput,
@@ -245,7 +246,7 @@ def check_explain(inp: ExplainInput, out: ExplainOutput) -> list[Problem]:
                        if not _ALPHA.search(getattr(out, name))]
 
 
-def check_fast(inp: FastInput, out: FastOutput) -> list[Problem]:
+def check_fast(inp: FastInput, out: FastOutput | FastBareOutput) -> list[Problem]:
     """The extraction half only, checked whole as the two decomposition tasks check theirs. The judged
     half is read item by item afterwards (veralith.pipeline.fast) with each judge task's own checks, so
     one inconsistent verdict costs that verdict (after one re-ask), not the call."""

@@ -277,8 +277,8 @@ def _today(as_of: str | None, shown: bool, fresh_from: str | None = None) -> lis
     if not as_of or not shown:
         return []
     if _DATE.fullmatch(as_of.strip()):
-        cutoff = (f" A claim or sub-question about now has the cutoff {fresh_from}."
-                  if fresh_from and _DATE.fullmatch(fresh_from) else "")
+        cutoff = (f" A claim or sub-question about now has the cutoff {fresh_from} (this year: "
+                  f"{as_of.strip()[:4]}-01-01)." if fresh_from and _DATE.fullmatch(fresh_from) else "")
         return [_Block("", as_of, note=f"Today is {as_of.strip()}.{cutoff}")]
     return [_Block("today", as_of)]   # not a plain date: it is data like any other
 
