@@ -78,12 +78,13 @@ def shuffling_judge(seed: int) -> Any:
                       1 - _probability(texts[i["claim_id"]])} for i in items]
             return Reply.of({"items": items}, label_probs=probs)
         if task == "sufficiency":
-            return {"items": shuffled([{"sub_question_id": a["id"], "required_facts": ["it"], "evidence": [],
+            first = " ".join(b["chunk"][0][1].split()[:8])
+            return {"items": shuffled([{"sub_question_id": a["id"], "evidence": [{"chunk_id": chunk, "quote": first}],
                                         "missing_facts": [], "reasoning": f"judged: {t}", "sufficient": "yes",
                                         "supporting_chunk_ids": [chunk]} for a, t in b["subq"]])}
         if task == "completeness":
             sq = [a["id"] for a, _ in b["subq"]]
-            return {"claims": shuffled([{"claim_id": a["id"], "reasoning": f"judged: {t}", "role": "answers",
+            return {"claims": shuffled([{"claim_id": a["id"], "role": "answers",
                                          "sub_question_ids": sq[:1]} for a, t in b["claim"]]),
                     "gaps": [],
                     "sub_questions": shuffled([{"sub_question_id": q, "reasoning": "r",

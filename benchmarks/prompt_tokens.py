@@ -18,7 +18,10 @@ received is counted with tiktoken (o200k_base, offline from ../shared/tiktoken):
 * `effective` = raw − cacheable × (1 − cached price / input price) for `--model`: the tokens
   billed at the input rate once the cache is warm.
 
-The static system prompt of each task (no data in it) is printed first.
+The static system prompt of each task (no data in it) is printed first, then the budget's output-token
+allowance per task. Each figure is printed beside BEFORE, the same script's figures for the prompts and
+allowances before the judges' contracts were written once (prompts questions-v2, claims-v4,
+sufficiency-v2, faithfulness-v4, completeness-v3, explain-v1, fast-v1), so the change shows.
 """
 
 from __future__ import annotations
@@ -40,10 +43,24 @@ from fake_openai_server import FakeOpenAIServer, counted_usage, task_of  # noqa:
 import veralith  # noqa: E402
 from veralith.config import settings  # noqa: E402
 from veralith.llm import prompts  # noqa: E402
+from veralith.llm.estimate import OUTPUT_ALLOWANCE  # noqa: E402
 from veralith.observability.pricing import price_of  # noqa: E402
 from veralith.pipeline.budget import estimate_trace  # noqa: E402
 
 DEEPEVAL = {"1 chunk / 2 claims": 3134, "5 chunks / 8 claims": 5388}
+
+# This script's output for the prompts before the contracts (see the module doc), with gpt-4o-mini.
+BEFORE: dict[str, Any] = {
+    "system": {"questions": 221, "claims": 517, "sufficiency": 441, "faithfulness": 902, "completeness": 505,
+               "explain": 489, "fast": 1554},
+    "traces": {"1 chunk / 2 claims": {"messages": 3288, "schema": 1150, "raw": 4438, "output_allowance": 862},
+               "5 chunks / 8 claims": {"messages": 5722, "schema": 1436, "raw": 7158, "output_allowance": 2575}},
+    "allowance": {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40, "call": 20,
+                  "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
+                  "completeness_per_claim": 50, "completeness_per_sub_question": 40, "explain": 400},
+}
+# What the allowance of a task lost, and why: the fields no code read, measured on the worked examples.
+_DROPPED = {"sufficiency_per_item": "required_facts", "completeness_per_claim": "a role's reasoning"}
 
 TRACES = {
     "1 chunk / 2 claims": {
@@ -130,14 +147,21 @@ def measure(name: str, trace: dict[str, Any], model: str) -> dict[str, int]:
               f"{effective:,} |")
     print(f"| **trace** | **{totals['messages']:,}** | {totals['schema']:,} | **{totals['raw']:,}** | | "
           f"{totals['cacheable']:,} | {totals['effective']:,} |")
-    target = DEEPEVAL[name]
+    target, before = DEEPEVAL[name], BEFORE["traces"][name]
     verdict = "below" if totals["messages"] < target else "NOT below"
     print(f"\nprompt text {totals['messages']:,} tokens vs DeepEval {target:,}: {verdict} "
           f"({totals['messages'] / target - 1:+.0%}); with the schema {totals['raw']:,} "
           f"({totals['raw'] / target - 1:+.0%}); budget estimate {estimate.input_tokens:,} input tokens in "
           f"{estimate.calls} calls ({estimate.input_tokens / totals['raw'] - 1:+.1%}).")
+    print(f"change against BEFORE: prompt text {_change(totals['messages'], before['messages'])}, schemas "
+          f"{_change(totals['schema'], before['schema'])}, prompt tokens {_change(totals['raw'], before['raw'])}, "
+          f"output allowance {_change(estimate.output_tokens, before['output_allowance'])}.")
     totals["output_allowance"] = estimate.output_tokens
     return totals
+
+
+def _change(now: int, before: int) -> str:
+    return f"{before:,} → {now:,} ({now - before:+,}, {now / before - 1:+.1%})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,10 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="gpt-4o-mini", help="judge model whose cache discount `effective` uses")
     args = parser.parse_args(argv)
     print("### Static system prompt per task (no data; identical on every call)\n")
-    print("| task | version | system prompt tokens |")
-    print("|---|---|---:|")
+    print("| task | version | system prompt tokens | before | change |")
+    print("|---|---|---:|---:|---:|")
     for task, version in prompts.PROMPT_VERSIONS.items():
-        print(f"| {task} | {version} | {_tokens(prompts.system_prompt(task)):,} |")
+        now, before = _tokens(prompts.system_prompt(task)), BEFORE["system"][task]
+        print(f"| {task} | {version} | {now:,} | {before:,} | {now - before:+,} |")
+    print("\n### Output-token allowance per task (the budget's upper bound for a reply)\n")
+    print("| allowance | now | before | change | why |")
+    print("|---|---:|---:|---:|---|")
+    for key, now in OUTPUT_ALLOWANCE.items():
+        before = BEFORE["allowance"][key]
+        why = f"{_DROPPED[key]} no longer asked" if key in _DROPPED else ""
+        print(f"| {key} | {now} | {before} | {now - before:+} | {why} |")
     rows = {name: measure(name, trace, args.model) for name, trace in TRACES.items()}
     print("\n### Cost per trace (input as counted, output at the budget's generous allowance)\n")
     print("| trace | model | input tokens | output allowance | USD at most |")

@@ -1,4 +1,5 @@
-"""Generate the reference pages that must not drift from the code: docs/cli.md and docs/configuration.md.
+"""Generate the reference pages that must not drift from the code: docs/cli.md, docs/configuration.md, and the
+judges' contracts section of docs/backends.md (between its `contracts:start` and `contracts:end` markers).
 
     python scripts/gen_docs.py           # rewrite both pages
     python scripts/gen_docs.py --check   # exit 1 (and name the page) if either is out of date
@@ -152,7 +153,20 @@ def _type_name(annotation: Any) -> str:
     return text.replace(" | None", " or unset").replace("str", "text")
 
 
-PAGES: dict[str, Callable[[], str]] = {"cli.md": cli_markdown, "configuration.md": configuration_markdown}
+def backends_markdown() -> str:
+    """docs/backends.md as it is, its contracts section rebuilt from veralith.llm.contract."""
+    from veralith.llm.contract import markdown
+
+    text = (DOCS / "backends.md").read_text(encoding="utf-8")
+    start, end = "<!-- contracts:start -->", "<!-- contracts:end -->"
+    head, rest = text.split(start, 1)
+    tail = rest.split(end, 1)[1]
+    notice = _NOTICE.format(source="the task contracts in `veralith/llm/contract.py`")
+    return f"{head}{start}\n{notice}\n\n{markdown()}{end}{tail}"
+
+
+PAGES: dict[str, Callable[[], str]] = {"cli.md": cli_markdown, "configuration.md": configuration_markdown,
+                                       "backends.md": backends_markdown}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -514,7 +514,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
 # ---------------------------------------------------------------- auto responder
 
-_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "explain", "fast")
+_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "explain", "fast", "fast_reask")
 _TOKEN = re.compile(r"Boundary token: (\S+)")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
 _LETTER = re.compile(r"[^\W\d_]")
@@ -569,8 +569,9 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
                 "gaps": [{"id": f"g{n}", "source_sentence_ids": [i], "text": text}
                          for n, (i, text) in enumerate(gaps, 1)],
                 "asks_clarification": False}
-    if task == "sufficiency":
-        return {"items": [{"sub_question_id": i, "required_facts": ["the answer"], "evidence": [],
+    if task == "sufficiency":   # quotes the first chunk's first words, verbatim
+        opening = " ".join(b["chunk"][0][1].split()[:8]) if first else ""
+        return {"items": [{"sub_question_id": i, "evidence": [{"chunk_id": first[0], "quote": opening}] if first else [],
                            "missing_facts": [] if first else ["the answer"], "reasoning": "auto reply",
                            "sufficient": "yes" if first else "no", "supporting_chunk_ids": first}
                           for i in sq_ids]}
@@ -580,7 +581,7 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
                            "contradicting_chunk_ids": []} for i in claim_ids]}
     if task == "completeness":
         answered = bool(claim_ids and sq_ids)
-        return {"claims": [{"claim_id": i, "reasoning": "auto reply", "role": "answers" if sq_ids else "extra",
+        return {"claims": [{"claim_id": i, "role": "answers" if sq_ids else "extra",
                             "sub_question_ids": sq_ids[:1]} for i in claim_ids],
                 "gaps": [{"gap_id": g, "sub_question_ids": [] if answered else sq_ids[:1]} for g in gap_ids],
                 "sub_questions": [{"sub_question_id": q, "reasoning": "auto reply",
@@ -593,6 +594,10 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
                 "change_to_try": "auto reply"}
     if task == "fast":
         return _fast_reply(body)
+    if task == "fast_reask":   # the judged lists the re-ask's schema asks for, as the single call gives them
+        asked = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema", {}).get("properties")
+        return {k: v for k, v in _fast_reply(body).items()
+                if k in (asked or ("sufficiency", "faithfulness", "completeness"))}
     return {"error": "fake_openai_server: unknown task"}
 
 
@@ -614,9 +619,9 @@ def _fast_reply(body: dict[str, Any]) -> dict[str, Any]:
     subq = {"subq": [({"id": q["id"]}, q["text"]) for q in questions["sub_questions"]]}
     claims = {"claim": [({"id": c["id"]}, c["text"]) for c in said["claims"]]}
     gaps = {"gap": [({"id": g["id"]}, g["text"]) for g in said["gaps"]]}
-    return {**questions, **said, "remarks": [],
-            "sufficiency": reply("sufficiency", subq)["items"],
-            "faithfulness": reply("faithfulness", claims)["items"],
+    judged = {"sufficiency": reply("sufficiency", subq)["items"], "faithfulness": reply("faithfulness", claims)["items"]}
+    # Without chunks the schema asks for no sufficiency or faithfulness list.
+    return {**questions, **said, "remarks": [], **(judged if "chunk" in b else {}),
             "completeness": reply("completeness", {**subq, **claims, **gaps})}
 
 

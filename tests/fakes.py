@@ -13,6 +13,11 @@ from pydantic import BaseModel
 from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult, CallUsage
 from veralith.llm.tasks import Task
+from veralith.llm.text import clip_quote
+
+# A scripted evidence quote that stands for the first words of the chunk it names (FakeClient fills it in),
+# for replies written before the chunks are known.
+CHUNK_START = "<the first words of the chunk>"
 
 
 class FakeClient:
@@ -53,12 +58,32 @@ class FakeClient:
             reply = self._responders[task.name](payload)
         if isinstance(reply, BaseException):
             raise reply
-        output = reply if isinstance(reply, BaseModel) else task.output_model.model_validate(reply)
+        reply = _quoted(reply, payload)
+        output = reply if isinstance(reply, BaseModel) else task.output_for(payload).model_validate(reply)
         problems = task.check(payload, output)
         if problems:
             raise JudgeCallError("malformed_reply", "; ".join(problems))
         return CallResult(output, CallUsage(model=self.model, calls=1, input_tokens=100, output_tokens=10, usd=0.001),
                           dict(confidence))
+
+
+def _quoted(reply: Any, payload: BaseModel) -> Any:
+    """`reply` with each CHUNK_START quote replaced by the first words of the chunk it names."""
+    chunks = {c.id: c.text for c in getattr(payload, "chunks", None) or []}
+    if not chunks or not isinstance(reply, dict | list):
+        return reply
+    text = json.dumps(reply)
+    if CHUNK_START not in text:
+        return reply
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if node.get("quote") == CHUNK_START and node.get("chunk_id") in chunks:
+                return {**node, "quote": clip_quote(chunks[node["chunk_id"]])}
+            return {k: walk(v) for k, v in node.items()}
+        return [walk(v) for v in node] if isinstance(node, list) else node
+
+    return walk(reply)
 
 
 def supported(claim_id: str, chunk: str = "c0") -> dict:
@@ -72,8 +97,9 @@ def unsupported(claim_id: str) -> dict:
 
 
 def suff(sq_id: str, yes: bool, chunk: str = "c0") -> dict:
-    return {"sub_question_id": sq_id, "required_facts": ["f"], "evidence": [], "missing_facts": [] if yes else ["f"],
-            "reasoning": "r", "sufficient": "yes" if yes else "no", "supporting_chunk_ids": [chunk] if yes else []}
+    return {"sub_question_id": sq_id, "evidence": [{"chunk_id": chunk, "quote": CHUNK_START}] if yes else [],
+            "missing_facts": [] if yes else ["f"], "reasoning": "r", "sufficient": "yes" if yes else "no",
+            "supporting_chunk_ids": [chunk] if yes else []}
 
 
 def decomposition(client: FakeClient, sub_questions: list[str], claims: list[tuple[str, list[str]]],
@@ -96,8 +122,7 @@ def mapping(pairs: dict[str, list[str]], sqs: list[str] | None = None, roles: di
     role_of = {c: roles.get(c, "answers" if q else "extra") for c, q in pairs.items()}
     answered = {q for c, qs in pairs.items() if role_of[c] == "answers" for q in qs}
     statuses = {q: (statuses or {}).get(q, "answered" if q in answered else "unanswered") for q in sqs}
-    return {"claims": [{"claim_id": c, "reasoning": "r", "role": role_of[c], "sub_question_ids": q}
-                       for c, q in pairs.items()],
+    return {"claims": [{"claim_id": c, "role": role_of[c], "sub_question_ids": q} for c, q in pairs.items()],
             "gaps": [{"gap_id": g, "sub_question_ids": q} for g, q in (gaps or {}).items()],
             "sub_questions": [{"sub_question_id": q, "reasoning": "r", "status": st} for q, st in statuses.items()]}
 

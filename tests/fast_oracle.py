@@ -47,8 +47,8 @@ def fast_reply(full: FakeClient, payload: FastInput) -> dict[str, Any]:
     completeness = answer["completeness"](CompletenessInput(query=payload.query, sub_questions=sqs, claims=claims,
                                                             gaps=gaps)) if sqs and claims else {
         "claims": [], "gaps": [], "sub_questions": []}
-    return {**asked, **said, "remarks": said.get("remarks", []), "sufficiency": sufficiency,
-            "faithfulness": faithfulness, "completeness": completeness}
+    judged = {"sufficiency": sufficiency, "faithfulness": faithfulness} if chunks else {}   # no chunks: no lists
+    return {**asked, **said, "remarks": said.get("remarks", []), **judged, "completeness": completeness}
 
 
 def fast_oracle_client(trace: dict) -> FakeClient:

@@ -42,9 +42,9 @@ def _scripted_quickstart(body: dict) -> dict | None:
                 "gaps": [], "asks_clarification": False}
     if task == "sufficiency":
         return {"items": [
-            {"sub_question_id": "q1", "required_facts": ["definition"], "evidence": [{"chunk_id": "c0", "quote": "share price divided by its earnings per share"}],
+            {"sub_question_id": "q1", "evidence": [{"chunk_id": "c0", "quote": "share price divided by its earnings per share"}],
              "missing_facts": [], "reasoning": "c0 defines it.", "sufficient": "yes", "supporting_chunk_ids": ["c0"]},
-            {"sub_question_id": "q2", "required_facts": ["Apple's 2023 P/E"], "evidence": [],
+            {"sub_question_id": "q2", "evidence": [],
              "missing_facts": ["Apple's 2023 P/E"], "reasoning": "No chunk mentions Apple.", "sufficient": "no",
              "supporting_chunk_ids": []}]}
     if task == "faithfulness":
@@ -53,8 +53,8 @@ def _scripted_quickstart(body: dict) -> dict | None:
              "reasoning": "Paraphrase of c0.", "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []},
             {"claim_id": "k2", "evidence": [], "reasoning": "No chunk mentions Apple or 42.7.", "relation": "unsupported",
              "grounding_chunk_ids": [], "contradicting_chunk_ids": []}]}
-    return {"claims": [{"claim_id": "k1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
-                       {"claim_id": "k2", "reasoning": "Apple's figure", "role": "answers", "sub_question_ids": ["q2"]}],
+    return {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]},
+                       {"claim_id": "k2", "role": "answers", "sub_question_ids": ["q2"]}],
             "gaps": [],
             "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
                               {"sub_question_id": "q2", "reasoning": "k2", "status": "answered"}]}
@@ -172,23 +172,27 @@ def test_tokens_of_a_failed_judge_are_counted_in_usage(openai_server):
 
 def test_the_question_is_decomposed_without_the_response_and_judges_get_the_date(openai_server):
     openai_server.responder = _scripted_quickstart
+    dated = [{"text": CTX[0], "metadata": {"updated": "2025-01-10"}}]
     with _openai(openai_server):
-        result = evaluate(Q, CTX, R, persist=False, metadata={"as_of": "2025-06-30"})
-    by_task = {task_of(body): body for body in openai_server.requests}
+        result = evaluate(Q, dated, R, persist=False, metadata={"as_of": "2025-06-30"})
+        undated = evaluate(Q, CTX, R, persist=False, metadata={"as_of": "2025-06-30"})
+    by_task = {task_of(body): body for body in openai_server.requests[:5]}
     asked = by_task["questions"]["messages"][-1]["content"]
     assert Q in asked and "42.7" not in asked and "earnings per share." not in asked   # response-blind
     for task in ("sufficiency", "faithfulness"):
         system, user = (m["content"] for m in by_task[task]["messages"])
-        assert "Today is 2025-06-30." in user and "2025-06-30" not in system
-    assert result.as_of == "2025-06-30"
+        assert "Today is 2025-06-30." in user and 'date="2025-01-10"' in user and "2025-06-30" not in system
+    assert result.as_of == undated.as_of == "2025-06-30"
+    # Nothing dated and nothing asking about now: no date block to pay for.
+    assert not any("Today is" in body["messages"][-1]["content"] for body in openai_server.requests[5:])
 
 
 def test_a_background_claim_never_covers_a_sub_question(openai_server):
     # c2 (grounded) is only background to q1 and answers nothing: q2 stays uncovered, c2 is not extra.
     def responder(body):
         if task_of(body) == "completeness":
-            return {"claims": [{"claim_id": "k1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]},
-                               {"claim_id": "k2", "reasoning": "background", "role": "supports", "sub_question_ids": ["q1"]}],
+            return {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]},
+                               {"claim_id": "k2", "role": "supports", "sub_question_ids": ["q1"]}],
                     "gaps": [], "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
                                                   {"sub_question_id": "q2", "reasoning": "none", "status": "unanswered"}]}
         if task_of(body) == "faithfulness":
@@ -216,7 +220,7 @@ def test_a_gap_statement_makes_a_partial_refusal_not_a_negated_claim(openai_serv
         if task == "faithfulness":
             return {"items": [_scripted_quickstart(body)["items"][0]]}
         if task == "completeness":
-            return {"claims": [{"claim_id": "k1", "reasoning": "definition", "role": "answers", "sub_question_ids": ["q1"]}],
+            return {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]}],
                     "gaps": [{"gap_id": "g1", "sub_question_ids": ["q2"]}],
                     "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
                                       {"sub_question_id": "q2", "reasoning": "declined", "status": "unanswered"}]}

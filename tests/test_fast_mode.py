@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_openai_server import Reply, auto_reply
+from fake_openai_server import Reply, auto_reply, task_of
 from fast_oracle import fast_oracle_client
 from test_golden import HELD_OUT, TRACES
 from typer.testing import CliRunner
@@ -42,7 +42,7 @@ def test_one_call_per_trace_a_result_like_the_full_modes_and_its_mode_stored(sto
     with settings.override(mode="fast"):
         fast = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert dict(judge.by_task()) == {"fast": 1}
-    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v1"}
+    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v2"}
     full = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert full.mode == "full" and full.usage.calls >= 4
     assert _form(fast) == _form(full)                    # the fake answers both alike: so must the pipeline
@@ -89,25 +89,47 @@ def test_the_dry_run_and_the_budget_guard_count_one_call(tmp_path):
     assert total.split("│")[2].strip() == "1"            # the calls column
 
 
-def _spoiled(body: dict) -> dict:
-    reply = auto_reply(body)
+def _spoil(reply: dict) -> dict:
     reply["sufficiency"][0].update(supporting_chunk_ids=[])        # "yes" citing nothing: its only item
     reply["faithfulness"][0].update(grounding_chunk_ids=[])        # "supported" citing nothing: one of two
     return reply
 
 
-def test_an_inconsistent_verdict_is_missing_not_asked_again(judge):
+def _spoiled(body: dict) -> dict:
+    """The call's reply spoilt, its re-ask answered right."""
+    return _spoil(auto_reply(body)) if task_of(body) == "fast" else auto_reply(body)
+
+
+def test_bad_verdicts_are_asked_again_once_in_one_request_saying_only_what_is_wrong(judge):
     judge.responder = _spoiled
     with settings.override(mode="fast"):
         result = veralith.evaluate(QUERY, CONTEXT, RESPONSE, persist=False)
-    assert judge.count == 1                                # no second round trip in this mode
+    assert [task_of(b) for b in judge.requests] == ["fast", "fast_reask"] and not result.errors
+    reask = judge.requests[1]
+    # The conversation goes on: the call as it was, its reply, then what is wrong with which item and the fix,
+    # named by the reply's own claim ids, and a schema asking only for the lists that hold a bad item.
+    assert reask["messages"][:2] == judge.requests[0]["messages"] and reask["messages"][2]["role"] == "assistant"
+    asked = reask["messages"][3]["content"]
+    assert "faithfulness claim c1: c1 is 'supported' but cites no grounding chunk; cite the chunks" in asked
+    assert "sufficiency sub-question q1: q1 is 'yes' but cites no supporting chunk" in asked
+    assert "no item for" not in asked and "c2" not in asked
+    assert set(reask["response_format"]["json_schema"]["schema"]["properties"]) == {"sufficiency", "faithfulness"}
+    assert [j.claim_id for j in result.faithfulness] == ["k1", "k2"] and len(result.sufficiency) == 1
+    assert result.usage.calls == 2
+
+
+def test_a_verdict_still_bad_after_the_re_ask_is_missing(judge):
+    judge.responder = lambda body: _spoil(auto_reply(body))    # the re-ask repeats the mistakes
+    with settings.override(mode="fast"):
+        result = veralith.evaluate(QUERY, CONTEXT, RESPONSE, persist=False)
+    assert judge.count == 2                                # the call and its one re-ask
     errors = {e.phase: e for e in result.errors}
     # Nothing usable for a judge: that judge failed, as in the full mode.
     assert result.sufficiency == [] and errors[Phase.sufficiency].kind == "malformed_reply"
     # One bad item of two: that verdict is missing, named, and the other one kept.
     assert [j.claim_id for j in result.faithfulness] == ["k2"]
     missing = errors[Phase.faithfulness]
-    assert missing.kind == "missing_items" and "single-call reply" in missing.message and "k1" in missing.message
+    assert missing.kind == "missing_items" and "even after a re-ask" in missing.message and "k1" in missing.message
     assert result.completeness is not None and result.mode == "fast"
 
 

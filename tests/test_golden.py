@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from fakes import FakeClient
+from fakes import CHUNK_START, FakeClient
 
 GOLDEN = Path(__file__).parent / "golden" / "traces.jsonl"
 # Written by someone else after the offline judges were tuned on traces.jsonl, and never looked at
@@ -202,7 +202,7 @@ def oracle_client(trace: dict) -> FakeClient:
         items = []
         for q in payload.sub_questions:
             yes = o["sufficiency"][_index(q.id, sq_texts, q.text)] == "yes"
-            items.append({"sub_question_id": q.id, "required_facts": [q.text], "evidence": [],
+            items.append({"sub_question_id": q.id, "evidence": [{"chunk_id": chunk, "quote": CHUNK_START}] if yes else [],
                           "missing_facts": [] if yes else [q.text], "reasoning": "oracle",
                           "sufficient": "yes" if yes else "no", "supporting_chunk_ids": [chunk] if yes else []})
         return {"items": items}
@@ -214,10 +214,10 @@ def oracle_client(trace: dict) -> FakeClient:
             relation = o["faithfulness"][_index(c.id, claim_texts, c.text)]
             if relation == "stale":
                 # Answered as a judge blind to dates would (it states it; a later chunk, if any, says
-                # otherwise), quoting the chunks whole: the pipeline's date review must make it stale.
+                # otherwise), quoting each chunk's opening words: the pipeline's date review must make it stale.
                 blind = "conflicting" if len(payload.chunks) > 1 else "supported"
                 items.append({"claim_id": c.id, "reasoning": "oracle", "relation": blind,
-                              "evidence": [{"chunk_id": k.id, "quote": k.text} for k in payload.chunks],
+                              "evidence": [{"chunk_id": k.id, "quote": CHUNK_START} for k in payload.chunks],
                               "grounding_chunk_ids": [first],
                               "contradicting_chunk_ids": [last] if blind == "conflicting" else []})
                 continue
@@ -229,7 +229,7 @@ def oracle_client(trace: dict) -> FakeClient:
     def completeness(payload):
         sq_of = {_index(q.id, sq_texts, q.text): q.id for q in payload.sub_questions}
         return {
-            "claims": [{"claim_id": c.id, "reasoning": "oracle", "role": role,
+            "claims": [{"claim_id": c.id, "role": role,
                         "sub_question_ids": [sq_of[k - 1] for k in sqs]}
                        for c in payload.claims
                        for role, sqs in [o["roles"][_index(c.id, claim_texts, c.text)]]],

@@ -246,7 +246,7 @@ def test_missing_claim_id_fails_the_check_and_is_re_asked(openai_server):
     result = client_for(openai_server).run(FAITHFULNESS, faith_input(2))
     assert [i.claim_id for i in result.output.items] == ["c1", "c2"]
     reask = openai_server.requests[1]["messages"][-1]["content"]
-    assert "claim c2: no item for claim id c2" in reask and "claim c1" not in reask   # only the bad item
+    assert "claim c2: no item for claim c2; give one" in reask and "claim c1" not in reask   # only the bad item
 
 
 def test_two_bad_replies_are_a_malformed_reply_error(openai_server):
@@ -470,14 +470,13 @@ def _faith(**item) -> dict:
 
 
 def _suff(**item) -> dict:
-    base = {"sub_question_id": "q1", "required_facts": ["the height"],
-            "evidence": [{"chunk_id": "c0", "quote": "330 metres tall"}], "missing_facts": [],
+    base = {"sub_question_id": "q1", "evidence": [{"chunk_id": "c0", "quote": "330 metres tall"}], "missing_facts": [],
             "reasoning": "c0 gives it.", "sufficient": "yes", "supporting_chunk_ids": ["c0"]}
     return {"items": [{**base, **item}]}
 
 
 def _comp(role="answers", ids=("q1",), status="answered") -> dict:
-    return {"claims": [{"claim_id": "c1", "reasoning": "r", "role": role, "sub_question_ids": list(ids)}],
+    return {"claims": [{"claim_id": "c1", "role": role, "sub_question_ids": list(ids)}],
             "gaps": [], "sub_questions": [{"sub_question_id": "q1", "reasoning": "r", "status": status}]}
 
 
@@ -500,7 +499,7 @@ VIOLATIONS = {
                                          "lists contradicting chunks"),
     "quote not in the cited chunk": (FAITHFULNESS, FAITH_IN,
                                      _faith(evidence=[{"chunk_id": "c1", "quote": "330 metres tall"}]), _faith(),
-                                     "not in chunk c1"),
+                                     "not one span of chunk c1"),
     "sufficient with missing facts": (SUFFICIENCY, SUFF_IN, _suff(missing_facts=["the year"]), _suff(),
                                       "lists missing facts"),
     "insufficient with supporting ids": (SUFFICIENCY, SUFF_IN, _suff(sufficient="no", missing_facts=["x"]), _suff(),
@@ -509,7 +508,7 @@ VIOLATIONS = {
                                             "no claim has role 'answers'"),
     "extra with sub-questions": (COMPLETENESS, COMP_IN, _comp(role="extra"), _comp(), "an extra claim lists none"),
     "a number the sentence does not hold": (CLAIMS, CLAIMS_IN, _claims("The Eiffel Tower is 324 metres tall."),
-                                            _claims(), "numbers ['324']"),
+                                            _claims(), "has 324, which neither the response nor the question holds"),
 }
 
 

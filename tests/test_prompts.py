@@ -26,7 +26,7 @@ from veralith.llm.tasks import (
     SufficiencyInput,
 )
 
-CHUNKS = [ChunkIn(id="c0", text="The Eiffel Tower is 330 metres tall.", source="paris.md"),
+CHUNKS = [ChunkIn(id="c0", text="The Eiffel Tower is 330 metres tall.", source="paris.md", date="2019-04"),
           ChunkIn(id="c1", text="It was completed in 1889.")]
 SQS = [SubQuestionIn(id="q1", text="How tall is the tower?"), SubQuestionIn(id="q2", text="When was it built?")]
 CLAIMS = [ClaimIn(id="c1", text="The tower is 330 m tall.", context_note="attributed to the guide"),
@@ -108,6 +108,9 @@ def test_the_static_system_prompt_is_identical_across_calls_and_holds_no_data_or
         user = prompts.render(name, payloads()[name])[1]["content"]
         assert "Today is 2026-12-01." in user.splitlines()[1]
         assert "Today is" not in prompts.render(name, payloads(as_of=None)[name])[1]["content"]
+        # Nothing dated and nothing about now: the date is not shown (its tokens would buy nothing).
+        undated = payloads()[name].model_copy(update={"chunks": [c.model_copy(update={"date": None}) for c in CHUNKS]})
+        assert "Today is" not in prompts.render(name, undated)[1]["content"]
 
 
 def test_a_date_that_is_not_a_date_is_data():

@@ -53,7 +53,7 @@ def test_settle_keeps_good_items_and_names_every_bad_one():
     assert [i.claim_id for i in output.items] == ["k1"] and list(bad) == [("items", "k2")]
     assert "lists grounding chunks" in bad[("items", "k2")][0]
     output, bad = settle(FAITHFULNESS, PAYLOAD, {("items", "k1"): reading.items[("items", "k1")]}, {})
-    assert bad == {("items", "k2"): ["no item for claim id k2; return exactly one item per id"]}
+    assert bad == {("items", "k2"): ["no item for claim k2; give one"]}
 
 
 def test_extraction_replies_are_read_whole():

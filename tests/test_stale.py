@@ -144,11 +144,12 @@ def _scripted(faithfulness):
             return {"claims": [{"id": "c1", "source_sentence_ids": ["S1"], "note": "", "text": RESPONSE}],
                     "gaps": [], "asks_clarification": False}
         if task == "sufficiency":
-            return {"items": [{"sub_question_id": "q1", "required_facts": ["x"], "evidence": [], "missing_facts": [],
-                               "reasoning": "r", "sufficient": "yes", "supporting_chunk_ids": ["c0"]}]}
+            # Asked about now, with only an old chunk: not answerable, as faithfulness will find it stale.
+            return {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["a current source"],
+                               "reasoning": "r", "sufficient": "no", "supporting_chunk_ids": []}]}
         if task == "faithfulness":
             return {"items": [faithfulness(body)]}
-        return {"claims": [{"claim_id": "k1", "reasoning": "r", "role": "answers", "sub_question_ids": ["q1"]}],
+        return {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]}],
                 "gaps": [], "sub_questions": [{"sub_question_id": "q1", "reasoning": "r", "status": "answered"}]}
     return reply
 
@@ -176,7 +177,7 @@ def test_the_llm_is_told_the_dates_and_its_stale_verdict_is_kept(openai_server):
     assert judged.relation is Relation.stale and [d.date for d in judged.dates] == ["2018-06-01"]
     assert result.failure_cell is FailureCell.incomplete_ungrounded and result.suggestion.title == "Stale answer"
     prompt = json.dumps(_faith_bodies(openai_server)[0]["messages"])
-    assert "Today is 2026-03-31." in prompt and "chunks dated 2025-03-31 or later" in prompt
+    assert "Today is 2026-03-31." in prompt and 'cutoff=\\"2025-03-31\\"' in prompt   # the claim's, per claim
     assert 'date=\\"2018-06-01\\"' in prompt or "2018-06-01" in prompt
 
 
@@ -212,7 +213,7 @@ def test_an_invented_date_quote_is_re_asked(openai_server):
     with _openai(openai_server):
         judged = _only(evaluate(HARBOUR_Q, [HARBOUR], RESPONSE, persist=False, metadata=TODAY))
     assert len(_faith_bodies(openai_server)) == 2
-    assert "date quote of k1 is not in chunk c0" in json.dumps(_faith_bodies(openai_server)[1]["messages"])
+    assert "date quote of k1 is not one span of chunk c0" in json.dumps(_faith_bodies(openai_server)[1]["messages"])
     assert judged.relation is Relation.stale and judged.dates[0].date == "2018-06-01"
 
 

@@ -47,7 +47,7 @@ from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult
 from veralith.llm.confidence import LABEL_FIELDS, label_confidence
 from veralith.llm.estimate import max_output_tokens
-from veralith.llm.prompts import PROMPT_VERSIONS, render
+from veralith.llm.prompts import prompt_version, render
 from veralith.llm.salvage import Key, Reading, Unusable, item_label, read_items, read_whole, settle
 from veralith.llm.server import Habits, server_for
 from veralith.llm.tasks import Task, model_for
@@ -100,15 +100,16 @@ def _keyed(backend: str, model: str, prompt_version: str, messages: list[dict[st
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def strict_schema(task: Task) -> dict[str, Any]:
-    """The strict JSON Schema of the task's output model, without pydantic's `title` annotations.
+def strict_schema(task: Task, payload: BaseModel | None = None) -> dict[str, Any]:
+    """The strict JSON Schema of the task's output model (for `payload`: Task.output_for), without
+    pydantic's `title` annotations.
 
     The strict form (every property required, no additional properties) comes from the SDK's
     public `openai.pydantic_function_tool`, whose `parameters` are exactly what structured outputs
     accept. Structured outputs bill the schema as prompt tokens on every call; the titles only
     repeat the property names (a quarter of the schema's tokens) and constrain nothing.
     """
-    tool = openai.pydantic_function_tool(task.output_model)
+    tool = openai.pydantic_function_tool(task.output_for(payload))
     schema: dict[str, Any] = _untitled(tool["function"]["parameters"])
     return schema
 
@@ -152,7 +153,8 @@ class OpenAIClient:
         self.cache = cache
         self.price = price
         self._lock = threading.Lock()
-        self._schemas: dict[str, tuple[dict[str, Any], str]] = {}   # task -> (strict schema, its canonical JSON)
+        # output model -> (strict schema, its canonical JSON)
+        self._schemas: dict[type[BaseModel], tuple[dict[str, Any], str]] = {}
         self.server = server_for(self.base_url)
         self.timeout_s = current.timeout_s if timeout_s is None else timeout_s
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
@@ -184,7 +186,7 @@ class OpenAIClient:
         return self.server.habits(self.sent_model)
 
     def prompt_version(self, task: str) -> str:
-        return PROMPT_VERSIONS[task]
+        return prompt_version(task)
 
     def load(self) -> None:
         """Load now what the first call would: the SDK imports its chat-completions modules on first
@@ -193,24 +195,25 @@ class OpenAIClient:
         for transport in self._transports.values():
             transport.sdk.chat.completions.with_raw_response  # noqa: B018 - the attribute loads the modules
 
-    def schema(self, task: Task) -> dict[str, Any]:
-        """The strict JSON Schema of the task's output model (every field required, no extras)."""
-        return self._schema(task)[0]
+    def schema(self, task: Task, payload: BaseModel | None = None) -> dict[str, Any]:
+        """The strict JSON Schema of the task's output model for `payload` (every field required, no extras)."""
+        return self._schema(task, payload)[0]
 
-    def _schema(self, task: Task) -> tuple[dict[str, Any], str]:
-        found = self._schemas.get(task.name)
+    def _schema(self, task: Task, payload: BaseModel | None) -> tuple[dict[str, Any], str]:
+        shape = task.output_for(payload)
+        found = self._schemas.get(shape)
         if found is None:
             with self._lock:
-                if task.name not in self._schemas:
-                    schema = strict_schema(task)
-                    self._schemas[task.name] = (schema, _canonical(schema))
-                found = self._schemas[task.name]
+                if shape not in self._schemas:
+                    schema = strict_schema(task, payload)
+                    self._schemas[shape] = (schema, _canonical(schema))
+                found = self._schemas[shape]
         return found
 
     # ------------------------------------------------------------ the call
     def run(self, task: Task, payload: BaseModel) -> CallResult:
         key, model, schema, rendered = self._key(task, payload)
-        cached = self._from_cache(task, key, model)
+        cached = self._from_cache(task, payload, key, model)
         if cached is not None:
             return cached
         usage = CallUsage(model=model)
@@ -230,7 +233,7 @@ class OpenAIClient:
     async def arun(self, task: Task, payload: BaseModel) -> CallResult:
         """`run` on the event loop (AsyncOpenAI): the same key, cache, judging, re-asks and accounting."""
         key, model, schema, rendered = self._key(task, payload)
-        cached = self._from_cache(task, key, model)
+        cached = self._from_cache(task, payload, key, model)
         if cached is not None:
             return cached
         usage = CallUsage(model=model)
@@ -274,7 +277,7 @@ class OpenAIClient:
 
     def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
         """(cache key, model the task goes to, schema, the call's messages as json_schema mode sends them)."""
-        schema, schema_json = self._schema(task)
+        schema, schema_json = self._schema(task, payload)
         model = model_for(task.name, self.sent_model, self.decomposer_model)
         # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
         # The transport sends these messages as they are in that mode, instead of rendering them again.
@@ -408,7 +411,7 @@ class OpenAIClient:
         return confidence
 
     # ------------------------------------------------------------ helpers
-    def _from_cache(self, task: Task, key: str, model: str) -> CallResult | None:
+    def _from_cache(self, task: Task, payload: BaseModel, key: str, model: str) -> CallResult | None:
         if self.cache is None:
             return None
         hit = self.cache.get(key)
@@ -418,7 +421,7 @@ class OpenAIClient:
         stored = hit.pop(_CONFIDENCE_KEY, None)   # absent in entries written without log-probabilities
         repairs = hit.pop(_REPAIRS_KEY, None)
         try:
-            output = task.output_model.model_validate(hit)
+            output = task.output_for(payload).model_validate(hit)
         except ValueError:
             return None   # written by an older output model: ask again, the fresh reply overwrites it
         usage = CallUsage(model=model, cache_hits=1, calls=0, usd=0.0)

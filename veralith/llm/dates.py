@@ -30,7 +30,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["DATE_KEYS", "Period", "fresh_from", "metadata_date", "parse_label", "periods", "scope", "written"]
+from veralith.llm.text import quote_span
+
+__all__ = ["DATE_KEYS", "Period", "fresh_from", "metadata_date", "parse_label", "periods", "quoted_periods", "scope",
+           "written"]
 
 # Metadata keys read for a chunk's date, most telling first: a revision date beats a creation date.
 DATE_KEYS = ("as_of", "last_updated", "updated", "updated_at", "last_modified", "modified", "date", "published",
@@ -123,6 +126,17 @@ def periods(text: str) -> tuple[Period, ...]:
                 found.append(p)
                 taken.append((m.start(), m.end()))
     return tuple(sorted(found, key=lambda p: p.at))
+
+
+def quoted_periods(quote: str, text: str) -> tuple[Period, ...] | None:
+    """The dates `text` writes inside the span `quote` is of it (veralith.llm.text.quote_span), read in
+    `text` itself: a year glued to a phone number there ("555-2031") is no date, whatever the quote
+    alone would look like. None when `quote` is not one span of `text`."""
+    span = quote_span(quote, text)
+    if span is None:
+        return None
+    start, end = span
+    return tuple(p for p in periods(text) if start <= p.at and p.until <= end)
 
 
 _LABEL = re.compile(r"(?P<y>(?:19|20)\d\d)"

@@ -12,7 +12,8 @@ The estimate renders the prompts the trace would send, with the pipeline's batch
 
 In the single-call mode (VERALITH_MODE=fast) the trace makes one `fast` call holding the query, every
 chunk and the response's sentences, whatever it holds; its output allowance is the sum of the five
-tasks' allowances for the same items.
+tasks' allowances for the same items (without chunks, no sufficiency or faithfulness part). Its one
+re-ask of bad items, like every judge's re-asks, is not planned: the learnt output counts it.
 
 With no chunks the pipeline decides sufficiency and faithfulness in code, and with no claims or
 no sub-questions it decides completeness in code, so those calls cost nothing.
@@ -25,10 +26,13 @@ Output is unknown too, so an allowance is added (OUTPUT_ALLOWANCE; generous on p
 budget guard must not let a trace through on an optimistic guess):
     questions     20 + tokens(query) + 20 per sub-question
     claims        40 + tokens(response) + 40 per claim
-    sufficiency   20 per call + 160 per sub-question
+    sufficiency   20 per call + 148 per sub-question
     faithfulness  20 per call + 140 per claim
-    completeness  40 + 50 per claim + 40 per sub-question
+    completeness  40 + 40 per claim + 40 per sub-question
     explain       400 (a few quotes and two or three sentences)
+The sufficiency and completeness figures are what they were before those replies lost the fields no
+code read (required facts: 12 tokens per sub-question, a role's reasoning: 10 per claim, measured on
+the worked examples with tiktoken), less those tokens.
 
 Learnt output (`veralith eval --dry-run` only): the allowance is an upper bound, so a dry run that
 reports it overstates what a file will cost, and overstates the judge model's share more than the
@@ -61,6 +65,7 @@ from typing import Any
 from veralith.config import settings
 from veralith.llm import prompts, tasks as t
 from veralith.llm.dates import fresh_from
+from veralith.llm.frames import chunks_in, claim_cutoff, cutoff
 from veralith.llm.text import sentence_spans
 from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
@@ -70,8 +75,8 @@ __all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "
            "max_output_tokens", "output_sizes", "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
-                    "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
-                    "completeness_per_claim": 50, "completeness_per_sub_question": 40, "explain": 400}
+                    "call": 20, "sufficiency_per_item": 148, "faithfulness_per_item": 140, "completeness_base": 40,
+                    "completeness_per_claim": 40, "completeness_per_sub_question": 40, "explain": 400}
 
 
 @dataclass(frozen=True)
@@ -148,14 +153,17 @@ def _claim_texts(sentences: list[str]) -> list[str]:
 def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, batch_size: int,
                   as_of: str | None = None, mode: str = "full") -> list[tuple[str, Any]]:
     """(task name, input model) for every call the trace would make, as the pipeline makes them."""
-    chunk_in = [t.ChunkIn(id=c.id, text=c.text, source=c.source) for c in chunks]
+    chunk_in = chunks_in(chunks)
     sentences = _sentences(response)
     as_of = as_of or datetime.date.today().isoformat()   # the judges get a date; its tokens count
+    days = settings.stale_after_days
     if mode == "fast":
-        return [("fast", t.FastInput(query=query, chunks=chunk_in, as_of=as_of,
+        return [("fast", t.FastInput(query=query, chunks=chunk_in, as_of=as_of, fresh_from=fresh_from(as_of, days),
                                      sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]))]
-    sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s) for n, s in enumerate(_sentences(query), 1)]
-    claims = [t.ClaimIn(id=claim_id(n), text=s) for n, s in enumerate(_claim_texts(sentences), 1)]
+    asked = _sentences(query)
+    sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s, cutoff=cutoff(s, as_of, days)) for n, s in enumerate(asked, 1)]
+    claims = [t.ClaimIn(id=claim_id(n), text=s, cutoff=claim_cutoff(s, None, asked, query, as_of, days))
+              for n, s in enumerate(_claim_texts(sentences), 1)]
     calls: list[tuple[str, Any]] = [("questions", t.QuestionsInput(query=query))]
     if sentences:  # an empty response has no claims or gaps, decided without a call
         calls.append(("claims", t.ClaimsInput(
@@ -164,9 +172,8 @@ def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, 
     if chunk_in:  # without chunks, sufficiency is "no" and every claim unsupported, decided without a call
         calls += [("sufficiency", t.SufficiencyInput(query=query, sub_questions=b, chunks=chunk_in, as_of=as_of))
                   for b in _batches(sub_questions, batch_size)]
-        fresh = fresh_from(as_of, settings.stale_after_days)
-        calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunk_in, as_of=as_of,
-                                                       fresh_from=fresh)) for b in _batches(claims, batch_size)]
+        calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunk_in, as_of=as_of))
+                  for b in _batches(claims, batch_size)]
     if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
         calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
     if settings.explain:  # whether the trace will fail is unknown before judging: counted as if it will
@@ -210,8 +217,10 @@ def max_output_tokens(task: str, payload: Any, model: str) -> int:
     Large enough that a reply that follows the prompt (one short reasoning sentence per item) never
     meets it, small enough that a small local model that rambles stops at a few seconds' worth of
     tokens instead of at its context limit. A reply cut there keeps its complete items; the others
-    are asked again.
+    are asked again. The single call's re-ask gets the single call's cap.
     """
+    if task == "fast_reask":   # the single call's re-ask: at most what the call itself was allowed
+        task, payload = "fast", payload.fast
     query_tokens, _ = count_tokens(getattr(payload, "query", ""), model, wait=False)
     said = payload.response if task == "claims" else " ".join(s.text for s in payload.sentences) \
         if task == "fast" else ""
@@ -267,7 +276,7 @@ def output_sizes(query: str, chunks: Sequence[ContextChunk], response: str,
 
 
 def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,
-                    schema: Callable[[t.Task], dict[str, Any]] | None = None,
+                    schema: Callable[[t.Task, Any], dict[str, Any]] | None = None,
                     decomposer_model: str | None = None, learnt: LearntOutput | None = None) -> TokenEstimate:
     """Calls and tokens of judging one trace (validated chunks) with judge `model` (and `decomposer_model`
     for the decomposition calls; default `model`) on an OpenAI-compatible server.
@@ -294,7 +303,7 @@ def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *
         if used not in sizes:   # the output allowance's query and response tokens, in this model's encoding
             sizes[used] = (count_tokens(query, used)[0], count_tokens(response, used)[0])
         query_tokens, response_tokens = sizes[used]
-        n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task]), used)
+        n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task], payload), used)
         allowed = _output_allowance(task, payload, query_tokens, response_tokens)
         # Expected (learnt): prompts sent as often per planned call, and output as large against the
         # allowance, as past runs of this task and model saw; otherwise one prompt and the allowance.

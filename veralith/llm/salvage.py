@@ -13,7 +13,10 @@ cost the whole call:
   item is validated against its own model. Every such repair is reported, never silent.
 * `settle` builds the task's output from the good items and runs the task's checks, moving each item
   a problem names out of the good set (and repeating, since a removed item can make another
-  inconsistent), so what is returned passes every check and what is bad carries its problems.
+  inconsistent), so what is returned passes every check and what is bad carries its problems: only
+  what is wrong with it (an item that was given is never told it is missing).
+* a date written in words where an ISO label is asked ("March 2022" for 2022-03) is read as that label
+  when it names exactly one date.
 
 Extraction tasks (questions, claims) have no items to keep apart; `read_whole` reads them leniently
 and checks them whole.
@@ -29,6 +32,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from veralith.llm.dates import parse_label, periods
+from veralith.llm.rules import ITEM_MISSING
 from veralith.llm.tasks import Task
 
 __all__ = ["Key", "Reading", "Repair", "Unusable", "extract_json", "item_label", "read_items", "read_whole",
@@ -114,11 +119,12 @@ def _complete_items(text: str, name: str) -> list[Any]:
 
 def read_whole(task: Task, payload: BaseModel, content: str) -> tuple[BaseModel, list[Repair]]:
     """An extraction task's reply as its output model, read leniently; raise Unusable with the problems."""
-    data, repairs = extract_json(content, set(task.output_model.model_fields))
+    model = task.output_for(payload)
+    data, repairs = extract_json(content, set(model.model_fields))
     if data is None:
         raise Unusable(["the reply is not valid JSON; send one complete JSON object"])
     try:
-        output = task.output_model.model_validate(data)
+        output = model.model_validate(data)
     except ValidationError as exc:
         raise Unusable(_errors(exc)) from None
     problems = task.check(payload, output)
@@ -178,20 +184,21 @@ def read_items(task: Task, payload: BaseModel, content: str, *, only: set[Key] |
 def settle(task: Task, payload: BaseModel, items: dict[Key, dict[str, Any]], bad: dict[Key, list[str]]
            ) -> tuple[BaseModel, dict[Key, list[str]]]:
     """The output built from the good `items` that passes every check, and every bad item with its problems
-    (`bad` plus the items a check names, plus expected items that have none)."""
+    (`bad` plus the items a check names, plus expected items that were not given)."""
+    given = set(items) | set(bad)
     good, bad = dict(items), {k: list(v) for k, v in bad.items()}
     while True:
         output = _build(task, payload, good)
         moved = False
-        for owner, text in task.problems(payload, output):
-            for key in _keys_of(task, payload, owner):
+        for problem in task.problems(payload, output):
+            for key in _keys_of(task, payload, problem.owner):
                 if key in good:
                     del good[key]
                     moved = True
-                elif key in bad and key not in items:
-                    continue   # unreadable already; "no item for it" adds nothing to what is wrong with it
-                if text not in bad.setdefault(key, []):
-                    bad[key].append(text)
+                elif problem.rule is ITEM_MISSING and key in given:
+                    continue   # it was given, and what is wrong with it is said already: it is not missing
+                if problem.text not in bad.setdefault(key, []):
+                    bad[key].append(problem.text)
         if not moved:
             return output, {k: v for k, v in bad.items() if k not in good}
 
@@ -210,7 +217,7 @@ def item_label(key: Key) -> str:
 def _build(task: Task, payload: BaseModel, good: dict[Key, dict[str, Any]]) -> BaseModel:
     data = {spec.field: [good[(spec.field, i)] for i in spec.expected(payload) if (spec.field, i) in good]
             for spec in task.items}
-    return task.output_model.model_validate(data)
+    return task.output_for(payload).model_validate(data)
 
 
 def _keys_of(task: Task, payload: BaseModel, owner: str | None) -> list[Key]:
@@ -265,10 +272,23 @@ def _normalised(task: Task, model: type[BaseModel], item: dict[str, Any], known:
                                               f"{candidate!r}"))
         elif name.endswith("_ids") and isinstance(value, list):
             out[name] = [_fixed_known(v, known, repairs, f"{name} of {item_id}") for v in value]
-        elif name == "evidence" and isinstance(value, list):
-            out[name] = [{**e, "chunk_id": _fixed_known(e.get("chunk_id"), known, repairs, f"evidence of {item_id}")}
+        elif name in ("evidence", "dates") and isinstance(value, list):
+            out[name] = [{**e, "chunk_id": _fixed_known(e.get("chunk_id"), known, repairs, f"{name} of {item_id}")}
                          if isinstance(e, dict) else e for e in value]
+            if name == "dates":
+                out[name] = [_labelled(d, repairs, item_id) for d in out[name]]
     return out
+
+
+def _labelled(d: Any, repairs: list[Repair], item_id: str) -> Any:
+    """A date written in words ("March 2022") read as its ISO label, when it names exactly one date."""
+    if not isinstance(d, dict) or not isinstance(d.get("date"), str) or parse_label(d["date"]) is not None:
+        return d
+    found = periods(d["date"].strip())
+    if len(found) != 1 or (found[0].at, found[0].until) != (0, len(d["date"].strip())):
+        return d
+    repairs.append(("date_label", f"date {d['date'][:_MAX_SHOWN]!r} of {item_id} read as {found[0].label!r}"))
+    return {**d, "date": found[0].label}
 
 
 def _fixed_known(value: Any, known: dict[str, str], repairs: list[Repair], where: str) -> Any:

@@ -2,7 +2,9 @@
 
 Deterministic and shared by both backends: veralith.pipeline.judges.faithfulness runs `review` on every
 item the local judge or an LLM returns, so a model that missed the dates is corrected the same way the
-offline judge is (an LLM may also answer `stale` itself; veralith.llm.stale_check validates that).
+offline judge is. An LLM may also answer `stale` itself: veralith.llm.stale_check holds that verdict
+to the same cutoff and the same claim's own time before it is ever used, so no stale verdict passes
+that these rules would not give.
 
 A claim the judge found `supported` or `conflicting` is reviewed by three rules (docs/concepts.md,
 "Stale claims"); a chunk's age is the period its evidence sentence is scoped to ("In 2019, ...";
@@ -10,10 +12,11 @@ for a chunk named without a quote, the one period all its scoped sentences agree
 the date the chunk says it was written ("Updated: 2019-03-01"), else its metadata date
 (veralith.llm.dates). An undated chunk is never stale: unknown is not old.
 
-1. About now. The question or the claim has words that ask about the present (words/now_words.txt:
-   "current", "latest", "still", "this year", ...) and the claim names no date of its own. Every chunk
-   grounding it older than the question allows (`fresh_from`, the trace's date less
-   VERALITH_STALE_AFTER_DAYS; "this year": January 1; "this month": the 1st) makes it `stale`.
+1. About now. The claim has a cutoff (veralith.llm.frames: its own words or note ask about the present
+   ("current", "latest", "still", "this year", ...), or every sub-question does, and it names no date of
+   its own): the trace's date less VERALITH_STALE_AFTER_DAYS, "this year": January 1, "this month": the
+   1st. Every chunk grounding it dated before its cutoff makes it `stale`. A claim about something else
+   the same query asks ("Who founded Orbit and what is its current price?": its founder) has none.
 2. A date of the claim's own (a past period). Every grounding chunk dated before that period began,
    none of which mentions the period, makes it `stale`: a chunk cannot report a time after it was
    written. (A chunk that mentions the period speaks of it, as a plan or a forecast does.)
@@ -29,28 +32,15 @@ says which rule applied and with which dates.
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 
 from veralith.llm.dates import Period, parse_label, periods, scope, written
-from veralith.llm.local.lexicon import NOW_WORDS
-from veralith.llm.tasks import ChunkIn, ClaimIn, DateEvidence, FaithfulnessInput, FaithfulnessItem
+from veralith.llm.frames import asks_now, cutoff_reason
+from veralith.llm.schemas import ChunkIn, ClaimIn, DateEvidence, FaithfulnessInput, FaithfulnessItem
 from veralith.llm.text import quote_in, sentence_spans
 
 __all__ = ["asks_now", "review"]
-
-
-@cache
-def _now_words() -> tuple[tuple[re.Pattern[str], str], ...]:
-    return tuple((re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"\b", re.I), kind)
-                 for *words, kind in NOW_WORDS)
-
-
-def asks_now(text: str) -> set[str]:
-    """The periods the words of `text` ask about: "now", "year" (this year), "month" (this month)."""
-    return {kind for pattern, kind in _now_words() if pattern.search(text)}
 
 
 @dataclass(frozen=True)
@@ -118,24 +108,14 @@ def review(item: FaithfulnessItem, claim: ClaimIn, payload: FaithfulnessInput) -
             return _changed(item, "stale", ages, grounding, f"Stale: {_dated(ages, grounding, 'predates', 'predate')} "
                             f"{', '.join(p.label for p in own)}, the time the claim speaks of.")
         return None
-    kinds = asks_now(payload.query) | asks_now(claim.text)
-    if not kinds:
+    need = parse_label(claim.cutoff) if claim.cutoff else None
+    if need is None:
         return None
-    fresh = parse_label(payload.fresh_from) if payload.fresh_from else None
-    need, why = max(_need(k, today.start, fresh.start if fresh else today.start) for k in kinds)
-    if all(ages[c].period.end < need for c in grounding):
+    if all(ages[c].period.end < need.start for c in grounding):
         return _changed(item, "stale", ages, grounding, f"Stale: {_dated(ages, grounding, 'is', 'are')} "
-                        f"older than the question allows ({why}, as of "
-                        f"{today.label}: chunks from {need.isoformat()} on).")
+                        f"older than the question allows ({cutoff_reason(claim.cutoff or '', payload.as_of)}, as of "
+                        f"{today.label}: chunks from {need.label} on).")
     return None
-
-
-def _need(kind: str, today: dt.date, fresh: dt.date) -> tuple[dt.date, str]:
-    if kind == "year":
-        return dt.date(today.year, 1, 1), "it asks about this year"
-    if kind == "month":
-        return dt.date(today.year, today.month, 1), "it asks about this month"
-    return fresh, "it asks about now"
 
 
 def _conflict(item: FaithfulnessItem, ages: dict[str, _Age], frame: list[Period]) -> FaithfulnessItem | None:

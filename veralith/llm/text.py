@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["quote_in", "sentence_spans"]
+__all__ = ["QUOTE_MAX_WORDS", "clip_quote", "quote_in", "quote_span", "sentence_spans", "word_count"]
 
 # A sentence ends at . ! ? (optionally followed by quotes/brackets) before whitespace and an
 # uppercase letter, digit or quote, or at a newline. Abbreviations and decimals ("e.g.", "3.5",
@@ -60,32 +60,56 @@ def _append(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> No
 
 
 _SPACE = re.compile(r"\s+")
-_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
 _TYPOGRAPHY = str.maketrans({"‘": "'", "’": "'", "“": '"', "”": '"', "–": "-", "—": "-", "\u00a0": " "})
+_WORD = re.compile(r"\S+")
+QUOTE_MAX_WORDS = 25   # the bound every judge prompt states for a quote, and every quote check applies
 
 
 @lru_cache(maxsize=4096)
-def _normal(text: str) -> str:
-    # Cached: every quote of a call is checked against the same few chunks.
-    return _SPACE.sub(" ", text.translate(_TYPOGRAPHY)).strip()
+def _normal(text: str) -> tuple[str, tuple[int, ...]]:
+    """`text` with every run of whitespace one space (trimmed) and typographic quotes and dashes plain,
+    and for each of its characters the offset it came from in `text`."""
+    out: list[str] = []
+    where: list[int] = []
+    plain = text.translate(_TYPOGRAPHY)
+    for match in re.finditer(r"\S+", plain):
+        if out:
+            out.append(" ")
+            where.append(match.start())
+        out.append(match.group())
+        where.extend(range(match.start(), match.end()))
+    return "".join(out), tuple(where)
+
+
+def quote_span(quote: str, text: str) -> tuple[int, int] | None:
+    """Where `quote` is in `text`: [start, end) of the first occurrence of it as one contiguous span,
+    up to whitespace (any run is one space) and typographic quotes and dashes; None when it is not
+    there. The one test of "is this a quote of that source" every check of a quote uses.
+
+    Nothing is spliced: an ellipsis in a quote is text like any other, so "A ... B" is a quote only
+    where the source itself says "A ... B".
+    """
+    needle = _normal(quote)[0]
+    if not needle:
+        return None
+    haystack, where = _normal(text)
+    found = haystack.find(needle)
+    if found < 0:
+        return None
+    return where[found], where[found + len(needle) - 1] + 1
 
 
 def quote_in(quote: str, text: str) -> bool:
-    """True when `quote` is verbatim in `text`, up to whitespace and typographic quotes and dashes.
-
-    An ellipsis marks an elision: each piece must occur, in order.
-    """
-    haystack = _normal(text)
-    position = 0
-    for piece in _pieces(quote):
-        found = haystack.find(piece, position)
-        if found < 0:
-            return False
-        position = found + len(piece)
-    return True
+    """True when `quote` is one contiguous span of `text` (see quote_span)."""
+    return quote_span(quote, text) is not None
 
 
-@lru_cache(maxsize=4096)
-def _pieces(quote: str) -> tuple[str, ...]:
-    # Cached: the stale-claim review looks for one quote in every sentence of its chunk.
-    return tuple(_normal(p) for p in _ELLIPSIS.split(quote.strip()) if p.strip())
+def word_count(text: str) -> int:
+    """Words as a quote bound counts them: runs of non-space characters."""
+    return len(_WORD.findall(text))
+
+
+def clip_quote(text: str) -> str:
+    """The first QUOTE_MAX_WORDS words of `text`, single-spaced: still one span of it (up to whitespace),
+    and short enough for any quote check."""
+    return " ".join(_WORD.findall(text)[:QUOTE_MAX_WORDS])

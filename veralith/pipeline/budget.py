@@ -112,8 +112,9 @@ def estimate_explain(result: EvaluationResult, *, client: Any = None) -> ModelCo
     from veralith.llm.tokens import estimate_prompt_tokens
     from veralith.pipeline.explain import explain_input
 
-    schema: Callable[[Any], dict[str, Any]] = getattr(client, "schema", None) or strict_schema
-    tokens, _ = estimate_prompt_tokens(prompts.render(EXPLAIN.name, explain_input(result)), schema(EXPLAIN), model)
+    schema: Callable[..., dict[str, Any]] = getattr(client, "schema", None) or strict_schema
+    payload = explain_input(result)
+    tokens, _ = estimate_prompt_tokens(prompts.render(EXPLAIN.name, payload), schema(EXPLAIN, payload), model)
     output = OUTPUT_ALLOWANCE["explain"]
     return ModelCost(model, 1, tokens, output, _usd(model, tokens, output))
 

@@ -38,7 +38,7 @@ from veralith.models import (
 )
 from veralith.pipeline import classify as classify_mod, explain as explain_mod
 from veralith.pipeline.decompose import Decomposition, decompose_steps
-from veralith.pipeline.fast import FastReply, ask_steps, effective_mode, verdicts
+from veralith.pipeline.fast import FastReply, ask_steps, effective_mode, verdict_steps
 from veralith.pipeline.inputs import (
     as_of as as_of_date,
     check_knowledge_base,
@@ -309,7 +309,8 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
         judged, missing = yield from _judge_steps(client, query, chunks, parts, latency, usage, errors, versions,
                                                   repairs, as_of, spent)
     else:
-        judged, missing = _judges_of(reply, query, chunks, parts, latency, usage, errors, repairs, as_of)
+        judged, missing = yield from _judges_of(reply, query, chunks, parts, latency, usage, errors, repairs, as_of,
+                                                spent)
     suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
 
     t0 = time.perf_counter()
@@ -420,7 +421,7 @@ def _plans(query: str, chunks: list[ContextChunk], parts: Decomposition, size: i
     """Per judge: (task, its call inputs in batches of `size`, how to assemble its calls, how to
     decide it without a call). A judge with nothing to ask a model (no context, no claims) has no inputs."""
     sqs, claims, gaps = parts.sub_questions, parts.claims, parts.gaps
-    fplan = faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of)
+    fplan = faithfulness.plan(query, claims, parts.context_notes, chunks, size, as_of, sqs)
     return {
         Phase.sufficiency: (SUFFICIENCY, sufficiency.plan(query, sqs, chunks, size, as_of),
                             lambda calls: sufficiency.assemble(calls, sqs),
@@ -455,27 +456,26 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
 
 def _judges_of(reply: FastReply, query: str, chunks: list[ContextChunk], parts: Decomposition,
                latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], repairs: list[Repair],
-               as_of: str | None) -> tuple[Judged, Missing]:
+               as_of: str | None, spent: list[tuple[str, CallUsage | None]]) -> Steps[tuple[Judged, Missing]]:
     """The single-call mode's judges: each one's items read out of the one reply, against the very input
-    the full mode would have sent it (unbatched: the reply judged every item at once), then assembled
-    and decided by the same code as the full mode's calls."""
+    the full mode would have sent it (unbatched: the reply judged every item at once), the bad ones asked
+    again once (veralith.pipeline.fast), then assembled and decided by the same code as the full mode's calls."""
     size = max(1, len(parts.sub_questions), len(parts.claims))
     plans = _plans(query, chunks, parts, size, as_of)
-    now = time.perf_counter()
-
-    def read(task: Task, payload: BaseModel) -> Outcome:
-        try:
-            return verdicts(task, payload, reply), now
-        except Exception as exc:   # that judge's failure, as a failed call would be
-            return exc
-
-    by_phase = {phase: [read(task, p) for p in payloads] for phase, (task, payloads, _, _) in plans.items()}
-    return _gather(plans, by_phase, now, latency, usage, errors, repairs, reasked=False)
+    started = time.perf_counter()
+    asked = [(task, p) for task, payloads, _, _ in plans.values() for p in payloads]
+    found, reask = yield from verdict_steps(reply, asked)
+    if reask.calls:   # the re-ask is one more request of the single call
+        usage.add(reask)
+        spent.append((reply.parts.by_task[0][0], reask))
+    outcomes = iter(found)
+    by_phase = {phase: [next(outcomes) for _ in payloads] for phase, (_, payloads, _, _) in plans.items()}
+    return _gather(plans, by_phase, started, latency, usage, errors, repairs)
 
 
 def _gather(plans: dict[Phase, Plan], outcomes: dict[Phase, list[Outcome]], started: float,
             latency: dict[str, float], usage: CallUsage, errors: list[JudgeError],
-            repairs: list[Repair], *, reasked: bool = True,
+            repairs: list[Repair], *,
             spent: list[tuple[str, CallUsage | None]] | None = None) -> tuple[Judged, Missing]:
     """Each judge assembled from its own calls only: a failed call is that judge's error, an item with
     no usable verdict is a missing verdict the pipeline decides around."""
@@ -510,9 +510,8 @@ def _gather(plans: dict[Phase, Plan], outcomes: dict[Phase, list[Outcome]], star
             results[phase] = None
             missing.pop(phase, None)
         elif missing.get(phase):
-            errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2 if reasked else 1, message=(
-                ("no usable verdict, even after a re-ask, for " if reasked
-                 else "no usable verdict in the single-call reply (no re-ask in fast mode) for ") + "; ".join(
+            errors.append(JudgeError(phase=phase, kind="missing_items", attempts=2, message=(
+                "no usable verdict, even after a re-ask, for " + "; ".join(
                     f"{i}: {why}" for i, why in missing[phase].items()))))
     if down is not None:
         raise down   # not this trace's failure: it stays unjudged (pending) for a later run

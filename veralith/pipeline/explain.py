@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from typing import cast
 
+from veralith.config import settings
 from veralith.errors import JudgeCallError
 from veralith.llm.base import JudgeClient
 from veralith.llm.calls import Batch, Steps, drive
+from veralith.llm.frames import chunks_in, claim_cutoff
 from veralith.llm.tasks import (
     EXPLAIN,
     QUOTE_NOT_FOUND,
-    ChunkIn,
     ExplainInput,
     ExplainOutput,
     JudgedClaimIn,
@@ -44,21 +45,26 @@ def wanted(result: EvaluationResult) -> bool:
 
 
 def explain_input(result: EvaluationResult) -> ExplainInput:
-    """The explain task's input: the trace and what the judges found in it."""
+    """The explain task's input: the trace and what the judges found in it, with the dates and cutoffs the
+    judges were shown (veralith.llm.frames), so a stale claim is explained by the standard it was judged by."""
     coverage = result.diagnosis.coverage if result.diagnosis else {}
+    asked = [q.text for q in result.sub_questions]
+    days = settings.stale_after_days
     sufficient = {j.sub_question_id: "yes" if j.verdict is Verdict.Y else "no" for j in result.sufficiency}
     relation = {j.claim_id: j.relation.value for j in result.faithfulness}
     cell = result.failure_cell
     return ExplainInput(
         query=result.query, response=result.response,
-        chunks=[ChunkIn(id=c.id, text=c.text, source=c.source) for c in result.context],
+        chunks=chunks_in(result.context), as_of=result.as_of,
         cell=cell.value if cell is not None else "none",
         suggestion=result.suggestion.title if result.suggestion else "none",
         sub_questions=[JudgedSubQuestionIn(id=q.id, text=q.text,
                                            coverage=coverage[q.id].value if q.id in coverage else "unknown",
                                            sufficient=sufficient.get(q.id, "unknown"))
                        for q in result.sub_questions],
-        claims=[JudgedClaimIn(id=c.id, text=c.text, relation=relation.get(c.id, "unknown")) for c in result.claims])
+        claims=[JudgedClaimIn(id=c.id, text=c.text, relation=relation.get(c.id, "unknown"),
+                              cutoff=claim_cutoff(c.text, None, asked, result.query, result.as_of, days))
+                for c in result.claims])
 
 
 def explain(client: JudgeClient, result: EvaluationResult) -> Explanation:

@@ -21,7 +21,7 @@ __all__ = ["LocalClient"]
 
 # Bump a task's version whenever its behaviour changes: it is stored with every judgment and
 # is part of the cache key, so stale cached verdicts are never reused.
-_VERSIONS = {"questions": "3", "claims": "4", "sufficiency": "8", "faithfulness": "6", "completeness": "7",
+_VERSIONS = {"questions": "3", "claims": "4", "sufficiency": "9", "faithfulness": "7", "completeness": "8",
              "explain": "2"}
 _RUNNERS = {"questions": questions, "claims": claims, "sufficiency": sufficiency, "faithfulness": faithfulness,
             "completeness": completeness, "explain": explain}

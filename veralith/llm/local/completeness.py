@@ -307,8 +307,7 @@ def completeness(payload: CompletenessInput) -> CompletenessOutput:
                 role[claim.id] = ("supports", list(role[previous][1]), f"refers back to {previous}")
                 introduces(claim.id)
         previous = claim.id
-    items = [ClaimRole(claim_id=c.id, reasoning=role.get(c.id, ("", [], "answers nothing that was asked"))[2],
-                       role=role.get(c.id, ("extra", [], ""))[0],
+    items = [ClaimRole(claim_id=c.id, role=role.get(c.id, ("extra", [], ""))[0],
                        sub_question_ids=role.get(c.id, ("", [], ""))[1])
              for c in payload.claims]
     answering: dict[str, list[str]] = {q: [] for q in sqs}

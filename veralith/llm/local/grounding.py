@@ -49,6 +49,7 @@ from veralith.llm.local.model import Logistic, load
 from veralith.llm.local.polarity import negated_opposite
 from veralith.llm.local.synonyms import direction
 from veralith.llm.tasks import ClaimIn, Evidence, FaithfulnessInput, FaithfulnessItem, FaithfulnessOutput
+from veralith.llm.text import clip_quote
 
 __all__ = ["FEATURES", "OVERLAP_ONLY", "Analysis", "analyse", "claim_features", "decide", "faithfulness", "rule_of"]
 
@@ -305,8 +306,8 @@ def decide(analysis: Analysis, model: Logistic) -> Decision:
 
 
 def _quote(text: str) -> str:
-    # Verbatim: the contract checks each quote is in its chunk, so a cut quote gets no ellipsis.
-    return text if len(text) <= _QUOTE_CHARS else text[:_QUOTE_CHARS].rstrip()
+    # Verbatim: the contract checks each quote is one span of its chunk, so a cut quote gets no ellipsis.
+    return clip_quote(text if len(text) <= _QUOTE_CHARS else text[:_QUOTE_CHARS].rstrip())
 
 
 def judge_claim(claim: ClaimIn, query: str, ctx: Context, ids: list[str]) -> tuple[FaithfulnessItem, float]:

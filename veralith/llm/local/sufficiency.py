@@ -36,6 +36,7 @@ from veralith.llm.local.lexicon import WH_WORDS
 from veralith.llm.local.model import Logistic, load
 from veralith.llm.local.wordlists import words
 from veralith.llm.tasks import Evidence, SubQuestionIn, SufficiencyInput, SufficiencyItem, SufficiencyOutput
+from veralith.llm.text import clip_quote
 
 __all__ = ["FEATURES", "active_model", "question_features", "sufficiency"]
 
@@ -176,7 +177,7 @@ def _quote(chunk_text: str, sentence: str) -> str:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if quote[:mid] in flat else (lo, mid - 1)
         quote = quote[:lo] if lo >= _QUOTE_MIN else flat[:_QUOTE_MAX]
-    return quote.rstrip()
+    return clip_quote(quote.rstrip())
 
 
 def _listing(words: list[str], limit: int = 3) -> str:
@@ -225,7 +226,7 @@ def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tup
     """One sub-question's item and the confidence (in [0, 1]) that its verdict is right."""
     if all(not text or text.isspace() for text in index.texts):  # (no strip(): chunks can be long)
         required = [t.text for t in terms_of(sq.text)][:_LISTED]
-        return SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=[], missing_facts=required,
+        return SufficiencyItem(sub_question_id=sq.id, evidence=[], missing_facts=required or [sq.text],
                                reasoning="Insufficient: the context is empty, so nothing can answer this.",
                                sufficient="no", supporting_chunk_ids=[]), 1.0
     r = _Reading(sq.text, index)
@@ -247,12 +248,12 @@ def judge_question(sq: SubQuestionIn, index: ChunkIndex, model: Logistic) -> tup
         if other and coverage(r.terms, [index.pieces[r.chunk], index.pieces[other[0]]]) > \
                 coverage(r.terms, [index.pieces[r.chunk]]) + _SECOND_CHUNK:
             ids.append(index.ids[other[0]])  # the second chunk supplies terms the first lacks
-        item = SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence, missing_facts=[],
+        item = SufficiencyItem(sub_question_id=sq.id, evidence=evidence, missing_facts=[],
                                reasoning=reasoning, sufficient="yes", supporting_chunk_ids=ids)
         return item, 1.0 - p_insufficient
-    item = SufficiencyItem(sub_question_id=sq.id, required_facts=required, evidence=evidence,
-                           missing_facts=missing or required, reasoning=reasoning, sufficient="no",
-                           supporting_chunk_ids=[])
+    # A "no" quotes nothing (the contract asks evidence of a "yes" only): what is missing says it.
+    item = SufficiencyItem(sub_question_id=sq.id, evidence=[], missing_facts=missing or required or [sq.text],
+                           reasoning=reasoning, sufficient="no", supporting_chunk_ids=[])
     return item, p_insufficient
 
 

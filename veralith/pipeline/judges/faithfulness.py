@@ -4,10 +4,10 @@ Claims go to the judge in batches of `batch_size` (5-8 per call measured best, P
 1 for small local models); every batch sees all chunks, so support that spans two chunks can be
 found. With no context there is nothing to ground a claim in, so no call is made.
 
-Each chunk goes with the date its metadata gives (veralith.llm.dates), and each call with the trace's
-date and the oldest date a chunk may have to answer a question about now (`fresh_from`), so either
-backend can tell a stale claim; every verdict is then reviewed against those dates by the same
-deterministic rules whichever backend gave it (veralith.llm.temporal, docs/concepts.md).
+Each chunk goes with the date its metadata gives, each claim that is about now with its cutoff, and
+each call with the trace's date (veralith.llm.frames), so either backend can tell a stale claim; every
+verdict is then reviewed against those dates by the same deterministic rules whichever backend gave it
+(veralith.llm.temporal, docs/concepts.md).
 """
 
 from __future__ import annotations
@@ -15,27 +15,25 @@ from __future__ import annotations
 from veralith.config import settings
 from veralith.llm import temporal
 from veralith.llm.base import CallResult
-from veralith.llm.dates import fresh_from, metadata_date
-from veralith.llm.tasks import ChunkIn, ClaimIn, FaithfulnessInput
-from veralith.models import ChunkDate, Claim, ContextChunk, FaithfulnessJudgment, Quote, Relation, Verdict
+from veralith.llm.frames import chunks_in, claim_cutoff
+from veralith.llm.tasks import ClaimIn, FaithfulnessInput
+from veralith.models import ChunkDate, Claim, ContextChunk, FaithfulnessJudgment, Quote, Relation, SubQuestion, Verdict
 
 __all__ = ["assemble", "plan", "without_call"]
 
 
 def plan(query: str, claims: list[Claim], notes: dict[str, str | None], chunks: list[ContextChunk],
-         batch_size: int, as_of: str | None = None) -> list[FaithfulnessInput]:
+         batch_size: int, as_of: str | None = None,
+         sub_questions: list[SubQuestion] | None = None) -> list[FaithfulnessInput]:
     if not chunks:
         return []  # decided without a model: see without_call
-    chunk_in = [ChunkIn(id=c.id, text=c.text, source=c.source, date=_date(c)) for c in chunks]
-    items = [ClaimIn(id=c.id, text=c.text, context_note=notes.get(c.id)) for c in claims]
-    fresh = fresh_from(as_of, settings.stale_after_days)
-    return [FaithfulnessInput(query=query, claims=items[i:i + batch_size], chunks=chunk_in, as_of=as_of,
-                              fresh_from=fresh) for i in range(0, len(items), batch_size)]
-
-
-def _date(chunk: ContextChunk) -> str | None:
-    found = metadata_date(chunk.metadata)
-    return found.label if found is not None else None
+    chunk_in = chunks_in(chunks)
+    asked = [q.text for q in sub_questions or []]
+    items = [ClaimIn(id=c.id, text=c.text, context_note=notes.get(c.id),
+                     cutoff=claim_cutoff(c.text, notes.get(c.id), asked, query, as_of, settings.stale_after_days))
+             for c in claims]
+    return [FaithfulnessInput(query=query, claims=items[i:i + batch_size], chunks=chunk_in, as_of=as_of)
+            for i in range(0, len(items), batch_size)]
 
 
 def without_call(claims: list[Claim]) -> list[FaithfulnessJudgment]:
