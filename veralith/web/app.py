@@ -247,11 +247,18 @@ class _Pages:
                                    "older": _neighbour(near.older, near.older_unsearched, "before", trace_id, flt),
                                    "back": _link("/traces", flt)}
         if result is not None:
+            from veralith.pipeline.describe import describe
+
+            said = describe(result)
+            every = request.query_params.get("claims") == "all"
+            claims, left_out = views.claim_views(result, said.claims, limit=None if every else views.CLAIMS_SHOWN)
             judged = {j.sub_question_id: j for j in result.sufficiency}
+            query = " ".join(result.query.split())
             context.update(
-                segments=views.response_segments(result), claims=views.claim_views(result),
-                sub_questions=[(q, judged.get(q.id), *views.coverage_reason(result, q.id))
-                               for q in result.sub_questions])
+                said=said, segments=views.response_segments(result), claims=claims, claims_left_out=left_out,
+                detailed={c.index for c in claims}, all_claims_link=_link(f"/traces/{trace_id}", flt, claims="all"),
+                # (line, sufficiency judgment, whether its text is the whole query: then it is not repeated)
+                sub_questions=[(q, judged.get(q.id), " ".join(q.text.split()) == query) for q in said.questions])
         return self.render("trace.html", **context)
 
     def compare(self, request: Request) -> Response:
