@@ -17,19 +17,22 @@ from veralith.compare.core import (
     MixedModes,
     TraceRow,
     compare_rows,
+    left_out_note,
     mixed_modes_note,
     modes_of,
-    pair_rows,
+    paired_label,
     severity,
     with_reasons,
 )
 from veralith.compare.markdown import to_markdown
+from veralith.compare.match import pair_rows
 
 if TYPE_CHECKING:
     from veralith.store.protocol import RunStore
 
 __all__ = ["CELLS", "Change", "Comparison", "MixedModes", "TraceRow", "compare_rows", "compare_runs",
-           "mixed_modes_note", "pair_rows", "severity", "to_markdown", "with_reasons"]
+           "left_out_note", "mixed_modes_note", "pair_rows", "paired_label", "severity", "to_markdown",
+           "with_reasons"]
 
 
 def compare_runs(store: RunStore, a: str | int, b: str | int, *, allow_mixed_modes: bool = False) -> Comparison:
