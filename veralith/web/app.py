@@ -56,7 +56,8 @@ _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-option
             (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
 TOKEN_COOKIE = "veralith_token"
 PAGE_SIZE = 50
-COMPARE_LIMIT = 50  # traces per list on the compare page, as `veralith compare --limit` defaults
+COMPARE_LIMIT = 50  # traces per "only in" list on the compare page, as `veralith compare --limit` defaults
+GROUP_LIMIT = 10    # traces shown per group of changes on the compare page (`?limit=0`: all)
 PATTERN_LIMIT = 5  # groups per kind of cause on the patterns page, as `veralith patterns --limit` defaults
 DAYS = 30
 RUNS_SHOWN = 12
@@ -263,19 +264,23 @@ class _Pages:
 
     def compare(self, request: Request) -> Response:
         """Two runs side by side: the content of `veralith compare A B` (veralith.compare), each list
-        cut at `limit` traces (default COMPARE_LIMIT, 0: all) as the command's text view is."""
-        from veralith.compare import compare_runs
+        grouped by the kind of failure its reasons name and each group cut at `limit` traces (default
+        GROUP_LIMIT, 0: all). Without runs named: the newest run and the newest earlier one that shares
+        a trace with it (veralith.compare.latest_pair)."""
+        from veralith.compare import compare_runs, group_changes, latest_pair, left_out_note, paired_label
         from veralith.store.runs import RunNotFound
 
         try:
             limit = _int_param(request, "limit")
         except _BadFilter as exc:
             return self.render("error.html", 400, page="compare", title="Bad limit", message=str(exc))
-        limit = COMPARE_LIMIT if limit is None else limit
         labels = self.store.run_labels(limit=200)
         a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
+        picked = None
         if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
-            a, b = str(labels[1][0]), str(labels[0][0])
+            picked = latest_pair(self.store)
+            if picked is not None:
+                a, b = str(picked[0].id), str(picked[1].id)
         comparison = None
         if a and b:
             if len(a) > 200 or len(b) > 200:
@@ -291,9 +296,21 @@ class _Pages:
         for run in (comparison.run_a, comparison.run_b) if comparison else ():
             if all(run_id != run["id"] for run_id, _ in labels):  # older than the newest 200: offer it too
                 labels.append((run["id"], f"#{run['id']}" + (f" {run['name']}" if run.get("name") else "")))
+        lists = [] if comparison is None else [
+            (title, len(changes), group_changes(changes)) for title, changes in (
+                ("Regressions (pass → fail)", comparison.regressions),
+                ("Improvements (fail → pass)", comparison.improvements),
+                ("Indeterminate changes", comparison.indeterminate_changes),
+                ("Not judged in A or B", comparison.not_judged))
+            if changes or not title.startswith("Not judged")]
         return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison, chosen=chosen,
-                           same=comparison is not None and chosen[0] == chosen[1], limit=limit or None,
-                           cells=comparison_cells())
+                           same=comparison is not None and chosen[0] == chosen[1], lists=lists,
+                           group_limit=GROUP_LIMIT if limit is None else limit or None,
+                           only_limit=COMPARE_LIMIT if limit is None else limit or None,
+                           left_out=left_out_note(comparison) if comparison else None,
+                           paired=paired_label(comparison) if comparison else "",
+                           picked=picked, cells=comparison_cells(), all_link="/compare?" + urlencode(
+                               {"a": chosen[0], "b": chosen[1], "limit": 0}))
 
     def patterns(self, request: Request) -> Response:
         """Failing traces grouped by shared cause: the content of `veralith patterns` (veralith.patterns)
