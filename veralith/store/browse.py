@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from veralith.models import CELLS, NO_CELL, cell_name
+from veralith.models import CELLS, CELLS_BY_SEVERITY, NO_CELL, cell_name
 from veralith.store.sql import Db, Dialect
 
 __all__ = ["CELLS", "GATES", "SCAN_WINDOW", "SORTS", "Neighbours", "SortedPage", "TraceFilter", "TracePage",
@@ -116,9 +116,21 @@ class TracePage:
 SCAN_WINDOW = 50_000
 
 
+def _worst_first() -> str:
+    """The "worst first" key: failing traces first, then indeterminate, passing, and last those without a
+    result; within a gate the worst cell first (veralith.models.CELLS_BY_SEVERITY), and within a cell
+    the least faithful first. One float, so the keyset cursor stays (key, id)."""
+    gates = " ".join(f"WHEN '{g}' THEN {10 * i}" for i, g in enumerate(("fail", "indeterminate", "pass")))
+    cells = " ".join(f"WHEN '{c}' THEN {i}" for i, c in enumerate(CELLS_BY_SEVERITY) if c != NO_CELL)
+    nothing = CELLS_BY_SEVERITY.index(NO_CELL)
+    return (f"(CASE quality_gate {gates} ELSE 30 END + CASE failure_cell {cells} ELSE {nothing} END"
+            " + COALESCE(faithfulness_fraction, 1.0) * 0.5)")
+
+
 # How the traces page may be ordered: the default walks ids newest first (see page_traces); the others
 # walk (key, id) ascending, a missing fraction (no result yet) sorting after every value.
-SORTS = {"oldest": "id", "faith": "COALESCE(faithfulness_fraction, 2.0)", "suff": "COALESCE(sufficiency_fraction, 2.0)"}
+SORTS = {"oldest": "id", "worst": _worst_first(), "faith": "COALESCE(faithfulness_fraction, 2.0)",
+         "suff": "COALESCE(sufficiency_fraction, 2.0)"}
 
 
 @dataclass(frozen=True)

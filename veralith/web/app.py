@@ -27,6 +27,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -60,6 +61,7 @@ COMPARE_LIMIT = 50  # traces per "only in" list on the compare page, as `veralit
 GROUP_LIMIT = 10    # traces shown per group of changes on the compare page (`?limit=0`: all)
 PATTERN_LIMIT = 5  # groups per kind of cause on the patterns page, as `veralith patterns --limit` defaults
 DAYS = 30
+COST_DAYS_SHOWN = 7   # days of cost listed on the overview; the rest of DAYS fold away
 RUNS_SHOWN = 12
 
 Scope = MutableMapping[str, Any]
@@ -88,8 +90,11 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/favicon.ico", pages.favicon, name="favicon"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    from veralith.store.runs import RunNotFound
+
+    # Starlette picks the handler of the most specific class: an unknown run is a 404, not an outage.
     app = Starlette(routes=routes, exception_handlers={404: pages.not_found, 405: pages.not_allowed,
-                                                       StoreError: pages.unavailable,
+                                                       RunNotFound: pages.no_such_run, StoreError: pages.unavailable,
                                                        sqlite3.Error: pages.unavailable})
     return _Guard(app, token)
 
@@ -166,19 +171,40 @@ class _Pages:
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER,
                                 NO_CELL=browse.NO_CELL)
 
+    def _filter(self, request: Request) -> browse.TraceFilter:
+        """The request's filter, its `run` given by id or by name as /compare takes it (a name the
+        newest run of that name: veralith.store.runs.resolve_run); an unknown run is RunNotFound."""
+        from veralith.store import runs
+
+        ref = request.query_params.get("run", "").strip()
+        if ref and not ref.isdigit():
+            if len(ref) > 200:
+                raise _BadFilter("a run is named by its id or a name of at most 200 characters")
+            return _filter(request, run=self.store.read(runs.resolve_run, ref).id)
+        return _filter(request)
+
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
 
     def overview(self, request: Request) -> Response:
         store = self.store
-        kbs = store.kb_figures()
+        # The knowledge bases with the most failing results first: where to look.
+        kbs = dict(sorted(store.kb_figures().items(), key=lambda kv: (-kv[1]["by_gate"].get("fail", 0), kv[0])))
         daily = store.daily_figures(days=DAYS)
         figures = store.stats() if kbs else {"thresholds": {}, "app_latency": {}}
         runs = self._runs()
-        charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {})) for kb in kbs}
+
+        def day_link(kb: str) -> Any:
+            return lambda day, cell: _link("/traces", browse.TraceFilter(
+                kb=kb, cell=cell, since=dt.date.fromisoformat(day), until=dt.date.fromisoformat(day)))
+
+        charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {}), link=day_link(kb)) for kb in kbs}
         cost_days = [(day, daily["cost"][day]) for day in reversed(daily["days"]) if day in daily["cost"]]
+        cost_total = {"usd": sum(c["usd"] for _, c in cost_days), "unknown": sum(c["unknown"] for _, c in cost_days)}
         return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=figures["thresholds"],
-                           latency=figures["app_latency"], cost_days=cost_days, days=daily["days"], runs=runs)
+                           latency=figures["app_latency"], cost_days=cost_days, cost_total=cost_total,
+                           cost_shown=COST_DAYS_SHOWN, days=daily["days"], runs=runs,
+                           kb_link=lambda kb, **extra: _link("/traces", browse.TraceFilter(kb=kb), **extra))
 
     def _runs(self) -> dict[str, Any]:
         """The newest runs with their totals, cells and a chart over them (oldest first)."""
@@ -186,12 +212,13 @@ class _Pages:
         cells = self.store.run_cells([(r.id, r.source) for r in newest])
         ordered = newest[::-1]
         keys = [str(r.id) for r in ordered]
-        graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered])
+        graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered],
+                                 link=lambda run, cell: _link("/traces", browse.TraceFilter(run=int(run), cell=cell)))
         return {"list": newest, "cells": cells, "chart": graph}
 
     def traces(self, request: Request) -> Response:
         try:
-            flt = _filter(request)
+            flt = self._filter(request)
             before, after = _int_param(request, "before"), _int_param(request, "after")
             if before is not None and after is not None:
                 raise _BadFilter("give before or after, not both")
@@ -216,6 +243,7 @@ class _Pages:
                            next_link=None if next_cursor is None else _link(
                                "/traces", flt, sort=sort, cursor=f"{next_cursor[0]!r}_{next_cursor[1]}"),
                            sort_link=lambda key: _link("/traces", flt, sort=key),
+                           quick_link=lambda gate, sort: _link("/traces", replace(flt, gate=gate), sort=sort),
                            link=lambda **extra: _link("/traces", flt, **extra),
                            trace_link=lambda trace_id: _link(f"/traces/{trace_id}", flt))
 
@@ -224,7 +252,7 @@ class _Pages:
 
         trace_id = request.path_params["trace_id"]
         try:
-            flt = _filter(request)
+            flt = self._filter(request)
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
         # An id past what a store holds (2**63) names no trace; binding it would raise OverflowError.
@@ -319,7 +347,7 @@ class _Pages:
         from veralith.store.runs import RunNotFound
 
         try:
-            flt = _filter(request)
+            flt = self._filter(request)
             limit = _int_param(request, "limit")
             if limit is not None and not 1 <= limit <= 1000:
                 raise _BadFilter("limit must be from 1 to 1000")
@@ -344,6 +372,10 @@ class _Pages:
                            message=f"The database cannot be read right now ({exc}). Try again in a moment; if it "
                                    "persists, check the file `veralith serve` was started on.")
 
+    async def no_such_run(self, request: Request, exc: Exception) -> Response:
+        page = request.url.path.strip("/").split("/")[0] or "overview"
+        return self.render("error.html", 404, page=page, title="No such run", message=str(exc))
+
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.render("error.html", 404, page="", title="Not found", message="There is no page at this address.")
 
@@ -357,8 +389,9 @@ def comparison_cells() -> tuple[str, ...]:
     return CELLS
 
 
-def _filter(request: Request) -> browse.TraceFilter:
-    """The filter from the query string; a value that is not one the store knows is a 400, not a guess."""
+def _filter(request: Request, *, run: int | None = None) -> browse.TraceFilter:
+    """The filter from the query string (with `run` resolved by the caller when given); a value that is
+    not one the store knows is a 400, not a guess."""
     q = request.query_params
 
     def opt(name: str) -> str | None:
@@ -381,7 +414,7 @@ def _filter(request: Request) -> browse.TraceFilter:
     if text is not None and len(text) > 200:
         raise _BadFilter("the text filter is limited to 200 characters")
     return browse.TraceFilter(cell=cell, gate=gate, kb=opt("kb"), since=dates["since"], until=dates["until"],
-                              text=text, run=_int_param(request, "run"))
+                              text=text, run=run if run is not None else _int_param(request, "run"))
 
 
 def _utc_text(day: dt.date | None) -> str | None:
