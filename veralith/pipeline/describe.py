@@ -185,12 +185,13 @@ def _why(how: Coverage, answering: list[ClaimLine]) -> str:
     good = [c.id for c in answering if c.grounded]
     bad = [c for c in answering if not c.grounded]
     if how is Coverage.answered:
-        also = "".join(f"; {c.id} also answers it but {c.why}" for c in bad)
-        return f"by {_join(good)}{also}"
+        also = "".join(f"; {c.id} also answers it but {c.why}" for c in bad[:_SHOWN])
+        return f"by {_join(good)}{also}{_more(bad, 'ungrounded claim(s) also answer it')}"
     if how is Coverage.partial:
         return f"only in part, by {_join([c.id for c in answering])}"
     if how is Coverage.ungrounded_answer:
-        return "answered only by " + "; ".join(f"{c.id}, which {c.why}" for c in bad)
+        return ("answered only by " + "; ".join(f"{c.id}, which {c.why}" for c in bad[:_SHOWN])
+                + _more(bad, "ungrounded claim(s) answer it too"))
     if how is Coverage.declined:
         return "the response says the documents lack it"
     return "no claim answers it"
@@ -282,6 +283,10 @@ def _join(ids: list[str]) -> str:
     if len(shown) <= 1:
         return (shown[0] if shown else "none") + more
     return (", ".join(shown[:-1]) + (" and " + shown[-1] if not more else ", " + shown[-1])) + more
+
+
+def _more(items: list[ClaimLine], what: str) -> str:
+    return f"; {len(items) - _SHOWN} more {what}" if len(items) > _SHOWN else ""
 
 
 def _verb(ids: list[str], one: str, many: str) -> str:

@@ -270,6 +270,7 @@ class _Pages:
         near = self.store.neighbours(trace_id, flt)
         earlier = self.store.history(trace_id)
         context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt, "about_local": about(),
+                                   "query_shown": views.QUERY_SHOWN, "chunk_shown": views.CHUNK_SHOWN,
                                    "history": earlier,
                                    "metadata": json.loads(row["metadata"] or "{}"),
                                    "newer": _neighbour(near.newer, near.newer_unsearched, "after", trace_id, flt),
@@ -282,12 +283,12 @@ class _Pages:
             every = request.query_params.get("claims") == "all"
             claims, left_out = views.claim_views(result, said.claims, limit=None if every else views.CLAIMS_SHOWN)
             judged = {j.sub_question_id: j for j in result.sufficiency}
-            query = " ".join(result.query.split())
+            query = _gist(result.query)
             context.update(
                 said=said, segments=views.response_segments(result), claims=claims, claims_left_out=left_out,
                 detailed={c.index for c in claims}, all_claims_link=_link(f"/traces/{trace_id}", flt, claims="all"),
                 # (line, sufficiency judgment, whether its text is the whole query: then it is not repeated)
-                sub_questions=[(q, judged.get(q.id), " ".join(q.text.split()) == query) for q in said.questions])
+                sub_questions=[(q, judged.get(q.id), _gist(q.text) == query) for q in said.questions])
         return self.render("trace.html", **context)
 
     def compare(self, request: Request) -> Response:
@@ -415,6 +416,12 @@ def _filter(request: Request, *, run: int | None = None) -> browse.TraceFilter:
         raise _BadFilter("the text filter is limited to 200 characters")
     return browse.TraceFilter(cell=cell, gate=gate, kb=opt("kb"), since=dates["since"], until=dates["until"],
                               text=text, run=run if run is not None else _int_param(request, "run"))
+
+
+def _gist(text: str) -> str:
+    """Text as compared for "is this sub-question the whole query": spacing, case and the punctuation
+    at its ends aside (a decomposer may drop a trailing comma or add a question mark)."""
+    return " ".join(text.split()).strip(" .,;:?!").casefold()
 
 
 def _utc_text(day: dt.date | None) -> str | None:

@@ -15,11 +15,13 @@ from typing import Any
 from veralith.models import EvaluationResult, FaithfulnessJudgment
 from veralith.pipeline.describe import ClaimLine
 
-__all__ = ["CLAIMS_SHOWN", "EVIDENCE_AROUND", "ClaimView", "Segment", "claim_views", "quote_in_chunk",
-           "response_segments", "row_reasons"]
+__all__ = ["CHUNK_SHOWN", "CLAIMS_SHOWN", "EVIDENCE_AROUND", "QUERY_SHOWN", "ClaimView", "Segment", "claim_views",
+           "quote_in_chunk", "response_segments", "row_reasons"]
 
 CLAIMS_SHOWN = 50       # claims a trace page details before it picks (`?claims=all`: every one)
 EVIDENCE_AROUND = 240   # characters of a chunk shown either side of a quote
+QUERY_SHOWN = 1200      # characters of a query shown before the rest folds away (the response is always whole)
+CHUNK_SHOWN = 800       # characters of a context chunk shown before the rest folds away
 
 
 @dataclass(frozen=True)
