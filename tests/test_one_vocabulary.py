@@ -202,3 +202,26 @@ def test_every_sentence_on_a_trace_page_agrees_with_its_cell(trace, pages):
     problems = disagreements(said, t, cell) + headline_disagreements(
         said["summary"][0] if said["summary"] else "", t, cell, reason)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("trace", COMBINATIONS, ids=[t["id"] for t in COMBINATIONS])
+def test_inspect_says_what_the_page_says(trace):
+    """`veralith inspect` shows the same headline, sub-question labels, Completeness lines and fix."""
+    import io
+
+    from rich.console import Console
+
+    from veralith.cli.render import result_view
+    from veralith.pipeline.describe import describe
+    from veralith.pipeline.evaluate import evaluate
+
+    result = evaluate(trace["query"], trace["context"], trace["response"], persist=False,
+                      client=oracle_client(trace), metadata=trace.get("metadata"))
+    console = Console(width=400, record=True, file=io.StringIO())
+    console.print(result_view(result))
+    shown = " ".join(console.export_text().split())
+    said = describe(result)
+    for sentence in [said.headline, *said.completeness, said.fix.title, said.fix.summary, *(
+            f"{q.label} — {q.why}" for q in said.questions)]:
+        assert " ".join(sentence.split()) in shown, sentence
+    assert [q.label for q in said.questions] == [LABEL[c] for c in truth(trace)["coverage"].values()]

@@ -532,3 +532,48 @@ def test_a_favicon_is_served(db):
     r = client(db).get("/favicon.ico")
     assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and b"<svg" in r.content
     assert '<link rel="icon" href="/static/favicon.svg"' in client(db).get("/").text
+
+
+# --- a large comparison: grouped by reason, never-judged pairs left out ------------------------------
+
+def _two_eval_runs(path: Path, n: int) -> None:
+    """Two eval runs of `n` traces (external ids big-1 … big-n) judged in place: A passes them all
+    (the first 12 never judged in A: pending), B fails 300 of the rest with three kinds of reason."""
+    open_store(path).knowledge_bases()  # migrated
+    now = "2026-01-01T00:00:00.000000+00:00"
+    why = ["k1 'It costs {i} euros.' contradicted by chunk price-1"] * 200 + \
+          ["k2 'It ships on day {i}.' not supported by any chunk"] * 70 + \
+          ["q2 'When does item {i} ship?' not answered (the context does answer it)"] * 30
+    with sqlite3.connect(path) as conn:
+        conn.executemany("INSERT INTO runs (id, name, source, started_at, ended_at) VALUES (?, ?, 'eval', ?, ?)",
+                         [(1, "a", now, now), (2, "b", now, now)])
+        conn.executemany("INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, query, response,"
+                         " external_id) VALUES (?, ?, ?, 'done', 'kb', ?, 'r', ?)",
+                         [(i, now, now, f"q{i}", f"big-{i}") for i in range(1, n + 1)])
+        rows = []
+        for i in range(1, n + 1):
+            a = (None, None, "pending", None) if i <= 12 else ("complete_grounded", "pass", "done", None)
+            fails = 12 < i <= 312
+            b = ("incomplete_ungrounded", "fail", "done", why[i - 13].format(i=i)) if fails else \
+                ("complete_grounded", "pass", "done", None)
+            rows += [(1, i, f"big-{i}", "kb", *a[:3], a[3], f"q{i}"), (2, i, f"big-{i}", "kb", *b[:3], b[3], f"q{i}")]
+        conn.executemany("INSERT INTO run_traces (run_id, trace_id, external_id, knowledge_base, failure_cell,"
+                         " quality_gate, status, reason, query) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def test_a_large_comparison_is_grouped_by_reason_and_leaves_out_pairs_never_judged(tmp_path):
+    path = tmp_path / "big.db"
+    _two_eval_runs(path, 1200)
+    html = client(path).get("/compare", params={"a": "a", "b": "b"}).text
+    regressions = html.split("<h2>Regressions (pass → fail): 300</h2>")[1].split("<h2>")[0]
+    groups = re.findall(r'<h3 class="group">([^<:]+): (\d+)</h3>', regressions)
+    assert groups == [("a claim the context contradicts", "200"), ("a claim no chunk supports", "70"),
+                      ("a sub-question not answered (the context does answer it)", "30")]
+    assert regressions.count("<tr><td") == 30 and "… and 190 more of this kind" in regressions
+    keys = re.findall(r'<span class="key">(big-\d+)</span>', regressions)
+    assert keys[:3] == ["big-13", "big-14", "big-15"]            # id order, not text order (big-1, big-10, …)
+    # The 12 pairs run A never judged: listed apart, left out of every paired figure, and said.
+    assert "Not judged in A or B: 12" in html and "12 never judged in A or B" in html
+    assert "0 indeterminate change(s)" in html and "pass rate (1188 pairs judged pass or fail in both)" in html
+    everything = client(path).get("/compare", params={"a": "a", "b": "b", "limit": 0}).text
+    assert everything.split("<h2>Regressions")[1].split("<h2>")[0].count("<tr><td") == 300
