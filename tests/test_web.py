@@ -577,3 +577,19 @@ def test_a_large_comparison_is_grouped_by_reason_and_leaves_out_pairs_never_judg
     assert "0 indeterminate change(s)" in html and "pass rate (1188 pairs judged pass or fail in both)" in html
     everything = client(path).get("/compare", params={"a": "a", "b": "b", "limit": 0}).text
     assert everything.split("<h2>Regressions")[1].split("<h2>")[0].count("<tr><td") == 300
+
+
+def test_worst_first_walks_failing_traces_worst_cell_first_page_by_page(served):
+    from veralith.models import CELLS_BY_SEVERITY
+
+    c, url, seen = client(served, page_size=4), "/traces?sort=worst", []
+    while url:
+        html = c.get(url).text
+        seen += re.findall(r'<td class="c-cell"><span class="badge(?: cell-\w+)?">(\w+)</span>\s*'
+                           r'(?:<span class="gate gate-(\w+)">)?', html)
+        found = re.search(r'<a rel="next" href="([^"]+)"', html)
+        url = found.group(1).replace("&amp;", "&") if found else None
+    assert len(seen) == len(all_ids(served))       # every trace once, across pages
+    gates = ["fail", "indeterminate", "pass", ""]
+    rank = [(gates.index(gate), CELLS_BY_SEVERITY.index(cell)) for cell, gate in seen]
+    assert rank == sorted(rank) and seen[0][1] == "fail"
