@@ -88,8 +88,10 @@ def test_inspect_view_names_every_part():
                    "What is Y?", "✓ grounded", "⊘ contradicted", "✗ unsupported", "contradicted by c0", "k3 answers nothing",
                    "Worst-case failure", "Raise retrieval-K.", "rate_limited", "cost unknown"):
         assert needle in out, needle
-    q2 = next(line for line in out.splitlines() if "What is Y?" in line)
-    assert "no grounded answer" in q2 and "contradicted" in q2   # mapped to k2, which is not grounded: not covered
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "What is Y?" in line)
+    assert "no grounded answer" in lines[at]                    # mapped to k2, which is not grounded: not covered
+    assert any("↳ answered only by k2, which is contradicted" in line for line in lines[at:at + 4])
 
 
 def test_result_without_diagnosis_renders():

@@ -221,7 +221,7 @@ def test_inspect_says_what_the_page_says(trace):
     console.print(result_view(result))
     shown = " ".join(console.export_text().split())
     said = describe(result)
-    for sentence in [said.headline, *said.completeness, said.fix.title, said.fix.summary, *(
-            f"{q.label} — {q.why}" for q in said.questions)]:
+    for sentence in [said.headline, *said.completeness, said.fix.title, said.fix.summary,
+                     *(q.label for q in said.questions), *(f"↳ {q.why}" for q in said.questions)]:
         assert " ".join(sentence.split()) in shown, sentence
     assert [q.label for q in said.questions] == [LABEL[c] for c in truth(trace)["coverage"].values()]

@@ -315,8 +315,9 @@ def test_run_filter_and_per_run_overview(served):
     assert html.count('href="/traces/') == 2 and f'<option value="{hostile}" selected>' in html
     overview = c.get("/").text
     assert f'href="/traces?run={examples}"' in overview and f'href="/traces?run={hostile}"' in overview
-    assert overview.count('class="n passrate"') == 2
-    assert c.get("/traces", params={"run": "one"}).status_code == 400
+    assert overview.count('class="n passrate r-rate"') == 2
+    assert c.get("/traces", params={"run": "one"}).status_code == 404          # a name no run has
+    assert c.get("/traces", params={"run": "x" * 201}).status_code == 400
 
 
 def test_compare_page_shows_the_comparison(served):
@@ -478,7 +479,7 @@ def test_the_trace_list_counts_sorts_and_says_why(db):
     seen, url, pages = [], "/traces?sort=faith", 0
     while url and pages < 20:
         page = c.get(url.replace("&amp;", "&")).text
-        seen += [int(i) for i in re.findall(r'<td class="n"><a href="/traces/(\d+)', page)]
+        seen += [int(i) for i in re.findall(r'<td class="c-id"><a href="/traces/(\d+)', page)]
         found = re.search(r'<a rel="next" href="([^"]+)"', page)
         url, pages = (found.group(1) if found else None), pages + 1
     assert sorted(seen) == sorted(all_ids(db)) and len(seen) == len(set(seen))
@@ -493,7 +494,7 @@ def test_the_text_filter_matches_external_ids_and_metadata(db):
     c = client(db)
     assert "xss-2" in c.get("/traces", params={"q": "xss-2"}).text               # an external id
     by_meta = c.get("/traces", params={"q": "javascript:alert('meta')"}).text   # a metadata value
-    ids = re.findall(r'<td class="n"><a href="/traces/(\d+)', by_meta)
+    ids = re.findall(r'<td class="c-id"><a href="/traces/(\d+)', by_meta)
     assert ids == [str(trace_id(db, "What is the warranty of the Z9"))]
 
 

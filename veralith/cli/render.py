@@ -194,16 +194,16 @@ def _sub_questions(result: EvaluationResult, said: Description) -> RenderableTyp
                                "green" if judged.verdict is Verdict.Y else "yellow"), " ",
                               _ids(judged.chunk_ids) if judged.chunk_ids else "", _sure(judged.confidence),
                               _why(judged.reasoning)))
-        table.add_row(literal(q.id, "cyan"), literal(q.text), suff, _coverage(q))
+        table.add_row(literal(q.id, "cyan"), literal(q.text), suff,
+                      Text(q.label, _COVERAGE_STYLE.get(q.coverage, "red")))
+        # Why, on a row of its own under the sub-question: beside the sufficiency reasoning its lines
+        # would interleave with that cell's on the terminal.
+        table.add_row("", Text.assemble(("↳ ", "dim"), literal(q.why, "dim")), "", "")
     return table
 
 
+# A sub-question's label (veralith.pipeline.describe.QuestionLine), so it agrees with the cell.
 _COVERAGE_STYLE = {Coverage.answered.value: "green", "unknown": "dim"}
-
-
-def _coverage(q: Any) -> Text:
-    """A sub-question's label and why (veralith.pipeline.describe.QuestionLine), so it agrees with the cell."""
-    return Text.assemble((q.label, _COVERAGE_STYLE.get(q.coverage, "red")), " — ", literal(q.why, "dim"))
 
 
 def _why(reasoning: str | None) -> Text:

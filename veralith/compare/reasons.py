@@ -17,7 +17,7 @@ __all__ = ["clip", "detail_of", "failure_reason", "reason_kind", "result_reason"
 
 
 _HOW = {"unanswered": "not answered", "partial": "answered only in part", "declined": "declined",
-        "ungrounded_answer": "answered only by ungrounded claims"}
+        "ungrounded_answer": "has no grounded answer"}   # veralith.pipeline.describe's words for a wrong answer
 
 
 def clip(text: str, width: int = 60) -> str:

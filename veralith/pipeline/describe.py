@@ -15,6 +15,7 @@ them (Jinja2 autoescape, rich Text).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from veralith.models import (
@@ -238,8 +239,9 @@ def _headline(result: EvaluationResult, cell: str, questions: list[QuestionLine]
             parts.append(f"{len(bad) - _SHOWN} more claim(s) are not grounded")
     else:
         parts.append(COLUMN_WORDS["grounded"] if claims else "the response makes no claim")
-    # A sentence may open with an id ("q2 is not answered"): ids keep their case.
-    text = "; ".join(parts) + "."
+    # A sentence may open with an id ("q2 is not answered"): ids keep their case. The status's note of
+    # judges that failed (veralith.policy.status) stays on the end, as it reads there.
+    text = "; ".join(parts) + "." + "".join(re.findall(r" \(Failed: [^)]*\)$", result.status.summary))
     return text[0].upper() + text[1:] if parts[0].startswith(ROW_WORDS["complete"]) else text
 
 
