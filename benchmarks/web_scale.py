@@ -111,6 +111,8 @@ def measure(url: str, traces: int, repeat: int) -> None:
         "traces_deep_page": f"/traces?before={middle}",
         "traces_text_common": "/traces?q=fine",
         "traces_text_rare": "/traces?q=number%20999999%20",
+        "traces_worst_first": "/traces?sort=worst",
+        "traces_kb_failing_worst_first": "/traces?kb=kb1&gate=fail&sort=worst",   # the overview's link
         "trace": f"/traces/{trace}",
         "trace_kb_filter": f"/traces/{trace}?kb=support",
         "trace_cell_filter": f"/traces/{trace}?cell=complete_ungrounded",

@@ -168,7 +168,7 @@ def page(browser):
 
 # `pytest -m "not slow"` is the quick loop. Slow: whole modules that start processes, servers or a
 # browser, and single tests that take seconds (benchmarked with `--durations`; see CONTRIBUTING.md).
-SLOW_MODULES = frozenset({"test_web_browser", "test_web_layout", "test_crash_safety", "test_concurrency",
+SLOW_MODULES = frozenset({"test_web_browser", "test_web_layout", "test_web_reader", "test_crash_safety", "test_concurrency",
                           "test_sample_app", "test_cli_progress", "test_fleet", "test_log_spool", "test_server_down"})
 SLOW_TESTS = frozenset({
     "test_11_invalid_setting_is_one_line_and_help_still_works", "test_concurrent_first_connections_migrate_once",

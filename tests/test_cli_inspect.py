@@ -83,7 +83,7 @@ def test_legend_names_every_mark_and_the_claims_that_could_not_be_placed():
                      faithfulness=[_judged("k1", Relation.supported)],
                      gaps=[Gap(id="g1", text="Shipping is free.", char_start=56, char_end=73)])
     legend = _plain(render._legend(result))
-    for needle in ("✓ grounded (a chunk supports it)", "✗ ungrounded (no chunk supports it)",
+    for needle in ("✓ grounded (a chunk supports it)", "✗ unsupported (no chunk supports it)",
                    "⊘ contradicted (a chunk says otherwise)", "≠ conflicting", "? not judged", "gap"):
         assert needle in legend, needle
     assert "not located in the response (reworded by the judge): k2, k3" in legend

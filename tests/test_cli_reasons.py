@@ -36,7 +36,7 @@ def test_inspect_shows_each_verdicts_reasoning_and_tells_contradicted_from_unsup
     for judgment in [*result.faithfulness, *result.sufficiency]:
         assert judgment.reasoning and " ".join(judgment.reasoning.split())[:60] in out, judgment.reasoning
     assert "24 months" in out and "36 months" in out  # the contradiction, in the judge's words
-    assert "✗ ungrounded (no chunk supports it)" in out and "⊘ contradicted (a chunk says otherwise)" in out
+    assert "✗ unsupported (no chunk supports it)" in out and "⊘ contradicted (a chunk says otherwise)" in out
 
 
 def test_needs_review_shows_in_list_stats_and_the_csv_export():

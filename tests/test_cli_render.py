@@ -84,12 +84,14 @@ def test_user_text_is_shown_literally_never_as_markup():
 
 def test_inspect_view_names_every_part():
     out = _text(render.result_view(_result()))
-    for needle in ("Trace 7", "incomplete_ungrounded", "LOW", "threshold 1.00, fallback", "What is Y?",
-                   "✓ grounded", "⊘ contradicted", "✗ ungrounded", "contradicted by c0", "extra claims: k3",
+    for needle in ("Trace 7", "incomplete_ungrounded", "LOW", "the 100% this knowledge base needs (the default",
+                   "What is Y?", "✓ grounded", "⊘ contradicted", "✗ unsupported", "contradicted by c0", "k3 answers nothing",
                    "Worst-case failure", "Raise retrieval-K.", "rate_limited", "cost unknown"):
         assert needle in out, needle
-    q2 = next(line for line in out.splitlines() if "What is Y?" in line)
-    assert " no " in q2 and "not grounded" in q2      # mapped to k2, which is not grounded: not covered
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "What is Y?" in line)
+    assert "no grounded answer" in lines[at]                    # mapped to k2, which is not grounded: not covered
+    assert any("↳ answered only by k2, which is contradicted" in line for line in lines[at:at + 4])
 
 
 def test_result_without_diagnosis_renders():

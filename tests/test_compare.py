@@ -52,21 +52,60 @@ def test_an_external_id_in_one_run_only_falls_back_to_the_query():
 # --- matrix, gates, shifts ------------------------------------------------------------------------
 
 
-def test_matrix_counts_every_pair_and_indeterminate_is_its_own_row_and_column():
+def test_matrix_counts_every_judged_pair_and_indeterminate_is_its_own_row_and_column():
     a = [row(1, "a", "complete_grounded", "pass"), row(2, "b", None, "indeterminate"),
          row(3, "c", "incomplete_grounded", "fail"), row(4, "d", "complete_grounded", "pass")]
     b = [row(5, "a", "complete_grounded", "pass"), row(6, "b", "complete_grounded", "pass"),
          row(7, "c", "incomplete_ungrounded", "fail"), row(8, "d", None, None)]   # d: no result now
     c = compare_rows(a, b)
     assert set(c.matrix) == set(CELLS) and all(set(r) == set(CELLS) for r in c.matrix.values())
-    assert sum(sum(r.values()) for r in c.matrix.values()) == 4
+    assert sum(sum(r.values()) for r in c.matrix.values()) == 3          # d has no result in B: not counted
     assert c.matrix["indeterminate"]["complete_grounded"] == 1
     assert c.matrix["incomplete_grounded"]["incomplete_ungrounded"] == 1
-    assert c.matrix["complete_grounded"]["indeterminate"] == 1
-    # pass -> no result and indeterminate -> pass are neither regressions nor improvements
+    # indeterminate -> pass is neither a regression nor an improvement; pass -> no result is no change
     assert c.regressions == [] and c.improvements == []
-    assert sorted((ch.old_gate, ch.new_gate) for ch in c.indeterminate_changes) == [
-        ("indeterminate", "pass"), ("pass", "indeterminate")]
+    assert [(ch.old_gate, ch.new_gate) for ch in c.indeterminate_changes] == [("indeterminate", "pass")]
+    assert [(ch.old_trace_id, ch.new_gate, ch.reason) for ch in c.not_judged] == [(4, "not judged", "no result in B (error)")]
+    assert c.left_out == {"not_judged": 1, "indeterminate": 1} and c.test.n == 2
+
+
+def test_pairs_never_judged_are_left_out_of_the_paired_statistics_and_counted():
+    """Run A's traces were logged during a judge outage and never judged; run B judged them. Each
+    pair is no change, and the paired test must not read "no result" as "did not pass" (which
+    reported a significant improvement over traces A never judged)."""
+    a = [row(i, f"q{i}", None, None) for i in range(12)] + [row(20, "kept", "complete_grounded", "pass"),
+                                                           row(21, "broke", "complete_grounded", "pass")]
+    b = [row(100 + i, f"q{i}", "complete_grounded" if i < 9 else "incomplete_grounded", "pass" if i < 9 else "fail")
+         for i in range(12)] + [row(120, "kept", "complete_grounded", "pass"),
+                                row(121, "broke", "complete_ungrounded", "fail")]
+    c = compare_rows(a, b)
+    assert c.matched == 14 and c.left_out == {"not_judged": 12, "indeterminate": 0}
+    assert c.indeterminate_changes == [] and len(c.improvements) == 0 and len(c.regressions) == 1
+    assert len(c.not_judged) == 12 and all(ch.old_gate == "not judged" for ch in c.not_judged)
+    assert (c.test.n, c.test.both_pass, c.test.pass_to_not, c.test.not_to_pass) == (2, 1, 1, 0)
+    assert c.test.difference == pytest.approx(-0.5)           # the one broken pair, not the 9 "fixed" ones
+    assert sum(sum(r.values()) for r in c.matrix.values()) == 2
+    assert c.shifts["sufficiency_rate"]["a"] == 1.0           # over the two judged pairs only
+    # Every view says how many were left out, and why.
+    md = to_markdown(c)
+    assert "12 never judged in A or B" in md and "Not judged in A or B" in md and "2 pairs judged pass or fail" in md
+    from rich.console import Console
+
+    from veralith.cli.compare import comparison_view
+
+    console = Console(width=160, record=True, file=__import__("io").StringIO())
+    console.print(comparison_view(c))
+    text = console.export_text()
+    assert "left out of the paired statistics: 12 never judged in A or B" in text
+    assert c.to_dict()["left_out"] == {"not_judged": 12, "indeterminate": 0}
+
+
+def test_an_indeterminate_side_stays_in_the_matrix_but_not_in_the_paired_test():
+    a = [row(1, "x", "complete_grounded", "pass"), row(2, "y", "complete_grounded", "pass")]
+    b = [row(3, "x", None, "indeterminate"), row(4, "y", "complete_grounded", "pass")]
+    c = compare_rows(a, b)
+    assert c.matrix["complete_grounded"]["indeterminate"] == 1 and c.test.n == 1
+    assert c.left_out == {"not_judged": 0, "indeterminate": 1}
 
 
 def test_regressions_are_listed_worst_new_cell_first():

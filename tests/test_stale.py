@@ -260,7 +260,7 @@ def test_inspect_web_and_json_show_the_stale_claim_and_its_dates(tmp_path):
     from veralith.web import create_app
     page = TestClient(create_app(store_url()), base_url="http://127.0.0.1").get(f"/traces/{trace_id}")
     assert page.status_code == 200
-    assert "rel-stale" in page.text and "Changed later by" in page.text and "is dated <strong>2019</strong>" in page.text
+    assert "rel-stale" in page.text and "changed later by" in page.text and "is dated <strong>2019</strong>" in page.text
 
 
 def test_a_partial_quote_is_dated_by_the_sentence_it_is_in(openai_server):

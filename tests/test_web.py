@@ -316,15 +316,18 @@ def test_run_filter_and_per_run_overview(served):
     assert html.count('href="/traces/') == 2 and f'<option value="{hostile}" selected>' in html
     overview = c.get("/").text
     assert f'href="/traces?run={examples}"' in overview and f'href="/traces?run={hostile}"' in overview
-    assert overview.count('class="n passrate"') == 2
-    assert c.get("/traces", params={"run": "one"}).status_code == 400
+    assert overview.count('class="n passrate r-rate"') == 2
+    assert c.get("/traces", params={"run": "one"}).status_code == 404          # a name no run has
+    assert c.get("/traces", params={"run": "x" * 201}).status_code == 400
 
 
 def test_compare_page_shows_the_comparison(served):
     examples, hostile = run_ids(served)
     c = client(served)
-    html = c.get("/compare").text                 # default: the two newest runs
-    assert "Cell transitions" in html and "Only in A: 12" in html and "Only in B: 2" in html
+    html = c.get("/compare").text                 # default: the newest run and the one before (they share no trace)
+    assert "Only in A: 12" in html and "Only in B: 2" in html
+    # Two runs that share no trace: said, instead of "0 regression(s)" beside two unrelated pass rates.
+    assert "Nothing to compare pair by pair" in html and "regression(s)" not in html and "Cell transitions" not in html
     assert "<script" not in html and "&lt;script&gt;" in html
     assert c.get("/compare", params={"a": examples, "b": 99}).status_code == 404
 
@@ -477,7 +480,7 @@ def test_the_trace_list_counts_sorts_and_says_why(db):
     seen, url, pages = [], "/traces?sort=faith", 0
     while url and pages < 20:
         page = c.get(url.replace("&amp;", "&")).text
-        seen += [int(i) for i in re.findall(r'<td class="n"><a href="/traces/(\d+)', page)]
+        seen += [int(i) for i in re.findall(r'<td class="c-id"><a href="/traces/(\d+)', page)]
         found = re.search(r'<a rel="next" href="([^"]+)"', page)
         url, pages = (found.group(1) if found else None), pages + 1
     assert sorted(seen) == sorted(all_ids(db)) and len(seen) == len(set(seen))
@@ -492,7 +495,7 @@ def test_the_text_filter_matches_external_ids_and_metadata(db):
     c = client(db)
     assert "xss-2" in c.get("/traces", params={"q": "xss-2"}).text               # an external id
     by_meta = c.get("/traces", params={"q": "javascript:alert('meta')"}).text   # a metadata value
-    ids = re.findall(r'<td class="n"><a href="/traces/(\d+)', by_meta)
+    ids = re.findall(r'<td class="c-id"><a href="/traces/(\d+)', by_meta)
     assert ids == [str(trace_id(db, "What is the warranty of the Z9"))]
 
 
@@ -531,3 +534,64 @@ def test_a_favicon_is_served(db):
     r = client(db).get("/favicon.ico")
     assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml") and b"<svg" in r.content
     assert '<link rel="icon" href="/static/favicon.svg"' in client(db).get("/").text
+
+
+# --- a large comparison: grouped by reason, never-judged pairs left out ------------------------------
+
+def _two_eval_runs(path: Path, n: int) -> None:
+    """Two eval runs of `n` traces (external ids big-1 … big-n) judged in place: A passes them all
+    (the first 12 never judged in A: pending), B fails 300 of the rest with three kinds of reason."""
+    open_store(path).knowledge_bases()  # migrated
+    now = "2026-01-01T00:00:00.000000+00:00"
+    why = ["k1 'It costs {i} euros.' contradicted by chunk price-1"] * 200 + \
+          ["k2 'It ships on day {i}.' not supported by any chunk"] * 70 + \
+          ["q2 'When does item {i} ship?' not answered (the context does answer it)"] * 30
+    with sqlite3.connect(path) as conn:
+        conn.executemany("INSERT INTO runs (id, name, source, started_at, ended_at) VALUES (?, ?, 'eval', ?, ?)",
+                         [(1, "a", now, now), (2, "b", now, now)])
+        conn.executemany("INSERT INTO traces (id, created_at, updated_at, status, knowledge_base, query, response,"
+                         " external_id) VALUES (?, ?, ?, 'done', 'kb', ?, 'r', ?)",
+                         [(i, now, now, f"q{i}", f"big-{i}") for i in range(1, n + 1)])
+        rows = []
+        for i in range(1, n + 1):
+            a = (None, None, "pending", None) if i <= 12 else ("complete_grounded", "pass", "done", None)
+            fails = 12 < i <= 312
+            b = ("incomplete_ungrounded", "fail", "done", why[i - 13].format(i=i)) if fails else \
+                ("complete_grounded", "pass", "done", None)
+            rows += [(1, i, f"big-{i}", "kb", *a[:3], a[3], f"q{i}"), (2, i, f"big-{i}", "kb", *b[:3], b[3], f"q{i}")]
+        conn.executemany("INSERT INTO run_traces (run_id, trace_id, external_id, knowledge_base, failure_cell,"
+                         " quality_gate, status, reason, query) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def test_a_large_comparison_is_grouped_by_reason_and_leaves_out_pairs_never_judged(tmp_path):
+    path = tmp_path / "big.db"
+    _two_eval_runs(path, 1200)
+    html = client(path).get("/compare", params={"a": "a", "b": "b"}).text
+    regressions = html.split("<h2>Regressions (pass → fail): 300</h2>")[1].split("<h2>")[0]
+    groups = re.findall(r'<h3 class="group">([^<:]+): (\d+)</h3>', regressions)
+    assert groups == [("a claim the context contradicts", "200"), ("a claim no chunk supports", "70"),
+                      ("a sub-question not answered (the context does answer it)", "30")]
+    assert regressions.count("<tr><td") == 30 and "… and 190 more of this kind" in regressions
+    keys = re.findall(r'<span class="key">(big-\d+)</span>', regressions)
+    assert keys[:3] == ["big-13", "big-14", "big-15"]            # id order, not text order (big-1, big-10, …)
+    # The 12 pairs run A never judged: listed apart, left out of every paired figure, and said.
+    assert "Not judged in A or B: 12" in html and "12 never judged in A or B" in html
+    assert "0 indeterminate change(s)" in html and "pass rate (1188 pairs judged pass or fail in both)" in html
+    everything = client(path).get("/compare", params={"a": "a", "b": "b", "limit": 0}).text
+    assert everything.split("<h2>Regressions")[1].split("<h2>")[0].count("<tr><td") == 300
+
+
+def test_worst_first_walks_failing_traces_worst_cell_first_page_by_page(served):
+    from veralith.models import CELLS_BY_SEVERITY
+
+    c, url, seen = client(served, page_size=4), "/traces?sort=worst", []
+    while url:
+        html = c.get(url).text
+        seen += re.findall(r'<td class="c-cell"><span class="badge(?: cell-\w+)?">(\w+)</span>\s*'
+                           r'(?:<span class="gate gate-(\w+)">)?', html)
+        found = re.search(r'<a rel="next" href="([^"]+)"', html)
+        url = found.group(1).replace("&amp;", "&") if found else None
+    assert len(seen) == len(all_ids(served))       # every trace once, across pages
+    gates = ["fail", "indeterminate", "pass", ""]
+    rank = [(gates.index(gate), CELLS_BY_SEVERITY.index(cell)) for cell, gate in seen]
+    assert rank == sorted(rank) and seen[0][1] == "fail"

@@ -98,7 +98,7 @@ def test_hostile_document_names_are_escaped(served):
 
 @pytest.mark.parametrize("query, status, message", [
     ({"since": "yesterday"}, 400, "since must be a date"),
-    ({"run": "x"}, 400, "run must be an id"),
+    ({"run": "x"}, 404, "no run with id or name &#39;x&#39;"),     # a run is named as /compare names it
     ({"limit": "0"}, 400, "limit must be from 1 to 1000"),
     ({"run": "999"}, 404, "no run with id or name"),
 ])

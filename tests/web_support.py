@@ -44,8 +44,8 @@ HOSTILE = [
 PAYLOAD_TEXTS = [SCRIPT, IMG, LINK, CLOSER]
 
 
-def run_eval(db: Path | str, path: Path, spool: Path | None = None) -> None:
-    """`veralith eval path` into `db`: a SQLite file, or a store URL (with log()'s spool in `spool`)."""
+def run_eval(db: Path | str, path: Path, spool: Path | None = None, args: tuple[str, ...] = ()) -> None:
+    """`veralith eval path [args]` into `db`: a SQLite file, or a store URL (with log()'s spool in `spool`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
     env.update(VERALITH_BACKEND="local")
     if isinstance(db, Path):
@@ -53,7 +53,7 @@ def run_eval(db: Path | str, path: Path, spool: Path | None = None) -> None:
     else:
         assert spool is not None, "a store URL needs a spool folder of the test's own"
         env.update(VERALITH_DB_URL=db, VERALITH_SPOOL_DIR=str(spool))
-    done = subprocess.run([sys.executable, "-m", "veralith.cli", "eval", str(path)], env=env, cwd=path.parent,
+    done = subprocess.run([sys.executable, "-m", "veralith.cli", "eval", str(path), *args], env=env, cwd=path.parent,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
@@ -107,3 +107,31 @@ def live_server(app) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe-core" / "axe.min.js"
+# WCAG 2 A/AA and axe's best practices: what every page of the web view is held to.
+AXE_RUN = """async () => (await axe.run(document, {
+    runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice']}
+})).violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')
+    + ' ' + (n.failureSummary || '').split('\\n').slice(0, 2).join(' '))}))"""
+
+
+def page_problems(browser, base_url: str, paths: list[str], width: int, height: int) -> dict[str, object]:
+    """axe-core's violations and any sideways scroll of each page at one window size, by path (empty:
+    none). axe is injected into a context that bypasses the page's CSP, which forbids every script."""
+    source = AXE.read_text(encoding="utf-8")
+    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)
+    found: dict[str, object] = {}
+    try:
+        pg = context.new_page()
+        for path in paths:
+            pg.goto(base_url + path)
+            overflow = pg.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+            pg.add_script_tag(content=source)
+            violations = pg.evaluate(AXE_RUN)
+            if overflow > 0 or violations:
+                found[path] = {"sideways_px": overflow, "axe": violations}
+    finally:
+        context.close()
+    return found

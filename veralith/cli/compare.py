@@ -109,17 +109,26 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
                    f"change(s); {c.matched} matched ({c.matched_by_external_id} by external id)")
     parts.append(summary)
     rates = Text(f"pass rate A {pct(c.pass_rate_a)}, B {pct(c.pass_rate_b)} (all traces with a result)\n")
+    from veralith.compare import left_out_note
+
+    left_out = left_out_note(c)
+    if left_out is not None:
+        rates.append(left_out + "\n", "yellow")
     if t.difference is not None and t.ci95 is not None:
         rates.append(f"paired ({t.n} pairs): {pct(t.rate_a)} → {pct(t.rate_b)}, difference "
                      f"{t.difference * 100:+.1f} pts, 95 % CI [{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]\n")
         rates.append(f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} pass → not, {t.not_to_pass} not → pass)\n")
         rates.append(t.method, "dim")
     else:
-        rates.append("no matched pairs: nothing to test", "yellow")
+        rates.append("no pairs judged pass or fail in both runs: nothing to test" if c.matched
+                     else "no matched pairs: the runs share no trace, nothing to test", "yellow")
     parts.append(rates)
     for title, changes, style in (("Regressions (pass → fail)", c.regressions, "red"),
                                   ("Improvements (fail → pass)", c.improvements, "green"),
-                                  ("Indeterminate changes", c.indeterminate_changes, "yellow")):
+                                  ("Indeterminate changes", c.indeterminate_changes, "yellow"),
+                                  ("Not judged in A or B (left out of the paired statistics)", c.not_judged, "yellow")):
+        if not changes and title.startswith("Not judged"):
+            continue
         parts.append(Rule(f"{title}: {len(changes)}", align="left", style=style))
         if changes:
             parts.append(_changes_table(changes[:limit]))

@@ -18,13 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from veralith.models import Coverage, EvaluationResult, Relation, Verdict
+from veralith.pipeline.describe import RELATION_LABEL, Description, describe
 from veralith.safe_text import json_safe, visible
 
 __all__ = ["GATE_STYLE", "RELATION_LABEL", "fmt_fraction", "fmt_latency", "fmt_time", "fmt_usd", "literal",
            "one_line", "result_view", "stats_view", "summary_view", "terminal_safe"]
 
-RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
-                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting", Relation.stale: "stale"}
 _RELATION_STYLE = {Relation.supported: "green", Relation.unsupported: "yellow",
                    Relation.contradicted: "bold red", Relation.conflicting: "magenta", Relation.stale: "cyan"}
 # Each verdict its own mark, so they read apart without colour (a pipe, a log, a screen reader).
@@ -73,21 +72,23 @@ def result_view(result: EvaluationResult, *, external_id: str | None = None, cre
     shows, when given, the trace's `external_id` (the record's own id), `created_at` (the stored
     UTC ISO time), `run` (the label of the run that last judged it, e.g. "#3 main") and
     `app_latency` (the app's own time, {part: ms} as logged)."""
-    parts: list[RenderableType] = [_header(result, external_id, created_at, run)]
+    # The headline, the sub-question rows, the Completeness lines and the fix: one description
+    # (veralith.pipeline.describe), as the web view's trace page shows them.
+    said = describe(result)
+    parts: list[RenderableType] = [_header(result, said, external_id, created_at, run)]
     if app_latency:
         parts.insert(1, Text("app latency " + fmt_latency(app_latency)))
-    parts += [_section("Query"), literal(result.query), _sub_questions(result)]
+    parts += [_section("Query"), literal(result.query), _sub_questions(result, said)]
     parts += [_section("Response"), _response(result), _legend(result), _claims(result)]
-    parts += [_section("Completeness"), _completeness(result)]
+    parts += [_section("Completeness"), _completeness(result, said)]
     parts += [_section("Context"), _context(result)]
-    if result.suggestion:
+    if said.fix:
         actions = Table.grid(padding=(0, 1))  # a bullet list whose wrapped lines stay indented
         actions.add_column(justify="right", width=3)
         actions.add_column()
-        for action in result.suggestion.actions:
+        for action in said.fix.actions:
             actions.add_row("•", literal(action))
-        parts += [_section("Suggestion"), literal(result.suggestion.title, "bold"),
-                  literal(result.suggestion.summary), actions]
+        parts += [_section("Suggestion"), literal(said.fix.title, "bold"), literal(said.fix.summary), actions]
     if result.explanation:
         parts += [_section("Explanation (this trace)"), _explanation(result)]
     if result.errors:
@@ -121,7 +122,7 @@ def _explanation(result: EvaluationResult) -> RenderableType:
     return Group(*lines)
 
 
-def _header(result: EvaluationResult, external_id: str | None, created_at: str | None,
+def _header(result: EvaluationResult, said: Description, external_id: str | None, created_at: str | None,
             run: str | None) -> RenderableType:
     head = Text.assemble(("Trace ", "bold"), (str(result.trace_id) if result.trace_id is not None else "(unsaved)",
                                               "bold"))
@@ -135,7 +136,7 @@ def _header(result: EvaluationResult, external_id: str | None, created_at: str |
     status = result.status
     gate = Text.assemble("gate ", (status.quality_gate.value, GATE_STYLE.get(status.quality_gate.value, "")),
                          f"  execution {status.execution.value}  availability {status.availability.value}  ",
-                         literal(status.summary, "dim"))
+                         literal(said.headline, "dim"))
     lines: list[RenderableType] = [head, gate]
     # metadata.id repeats the external id (kept there for older readers); the header already shows it.
     metadata = {k: v for k, v in result.metadata.items()
@@ -148,10 +149,9 @@ def _header(result: EvaluationResult, external_id: str | None, created_at: str |
     else:
         cell = diag.failure_cell.value if diag.failure_cell else "not classified"
         lines.append(Text.assemble("cell ", (cell, "bold " + ("green" if cell == "complete_grounded" else "red")),
-                                   f"  sufficiency {diag.sufficiency_level.value.upper()} "
-                                   f"({fmt_fraction(diag.sufficiency_fraction)} vs threshold "
-                                   f"{diag.threshold:.2f}, {diag.threshold_source.value})"
                                    f"  faithfulness {fmt_fraction(diag.faithfulness_fraction)}"))
+        if said.sufficiency:
+            lines.append(Text(f"sufficiency {said.sufficiency}", style="dim"))
     if result.response_kind is not None and result.response_kind.value != "answer":
         lines.append(Text(f"the response is a {result.response_kind.value.replace('_', ' ')}", style="italic"))
     if diag is not None and diag.needs_review:
@@ -182,45 +182,28 @@ def _metadata(metadata: Mapping[str, Any]) -> Text:
     return line
 
 
-def _sub_questions(result: EvaluationResult) -> RenderableType:
-    if not result.sub_questions:
+def _sub_questions(result: EvaluationResult, said: Description) -> RenderableType:
+    if not said.questions:
         return Text("(no sub-questions)", style="dim")
     verdicts = {j.sub_question_id: j for j in result.sufficiency}
-    table = Table("id", "sub-question", "sufficient", "covered", box=None, pad_edge=False)
-    for q in result.sub_questions:
+    table = Table("id", "sub-question", "sufficient", "answered", box=None, pad_edge=False)
+    for q in said.questions:
         judged = verdicts.get(q.id)
         suff = (Text("not judged", "dim") if judged is None else
                 Text.assemble(("yes" if judged.verdict is Verdict.Y else "no",
                                "green" if judged.verdict is Verdict.Y else "yellow"), " ",
                               _ids(judged.chunk_ids) if judged.chunk_ids else "", _sure(judged.confidence),
                               _why(judged.reasoning)))
-        table.add_row(literal(q.id, "cyan"), literal(q.text), suff, _coverage(result, q.id))
+        table.add_row(literal(q.id, "cyan"), literal(q.text), suff,
+                      Text(q.label, _COVERAGE_STYLE.get(q.coverage, "red")))
+        # Why, on a row of its own under the sub-question: beside the sufficiency reasoning its lines
+        # would interleave with that cell's on the terminal.
+        table.add_row("", Text.assemble(("↳ ", "dim"), literal(q.why, "dim")), "", "")
     return table
 
 
-def _coverage(result: EvaluationResult, question_id: str) -> Text:
-    """Whether the sub-question is covered and why not, from the diagnosis (so it agrees with the cell)."""
-    comp = result.completeness
-    coverage = result.diagnosis.coverage.get(question_id) if result.diagnosis else None
-    if coverage is None and comp is not None and (result.faithfulness or not result.claims):
-        # A result stored before coverage was recorded: apply the library's own rule to it.
-        from veralith.pipeline.classify import coverage as coverage_of
-
-        grounded = {j.claim_id for j in result.faithfulness if j.verdict is Verdict.Y}
-        asked = [q for q in result.sub_questions if q.id == question_id]
-        coverage = coverage_of(asked, grounded, comp).get(question_id)
-    if coverage is None or comp is None:
-        return Text("unknown", style="dim")
-    answering = comp.mappings.get(question_id, [])
-    if coverage is Coverage.answered:
-        return Text.assemble(("yes", "green"), " ", _ids(answering))
-    why = {
-        Coverage.partial: Text.assemble(" answered only in part by ", _ids(answering)),
-        Coverage.ungrounded_answer: Text.assemble(" answered only by ", _ids(answering), ", not grounded"),
-        Coverage.declined: Text(" declined: the response says the documents lack it", style="dim"),
-        Coverage.unanswered: Text(" no claim answers it", style="dim"),
-    }[coverage]
-    return Text.assemble(("no", "red"), why)
+# A sub-question's label (veralith.pipeline.describe.QuestionLine), so it agrees with the cell.
+_COVERAGE_STYLE = {Coverage.answered.value: "green", "unknown": "dim"}
 
 
 def _why(reasoning: str | None) -> Text:
@@ -366,24 +349,15 @@ def _claims(result: EvaluationResult) -> RenderableType:
     return Group(*parts)
 
 
-def _completeness(result: EvaluationResult) -> RenderableType:
+def _completeness(result: EvaluationResult, said: Description) -> RenderableType:
     comp = result.completeness
     if comp is None:
         return Text("not judged", style="dim")
-    lines: list[RenderableType] = []
-    for q in result.sub_questions:
-        status = comp.statuses.get(q.id)
-        line = Text.assemble(literal(q.id, "cyan"), " answered by ", _ids(comp.mappings.get(q.id, [])))
-        if comp.supports.get(q.id):
-            line.append_text(Text.assemble("  supported by ", _ids(comp.supports[q.id])))
-        if status is not None:
-            line.append_text(Text(f"  judged {status.value}", style="dim"))
-        lines.append(line)
-    for gap_id, linked in comp.gaps.items():
-        lines.append(Text.assemble(literal(gap_id, "cyan"), " declines ", _ids(linked)))
-    lines.append(Text.assemble("extra claims: ", _ids(comp.extra_claim_ids)))
+    lines: list[RenderableType] = [literal(line) for line in said.completeness]
     if comp.reasoning:
-        lines.append(literal(comp.reasoning, "dim"))
+        # The judge's own words come before grounding is checked: said so, so they cannot read as a contradiction.
+        lines.append(Text.assemble(("judge's notes (before grounding is checked): ", "dim"),
+                                   literal(comp.reasoning, "dim")))
     return Group(*lines)
 
 

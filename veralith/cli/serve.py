@@ -23,7 +23,7 @@ from rich.console import Console
 
 from veralith.cli import render
 from veralith.cli.exits import ExitCode, fail
-from veralith.web.hosts import is_loopback
+from veralith.web.hosts import is_loopback, is_wildcard, reachable_addresses
 
 __all__ = ["MIN_TOKEN_CHARS", "TOKEN_ENV", "is_loopback", "serve_command"]
 
@@ -81,11 +81,17 @@ def serve_command(
     out = Console(highlight=False)
 
     def announce() -> None:
-        # Called once the socket is bound, so port 0 shows the port actually chosen.
+        # Called once the socket is bound, so port 0 shows the port actually chosen. A wildcard --host
+        # (0.0.0.0, ::) is no address a browser can open: name this machine's own instead.
         bound = server.servers[0].sockets[0].getsockname()[1] if server.servers else port
-        shown = f"[{host}]" if ":" in host else host
-        url = f"http://{shown}:{bound}/"
+        names = reachable_addresses(host) or ["THIS-MACHINE"]
+        url = f"http://{names[0]}:{bound}/"
         out.print(render.literal(f"Veralith is serving {served} read-only at {url} (Ctrl-C stops it)"), soft_wrap=True)
+        if is_wildcard(host):
+            others = "".join(f", http://{name}:{bound}/" for name in names[1:])
+            out.print(render.literal(f"listening on every address of this machine ({host}){others}"
+                                     + ("; put this machine's name or address in place of THIS-MACHINE"
+                                        if names == ["THIS-MACHINE"] else "")), soft_wrap=True)
         if token:
             # The browser trades ?token= for a cookie and drops it from the address bar.
             out.print(render.literal(f"open {url}?token={quote(token)} once in your browser"), soft_wrap=True)

@@ -1,11 +1,12 @@
 """Comparing two runs: a pure function over their loaded rows.
 
-Traces are matched by external id within a knowledge base when both have one, then the rest by
-knowledge base and query text (duplicates pair up in id order). Each matched pair moves from a
-cell to a cell (or to/from `indeterminate`: no cell, because a judge failed or nothing was
-evaluated) and from a gate to a gate. A *regression* is pass → fail, an *improvement* fail → pass;
-a pair that gained or lost `indeterminate` on either side is a gate change of its own kind, never
-counted as either, because a judge outage says nothing about the application.
+Traces are matched as veralith.compare.match says. Each matched pair moves from a cell to a cell
+(or to/from `indeterminate`: no cell, because a judge failed) and from a gate to a gate. A
+*regression* is pass → fail, an *improvement* fail → pass; a pair that gained or lost
+`indeterminate` on either side is a gate change of its own kind, never counted as either, because a
+judge outage says nothing about the application. A pair with no result on a side (never judged) is
+no change at all: it is listed apart and left out of every paired figure, and the views say how
+many were left out.
 
 `compare_rows` needs only the rolled-up rows (fast: no judgment is read); `with_reasons` then adds
 the one-line reason of each changed pair from the stored details of just those traces.
@@ -18,16 +19,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+from veralith.compare.match import match
 from veralith.compare.reasons import failure_reason
 from veralith.compare.stats import PairedTest, paired_test
 from veralith.errors import VeralithError
 from veralith.models import CELLS_BY_SEVERITY, NO_CELL, cell_severity
 
-__all__ = ["CELLS", "INDETERMINATE", "Change", "Comparison", "MixedModes", "Only", "TraceRow", "cell_of",
-           "compare_rows", "gate_of", "mixed_modes_note", "modes_of", "pair_rows", "severity", "with_reasons"]
+__all__ = ["CELLS", "INDETERMINATE", "NOT_JUDGED", "Change", "Comparison", "MixedModes", "Only", "TraceRow",
+           "cell_of", "compare_rows", "gate_of", "left_out_note", "mixed_modes_note", "modes_of", "paired_label",
+           "severity", "with_reasons"]
 
 # A gate or a cell that is not there reads as "indeterminate" (the one name, veralith.models.NO_CELL).
 INDETERMINATE = NO_CELL
+# The side of a pair that has no result at all (pending, running, its evaluation failed).
+NOT_JUDGED = "not judged"
 # Worst first (veralith.models.CELLS_BY_SEVERITY): the transition matrix's rows and columns.
 CELLS = CELLS_BY_SEVERITY
 
@@ -109,6 +114,10 @@ class Comparison:
     # because the caller allowed it (compare_runs' allow_mixed_modes), and every view says so.
     modes_a: list[str] = field(default_factory=list)
     modes_b: list[str] = field(default_factory=list)
+    # Matched pairs where a side has no result: never judged, so left out of every paired figure.
+    not_judged: list[Change] = field(default_factory=list)
+    # Matched pairs the paired test leaves out: {"not_judged": n, "indeterminate": n}.
+    left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def mixed_modes(self) -> bool:
@@ -138,26 +147,39 @@ class Comparison:
             "only_in_a": [asdict(o) for o in self.only_in_a],
             "only_in_b": [asdict(o) for o in self.only_in_b],
             "modes_a": self.modes_a, "modes_b": self.modes_b, "mixed_modes": self.mixed_modes,
+            "not_judged": [asdict(c) for c in self.not_judged], "left_out": self.left_out,
         }
 
 
 def compare_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow], *, run_a: Mapping[str, Any] | None = None,
                  run_b: Mapping[str, Any] | None = None) -> Comparison:
     """Compare run A (before) with run B (after). Rows are taken in the order given (id order
-    from the store), which decides how duplicate queries pair up."""
-    pairs, by_external, only_a, only_b = _match(rows_a, rows_b)
+    from the store), which decides how duplicate queries pair up.
+
+    A pair where either side has no result (never judged: pending, running, or its evaluation
+    failed) is listed under `not_judged` and left out of the matrix, the paired test and the shifts;
+    a pair with an `indeterminate` gate on either side stays in the matrix but is left out of the
+    paired test, which needs a pass or a fail on both sides. `left_out` counts both."""
+    pairs, by_external, only_a, only_b = match(rows_a, rows_b)
+    judged = [(a, b) for a, b in pairs if a.quality_gate is not None and b.quality_gate is not None]
     # One tally per (old cell, new cell, old gate, new gate): the matrix and the 2x2 table of the
     # paired test come from a few dozen keys, and only pairs whose gate moved become Changes.
-    moves = Counter((a.failure_cell or INDETERMINATE, b.failure_cell or INDETERMINATE,
-                     a.quality_gate or INDETERMINATE, b.quality_gate or INDETERMINATE) for a, b in pairs)
+    moves = Counter((cell_of(a), cell_of(b), gate_of(a), gate_of(b)) for a, b in judged)
     matrix = {old: dict.fromkeys(CELLS, 0) for old in CELLS}
     table = [0, 0, 0, 0]  # both pass, pass->not, not->pass, neither
+    indeterminate_pairs = 0
     for (cell_a, cell_b, gate_a, gate_b), n in moves.items():
         matrix[cell_a][cell_b] += n
-        table[(0 if gate_a == "pass" else 2) + (0 if gate_b == "pass" else 1)] += n
-    regressions, improvements, indeterminate = [], [], []
+        if INDETERMINATE in (gate_a, gate_b):
+            indeterminate_pairs += n
+        else:
+            table[(0 if gate_a == "pass" else 2) + (0 if gate_b == "pass" else 1)] += n
+    regressions, improvements, indeterminate, not_judged = [], [], [], []
     for a, b in pairs:
-        gate_a, gate_b = a.quality_gate or INDETERMINATE, b.quality_gate or INDETERMINATE
+        if a.quality_gate is None or b.quality_gate is None:
+            not_judged.append(_unjudged(a, b))
+            continue
+        gate_a, gate_b = gate_of(a), gate_of(b)
         if gate_a == gate_b:
             continue
         change = Change(_key(a), a.knowledge_base, a.id, b.id, cell_of(a), cell_of(b), gate_a, gate_b)
@@ -168,17 +190,37 @@ def compare_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow], *, run_
             regressions.append(_reasoned(change, b, ""))
         else:
             improvements.append(_reasoned(change, a, "fixed: "))
-    regressions.sort(key=lambda c: (severity(c.new_cell), c.knowledge_base, c.key))
-    improvements.sort(key=lambda c: (severity(c.old_cell), c.knowledge_base, c.key))
-    indeterminate.sort(key=lambda c: (c.knowledge_base, c.key))
+    # Worst first, then in id order within a knowledge base (ids, not their text: big-2 before big-10).
+    regressions.sort(key=lambda c: (severity(c.new_cell), c.knowledge_base, c.new_trace_id))
+    improvements.sort(key=lambda c: (severity(c.old_cell), c.knowledge_base, c.old_trace_id))
+    indeterminate.sort(key=lambda c: (c.knowledge_base, c.new_trace_id))
     both_pass, pass_to_not, not_to_pass, neither = table
     return Comparison(
         run_a=dict(run_a or {}), run_b=dict(run_b or {}), matched=len(pairs), matched_by_external_id=by_external,
         matrix=matrix, pass_rate_a=_pass_rate(rows_a), pass_rate_b=_pass_rate(rows_b),
         test=paired_test(both_pass, pass_to_not, not_to_pass, neither),
         regressions=regressions, improvements=improvements, indeterminate_changes=indeterminate,
-        shifts=_shifts(pairs), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b],
-        modes_a=modes_of(rows_a), modes_b=modes_of(rows_b))
+        shifts=_shifts(judged), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b],
+        modes_a=modes_of(rows_a), modes_b=modes_of(rows_b), not_judged=not_judged,
+        left_out={"not_judged": len(not_judged), "indeterminate": indeterminate_pairs})
+
+
+def left_out_note(c: Comparison) -> str | None:
+    """One line saying which matched pairs the paired test leaves out and why (None when none)."""
+    never, unsure = c.left_out.get("not_judged", 0), c.left_out.get("indeterminate", 0)
+    if not never and not unsure:
+        return None
+    parts = [f"{never} never judged in A or B" if never else "",
+             f"{unsure} indeterminate in A or B (a judge failed)" if unsure else ""]
+    return (f"left out of the paired statistics: {', '.join(p for p in parts if p)}; the test is over the "
+            f"{c.test.n} pair(s) with a pass or a fail on both sides")
+
+
+def paired_label(c: Comparison) -> str:
+    """What the paired pass rates are over: the matched pairs, or those left after `left_out`."""
+    if c.left_out.get("not_judged", 0) or c.left_out.get("indeterminate", 0):
+        return f"{c.test.n} pairs judged pass or fail in both"
+    return f"{c.test.n} matched pairs"
 
 
 class MixedModes(VeralithError):
@@ -196,12 +238,6 @@ def mixed_modes_note(c: Comparison) -> str | None:
         return None
     return (f"modes differ: A was judged {'+'.join(c.modes_a) or 'n/a'}, B {'+'.join(c.modes_b) or 'n/a'}; "
             "the fast mode agrees less with careful labels, so some changes may be the mode's, not the app's")
-
-
-def pair_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow]) -> list[tuple[TraceRow, TraceRow]]:
-    """The traces of run A and run B that are the same question, matched as `compare_rows` matches
-    them (external id, then knowledge base + query), as (A's row, B's row)."""
-    return _match(rows_a, rows_b)[0]
 
 
 def with_reasons(comparison: Comparison, details: Mapping[int, Mapping[str, Any]]) -> Comparison:
@@ -225,38 +261,15 @@ def with_reasons(comparison: Comparison, details: Mapping[int, Mapping[str, Any]
 # --- internals ----------------------------------------------------------------------------------
 
 
-def _match(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow]
-           ) -> tuple[list[tuple[TraceRow, TraceRow]], int, list[TraceRow], list[TraceRow]]:
-    # Each key maps to B's rows in reverse order, so pop() hands them out first to last.
-    by_ext: dict[tuple[str, str], list[TraceRow]] = {}
-    for row in reversed(rows_b):
-        if row.external_id is not None:
-            by_ext.setdefault((row.knowledge_base, row.external_id), []).append(row)
-    pairs: list[tuple[TraceRow, TraceRow]] = []
-    rest_a: list[TraceRow] = []
-    for row in rows_a:
-        queue = by_ext.get((row.knowledge_base, row.external_id)) if row.external_id is not None else None
-        if queue:
-            pairs.append((row, queue.pop()))
-        else:
-            rest_a.append(row)
-    by_external = len(pairs)
-    only_a: list[TraceRow] = []
-    if rest_a:
-        used = {b.id for _, b in pairs}
-        by_query: dict[tuple[str, str], list[TraceRow]] = {}
-        for row in reversed(rows_b):
-            if row.id not in used:
-                by_query.setdefault((row.knowledge_base, row.query), []).append(row)
-        for row in rest_a:
-            queue = by_query.get((row.knowledge_base, row.query))
-            if queue:
-                pairs.append((row, queue.pop()))
-            else:
-                only_a.append(row)
-    used = {b.id for _, b in pairs}
-    only_b = [row for row in rows_b if row.id not in used]
-    return pairs, by_external, only_a, only_b
+def _unjudged(a: TraceRow, b: TraceRow) -> Change:
+    """A pair with no result on a side: what each side is, and which side was never judged."""
+    def side(row: TraceRow) -> tuple[str, str]:
+        return (NOT_JUDGED, NOT_JUDGED) if row.quality_gate is None else (cell_of(row), gate_of(row))
+
+    (cell_a, gate_a), (cell_b, gate_b) = side(a), side(b)
+    missing = [f"{name} ({row.status})" for name, row in (("A", a), ("B", b)) if row.quality_gate is None]
+    return Change(_key(a), a.knowledge_base, a.id, b.id, cell_a, cell_b, gate_a, gate_b,
+                  reason="no result in " + " and ".join(missing))
 
 
 def _reasoned(change: Change, failing: TraceRow, prefix: str) -> Change:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from veralith.compare.core import CELLS, Change, Comparison, Only, mixed_modes_note
+from veralith.compare.core import CELLS, Change, Comparison, Only, left_out_note, mixed_modes_note, paired_label
 
 __all__ = ["escape", "to_markdown"]
 
@@ -50,7 +50,7 @@ def to_markdown(c: Comparison, *, limit: int | None = None) -> str:
     lines += [verdict, "",
               "| | A | B | difference (B − A) |", "|---|---|---|---|",
               f"| pass rate (all traces with a result) | {_pct(c.pass_rate_a)} | {_pct(c.pass_rate_b)} | |",
-              f"| pass rate ({t.n} matched pairs) | {_pct(t.rate_a)} | {_pct(t.rate_b)} | "
+              f"| pass rate ({paired_label(c)}) | {_pct(t.rate_a)} | {_pct(t.rate_b)} | "
               + ("n/a" if t.difference is None or t.ci95 is None else
                  f"{t.difference * 100:+.1f} pts, 95 % CI [{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]")
               + " |", ""]
@@ -58,9 +58,14 @@ def to_markdown(c: Comparison, *, limit: int | None = None) -> str:
         lines += [f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} pass → not, {t.not_to_pass} not → pass); "
                   f"{t.method}. Matched {c.matched} traces ({c.matched_by_external_id} by external id, "
                   "the rest by knowledge base + query).", ""]
+    left_out = left_out_note(c)
+    if left_out is not None:
+        lines += [f"**Note:** {escape(left_out[0].upper() + left_out[1:])}.", ""]
     lines += _changes("Regressions (pass → fail)", c.regressions, limit)
     lines += _changes("Improvements (fail → pass)", c.improvements, limit)
     lines += _changes("Indeterminate changes", c.indeterminate_changes, limit)
+    if c.not_judged:
+        lines += _changes("Not judged in A or B (left out of the paired statistics)", c.not_judged, limit)
     lines += ["### Per-judge shifts (matched pairs)", "", "| judge | A | B | Δ |", "|---|---|---|---|"]
     for name, s in c.shifts.items():
         lines.append(f"| {name.replace('_', ' ')} | {_num(s['a'])} | {_num(s['b'])} | {_num(s['delta'], True)} |")

@@ -9,14 +9,15 @@ a judge error. Texts are quoted and clipped; they are untrusted and escaped by w
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["clip", "detail_of", "failure_reason", "result_reason"]
+__all__ = ["clip", "detail_of", "failure_reason", "reason_kind", "result_reason"]
 
 
 _HOW = {"unanswered": "not answered", "partial": "answered only in part", "declined": "declined",
-        "ungrounded_answer": "answered only by ungrounded claims"}
+        "ungrounded_answer": "has no grounded answer"}   # veralith.pipeline.describe's words for a wrong answer
 
 
 def clip(text: str, width: int = 60) -> str:
@@ -85,3 +86,37 @@ def failure_reason(detail: Mapping[str, Any]) -> str:
     if detail.get("summary"):
         return clip(detail["summary"], 120)
     return "no stored detail explains it"
+
+
+# What a reason line says went wrong, without the trace's own words (its ids, its quoted text): the
+# key `veralith compare` and the web view group changes by. The line's shape is failure_reason's:
+# "<id> '<text>' <predicate>[ (<why>)][ (+N more…)]", after an optional "fixed: " or "was: ".
+_PREDICATES = {
+    r"contradicted by .+": "a claim the context contradicts",
+    r"not supported by any chunk": "a claim no chunk supports",
+    r"rests on conflicting chunks": "a claim resting on chunks that contradict each other",
+    r"rests on out-of-date chunks": "a claim resting on out-of-date chunks",
+    r"answers nothing that was asked": "a claim that answers nothing asked",
+    **{re.escape(how): f"a sub-question {how}" for how in _HOW.values()},
+}
+_SHAPE = re.compile(r"^(?:fixed: |was: )?\S+ '.*' (?P<predicate>" + "|".join(f"(?:{p})" for p in _PREDICATES)
+                    + r")(?: \((?P<why>the context does(?: not)? answer it)\))?(?: \(\+\d+ more(?: ungrounded)?\))?$",
+                    re.DOTALL)
+_JUDGE = re.compile(r"^(?:fixed: |was: )?(\w+) judge failed \(([^)]*)\)")
+
+
+def reason_kind(line: str | None) -> str:
+    """The kind of failure a reason line names ("a claim the context contradicts", "a sub-question not
+    answered (the context does not answer it)", "the faithfulness judge failed (timeout)"); a line
+    of another shape (the gate's own summary) is its own kind."""
+    if not line:
+        return "no reason recorded"
+    shape = _SHAPE.match(line)
+    if shape is not None:
+        predicate = shape.group("predicate")
+        kind = next(k for p, k in _PREDICATES.items() if re.fullmatch(p, predicate, re.DOTALL))
+        return kind + (f" ({shape.group('why')})" if shape.group("why") else "")
+    judge = _JUDGE.match(line)
+    if judge is not None:
+        return f"the {judge.group(1)} judge failed ({judge.group(2)})"
+    return line.removeprefix("fixed: ").removeprefix("was: ")

@@ -1,13 +1,17 @@
 """Rule-based suggestions: one text per (cell, sufficiency level), plus action lines for refusals,
 conflicting sources and stale claims; a response whose only ungrounded claims are stale gets the stale
-text instead of its cell's. Sufficiency picks between the HIGH wording (retrieval was fine, so the
-generator is at fault) and the LOW wording (retrieval fell short, so fix that first)."""
+text instead of its cell's, and one whose ungrounded claims all rest on chunks that contradict each
+other (stale ones aside) the conflicting-sources text. Sufficiency picks between the HIGH wording
+(retrieval was fine, so the generator is at fault) and the LOW wording (retrieval fell short, so fix
+that first). Every text holds for every trace its cell can hold, in the words of
+veralith.pipeline.describe: an incomplete trace leaves part of the query "without a grounded answer"
+(a wrong answer counts as none), never necessarily "unanswered"."""
 
 from __future__ import annotations
 
 from veralith.models import FailureCell, FaithfulnessJudgment, Relation, SufficiencyLevel, Suggestion
 
-__all__ = ["STALE", "SUGGESTIONS", "suggest"]
+__all__ = ["CONFLICT", "STALE", "SUGGESTIONS", "suggest"]
 
 H, L = SufficiencyLevel.high, SufficiencyLevel.low
 C = FailureCell
@@ -58,8 +62,8 @@ SUGGESTIONS: dict[tuple[FailureCell, SufficiencyLevel], Suggestion] = {
     # when retrieval also fell short is this the worst case: two stages failed at once.
     (C.incomplete_ungrounded, H): Suggestion(
         title="Generator hallucination",
-        summary="The context held the answer, yet the response invents claims and leaves part of the query "
-                "unanswered: the generator, not retrieval, is at fault.",
+        summary="The context held the answer, yet the response makes claims the context does not support and "
+                "leaves part of the query without a grounded answer: the generator, not retrieval, is at fault.",
         actions=["Lower the generator's temperature.",
                  "Instruct the generator to answer only from the context, to cover every part of the "
                  "question, and to cite a chunk id per sentence.",
@@ -123,6 +127,16 @@ STALE = Suggestion(
              "and to say as of when a figure holds."])
 _STALE = ("Claims {ids} rest on out-of-date chunks: filter retrieval by date or re-index the corpus so the "
           "newest version wins.")
+# Chunks that contradict each other are the corpus's doing too: when they are behind every ungrounded
+# claim (stale ones aside), this replaces the cell's text, which would blame the generator for inventing.
+CONFLICT = Suggestion(
+    title="Conflicting sources",
+    summary="The context contradicts itself on {ids}: some chunks support what the response says and others "
+            "say otherwise, and the response repeats one side as settled.",
+    actions=["Deduplicate the corpus: keep one current version of each document and drop or mark the ones it "
+             "replaces.",
+             "Date-filter or rerank retrieval so the newest, most authoritative source comes first.",
+             "Instruct the generator to say when its sources disagree and to name both, instead of picking one."])
 
 
 def suggest(cell: FailureCell, level: SufficiencyLevel, *, refusal: bool,
@@ -130,13 +144,17 @@ def suggest(cell: FailureCell, level: SufficiencyLevel, *, refusal: bool,
     base = SUGGESTIONS[(cell, level)]
     extra: list[str] = []
     stale = [j.claim_id for j in faithfulness if j.relation is Relation.stale]
-    if stale and all(j.relation in (Relation.supported, Relation.stale) for j in faithfulness):
+    conflicting = [j.claim_id for j in faithfulness if j.relation is Relation.conflicting]
+    corpus = all(j.relation in (Relation.supported, Relation.stale, Relation.conflicting) for j in faithfulness)
+    if stale and not conflicting and corpus:
         base = STALE.model_copy(update={"summary": STALE.summary.format(ids=", ".join(stale))})
-    elif stale:
+    elif conflicting and corpus:
+        base = CONFLICT.model_copy(update={"summary": CONFLICT.summary.format(ids=", ".join(conflicting))})
+        conflicting = []   # its own text says it; no action line repeats it
+    if stale and base.title != STALE.title:
         extra.append(_STALE.format(ids=", ".join(stale)))
     if refusal:
         extra.append(_REFUSAL_CORRECT if level is L else _REFUSAL_UNNEEDED)
-    conflicting = [j.claim_id for j in faithfulness if j.relation is Relation.conflicting]
     if conflicting:
         extra.append(_CONFLICT.format(ids=", ".join(conflicting)))
     return base.model_copy(update={"actions": [*base.actions, *extra]})

@@ -17,7 +17,7 @@ import datetime as dt
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from veralith.models import CELLS, NO_CELL, cell_name
+from veralith.models import CELLS, CELLS_BY_SEVERITY, NO_CELL, cell_name
 from veralith.store.sql import Db, Dialect
 
 __all__ = ["CELLS", "GATES", "SCAN_WINDOW", "SORTS", "Neighbours", "SortedPage", "TraceFilter", "TracePage",
@@ -116,9 +116,16 @@ class TracePage:
 SCAN_WINDOW = 50_000
 
 
-# How the traces page may be ordered: the default walks ids newest first (see page_traces); the others
-# walk (key, id) ascending, a missing fraction (no result yet) sorting after every value.
-SORTS = {"oldest": "id", "faith": "COALESCE(faithfulness_fraction, 2.0)", "suff": "COALESCE(sufficiency_fraction, 2.0)"}
+# How the traces page may be ordered: the default walks ids newest first (see page_traces); "worst"
+# walks WORST_CLASSES in turn (see _page_worst); the others walk (key, id) ascending, a missing
+# fraction (no result yet) sorting after every value.
+SORTS = {"oldest": "id", "worst": "", "faith": "COALESCE(faithfulness_fraction, 2.0)",
+         "suff": "COALESCE(sufficiency_fraction, 2.0)"}
+# "Worst first": failing traces, then indeterminate, then passing, and last those without a result;
+# within a gate the worst cell first (veralith.models.CELLS_BY_SEVERITY); within a class, newest
+# first. Each class is walked on the failure-cell index, so a page costs what it holds at any size.
+WORST_CLASSES: tuple[tuple[str | None, str | None], ...] = (
+    *((gate, cell) for gate in ("fail", "indeterminate", "pass") for cell in CELLS_BY_SEVERITY), (None, None))
 
 
 @dataclass(frozen=True)
@@ -133,7 +140,6 @@ def page_sorted(db: Db, flt: TraceFilter, *, sort: str, limit: int = 50,
     """One page of traces matching `flt` in `sort` order (a key of SORTS), from just after `cursor`
     (the (key, id) of the last row shown; None: the first page). Keyset, never OFFSET. With a text
     filter only the newest SCAN_WINDOW ids are searched (`searched_to` says from where)."""
-    key = SORTS[sort]
     clauses, params = flt.where(db.dialect)
     searched_to = None
     if flt.text:
@@ -143,6 +149,10 @@ def page_sorted(db: Db, flt: TraceFilter, *, sort: str, limit: int = 50,
         if low < floor:
             clauses.append(f"id >= {floor}")
             searched_to = floor
+    if sort == "worst":
+        rows, after = _page_worst(db, clauses, params, limit, cursor)
+        return SortedPage(rows, after, searched_to)
+    key = SORTS[sort]
     if cursor is not None:
         clauses.append(f"({key}, id) > (?, ?)")
         params += [cursor[0], cursor[1]]
@@ -153,6 +163,33 @@ def page_sorted(db: Db, flt: TraceFilter, *, sort: str, limit: int = 50,
     more = len(rows) > limit
     rows = rows[:limit]
     return SortedPage(rows, (rows[-1]["sort_key"], rows[-1]["id"]) if more else None, searched_to)
+
+
+def _page_worst(db: Db, clauses: list[str], params: list[Any], limit: int,
+                cursor: tuple[float, int] | None) -> tuple[list[dict[str, Any]], tuple[float, int] | None]:
+    """Up to `limit` rows in WORST_CLASSES order from just after `cursor` (class index, last id shown),
+    and the cursor of the next page (None on the last): one newest-first index walk per class."""
+    rows: list[dict[str, Any]] = []
+    start = 0 if cursor is None else int(cursor[0])
+    for index in range(start, len(WORST_CLASSES)):
+        gate, cell = WORST_CLASSES[index]
+        where, args = list(clauses), list(params)
+        if gate is None:   # no result: a done trace always has one, so the status index narrows it
+            where += ["quality_gate IS NULL", "status IN ('pending', 'running', 'error')"]
+        else:
+            where += ["quality_gate = ?", "failure_cell IS NULL" if cell == NO_CELL else "failure_cell = ?"]
+            args += [gate] if cell == NO_CELL else [gate, cell]
+        if cursor is not None and index == start:
+            where.append(f"id < {int(cursor[1])}")
+        found = list(db.query(f"SELECT {_LIST_COLUMNS} FROM traces WHERE {' AND '.join(where)}"
+                              " ORDER BY id DESC LIMIT ?", [*args, limit + 1 - len(rows)]))
+        for row in found:
+            row["sort_key"] = float(index)
+        rows += found
+        if len(rows) > limit:
+            rows = rows[:limit]
+            return rows, (rows[-1]["sort_key"], rows[-1]["id"])
+    return rows, None
 
 
 def count_traces(db: Db, flt: TraceFilter) -> int | None:

@@ -27,6 +27,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -56,9 +57,11 @@ _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-option
             (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
 TOKEN_COOKIE = "veralith_token"
 PAGE_SIZE = 50
-COMPARE_LIMIT = 50  # traces per list on the compare page, as `veralith compare --limit` defaults
+COMPARE_LIMIT = 50  # traces per "only in" list on the compare page, as `veralith compare --limit` defaults
+GROUP_LIMIT = 10    # traces shown per group of changes on the compare page (`?limit=0`: all)
 PATTERN_LIMIT = 5  # groups per kind of cause on the patterns page, as `veralith patterns --limit` defaults
 DAYS = 30
+COST_DAYS_SHOWN = 7   # days of cost listed on the overview; the rest of DAYS fold away
 RUNS_SHOWN = 12
 
 Scope = MutableMapping[str, Any]
@@ -87,8 +90,11 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/favicon.ico", pages.favicon, name="favicon"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    from veralith.store.runs import RunNotFound
+
+    # Starlette picks the handler of the most specific class: an unknown run is a 404, not an outage.
     app = Starlette(routes=routes, exception_handlers={404: pages.not_found, 405: pages.not_allowed,
-                                                       StoreError: pages.unavailable,
+                                                       RunNotFound: pages.no_such_run, StoreError: pages.unavailable,
                                                        sqlite3.Error: pages.unavailable})
     return _Guard(app, token)
 
@@ -165,19 +171,40 @@ class _Pages:
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER,
                                 NO_CELL=browse.NO_CELL)
 
+    def _filter(self, request: Request) -> browse.TraceFilter:
+        """The request's filter, its `run` given by id or by name as /compare takes it (a name the
+        newest run of that name: veralith.store.runs.resolve_run); an unknown run is RunNotFound."""
+        from veralith.store import runs
+
+        ref = request.query_params.get("run", "").strip()
+        if ref and not ref.isdigit():
+            if len(ref) > 200:
+                raise _BadFilter("a run is named by its id or a name of at most 200 characters")
+            return _filter(request, run=self.store.read(runs.resolve_run, ref).id)
+        return _filter(request)
+
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
 
     def overview(self, request: Request) -> Response:
         store = self.store
-        kbs = store.kb_figures()
+        # The knowledge bases with the most failing results first: where to look.
+        kbs = dict(sorted(store.kb_figures().items(), key=lambda kv: (-kv[1]["by_gate"].get("fail", 0), kv[0])))
         daily = store.daily_figures(days=DAYS)
         figures = store.stats() if kbs else {"thresholds": {}, "app_latency": {}}
         runs = self._runs()
-        charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {})) for kb in kbs}
+
+        def day_link(kb: str) -> Any:
+            return lambda day, cell: _link("/traces", browse.TraceFilter(
+                kb=kb, cell=cell, since=dt.date.fromisoformat(day), until=dt.date.fromisoformat(day)))
+
+        charts = {kb: chart.cell_chart(daily["days"], daily["by_kb"].get(kb, {}), link=day_link(kb)) for kb in kbs}
         cost_days = [(day, daily["cost"][day]) for day in reversed(daily["days"]) if day in daily["cost"]]
+        cost_total = {"usd": sum(c["usd"] for _, c in cost_days), "unknown": sum(c["unknown"] for _, c in cost_days)}
         return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=figures["thresholds"],
-                           latency=figures["app_latency"], cost_days=cost_days, days=daily["days"], runs=runs)
+                           latency=figures["app_latency"], cost_days=cost_days, cost_total=cost_total,
+                           cost_shown=COST_DAYS_SHOWN, days=daily["days"], runs=runs,
+                           kb_link=lambda kb, **extra: _link("/traces", browse.TraceFilter(kb=kb), **extra))
 
     def _runs(self) -> dict[str, Any]:
         """The newest runs with their totals, cells and a chart over them (oldest first)."""
@@ -185,12 +212,13 @@ class _Pages:
         cells = self.store.run_cells([(r.id, r.source) for r in newest])
         ordered = newest[::-1]
         keys = [str(r.id) for r in ordered]
-        graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered])
+        graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered],
+                                 link=lambda run, cell: _link("/traces", browse.TraceFilter(run=int(run), cell=cell)))
         return {"list": newest, "cells": cells, "chart": graph}
 
     def traces(self, request: Request) -> Response:
         try:
-            flt = _filter(request)
+            flt = self._filter(request)
             before, after = _int_param(request, "before"), _int_param(request, "after")
             if before is not None and after is not None:
                 raise _BadFilter("give before or after, not both")
@@ -215,6 +243,7 @@ class _Pages:
                            next_link=None if next_cursor is None else _link(
                                "/traces", flt, sort=sort, cursor=f"{next_cursor[0]!r}_{next_cursor[1]}"),
                            sort_link=lambda key: _link("/traces", flt, sort=key),
+                           quick_link=lambda gate, sort: _link("/traces", replace(flt, gate=gate), sort=sort),
                            link=lambda **extra: _link("/traces", flt, **extra),
                            trace_link=lambda trace_id: _link(f"/traces/{trace_id}", flt))
 
@@ -223,7 +252,7 @@ class _Pages:
 
         trace_id = request.path_params["trace_id"]
         try:
-            flt = _filter(request)
+            flt = self._filter(request)
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
         # An id past what a store holds (2**63) names no trace; binding it would raise OverflowError.
@@ -241,34 +270,46 @@ class _Pages:
         near = self.store.neighbours(trace_id, flt)
         earlier = self.store.history(trace_id)
         context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt, "about_local": about(),
+                                   "query_shown": views.QUERY_SHOWN, "chunk_shown": views.CHUNK_SHOWN,
                                    "history": earlier,
                                    "metadata": json.loads(row["metadata"] or "{}"),
                                    "newer": _neighbour(near.newer, near.newer_unsearched, "after", trace_id, flt),
                                    "older": _neighbour(near.older, near.older_unsearched, "before", trace_id, flt),
                                    "back": _link("/traces", flt)}
         if result is not None:
+            from veralith.pipeline.describe import describe
+
+            said = describe(result)
+            every = request.query_params.get("claims") == "all"
+            claims, left_out = views.claim_views(result, said.claims, limit=None if every else views.CLAIMS_SHOWN)
             judged = {j.sub_question_id: j for j in result.sufficiency}
+            query = _gist(result.query)
             context.update(
-                segments=views.response_segments(result), claims=views.claim_views(result),
-                sub_questions=[(q, judged.get(q.id), *views.coverage_reason(result, q.id))
-                               for q in result.sub_questions])
+                said=said, segments=views.response_segments(result), claims=claims, claims_left_out=left_out,
+                detailed={c.index for c in claims}, all_claims_link=_link(f"/traces/{trace_id}", flt, claims="all"),
+                # (line, sufficiency judgment, whether its text is the whole query: then it is not repeated)
+                sub_questions=[(q, judged.get(q.id), _gist(q.text) == query) for q in said.questions])
         return self.render("trace.html", **context)
 
     def compare(self, request: Request) -> Response:
         """Two runs side by side: the content of `veralith compare A B` (veralith.compare), each list
-        cut at `limit` traces (default COMPARE_LIMIT, 0: all) as the command's text view is."""
-        from veralith.compare import compare_runs
+        grouped by the kind of failure its reasons name and each group cut at `limit` traces (default
+        GROUP_LIMIT, 0: all). Without runs named: the newest run and the newest earlier one that shares
+        a trace with it (veralith.compare.latest_pair)."""
+        from veralith.compare import compare_runs, group_changes, latest_pair, left_out_note, paired_label
         from veralith.store.runs import RunNotFound
 
         try:
             limit = _int_param(request, "limit")
         except _BadFilter as exc:
             return self.render("error.html", 400, page="compare", title="Bad limit", message=str(exc))
-        limit = COMPARE_LIMIT if limit is None else limit
         labels = self.store.run_labels(limit=200)
         a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
+        picked = None
         if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
-            a, b = str(labels[1][0]), str(labels[0][0])
+            picked = latest_pair(self.store)
+            if picked is not None:
+                a, b = str(picked[0].id), str(picked[1].id)
         comparison = None
         if a and b:
             if len(a) > 200 or len(b) > 200:
@@ -284,9 +325,21 @@ class _Pages:
         for run in (comparison.run_a, comparison.run_b) if comparison else ():
             if all(run_id != run["id"] for run_id, _ in labels):  # older than the newest 200: offer it too
                 labels.append((run["id"], f"#{run['id']}" + (f" {run['name']}" if run.get("name") else "")))
+        lists = [] if comparison is None else [
+            (title, len(changes), group_changes(changes)) for title, changes in (
+                ("Regressions (pass → fail)", comparison.regressions),
+                ("Improvements (fail → pass)", comparison.improvements),
+                ("Indeterminate changes", comparison.indeterminate_changes),
+                ("Not judged in A or B", comparison.not_judged))
+            if changes or not title.startswith("Not judged")]
         return self.render("compare.html", page="compare", labels=labels, a=a, b=b, c=comparison, chosen=chosen,
-                           same=comparison is not None and chosen[0] == chosen[1], limit=limit or None,
-                           cells=comparison_cells())
+                           same=comparison is not None and chosen[0] == chosen[1], lists=lists,
+                           group_limit=GROUP_LIMIT if limit is None else limit or None,
+                           only_limit=COMPARE_LIMIT if limit is None else limit or None,
+                           left_out=left_out_note(comparison) if comparison else None,
+                           paired=paired_label(comparison) if comparison else "",
+                           picked=picked, cells=comparison_cells(), all_link="/compare?" + urlencode(
+                               {"a": chosen[0], "b": chosen[1], "limit": 0}))
 
     def patterns(self, request: Request) -> Response:
         """Failing traces grouped by shared cause: the content of `veralith patterns` (veralith.patterns)
@@ -295,7 +348,7 @@ class _Pages:
         from veralith.store.runs import RunNotFound
 
         try:
-            flt = _filter(request)
+            flt = self._filter(request)
             limit = _int_param(request, "limit")
             if limit is not None and not 1 <= limit <= 1000:
                 raise _BadFilter("limit must be from 1 to 1000")
@@ -320,6 +373,10 @@ class _Pages:
                            message=f"The database cannot be read right now ({exc}). Try again in a moment; if it "
                                    "persists, check the file `veralith serve` was started on.")
 
+    async def no_such_run(self, request: Request, exc: Exception) -> Response:
+        page = request.url.path.strip("/").split("/")[0] or "overview"
+        return self.render("error.html", 404, page=page, title="No such run", message=str(exc))
+
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.render("error.html", 404, page="", title="Not found", message="There is no page at this address.")
 
@@ -333,8 +390,9 @@ def comparison_cells() -> tuple[str, ...]:
     return CELLS
 
 
-def _filter(request: Request) -> browse.TraceFilter:
-    """The filter from the query string; a value that is not one the store knows is a 400, not a guess."""
+def _filter(request: Request, *, run: int | None = None) -> browse.TraceFilter:
+    """The filter from the query string (with `run` resolved by the caller when given); a value that is
+    not one the store knows is a 400, not a guess."""
     q = request.query_params
 
     def opt(name: str) -> str | None:
@@ -357,7 +415,13 @@ def _filter(request: Request) -> browse.TraceFilter:
     if text is not None and len(text) > 200:
         raise _BadFilter("the text filter is limited to 200 characters")
     return browse.TraceFilter(cell=cell, gate=gate, kb=opt("kb"), since=dates["since"], until=dates["until"],
-                              text=text, run=_int_param(request, "run"))
+                              text=text, run=run if run is not None else _int_param(request, "run"))
+
+
+def _gist(text: str) -> str:
+    """Text as compared for "is this sub-question the whole query": spacing, case and the punctuation
+    at its ends aside (a decomposer may drop a trailing comma or add a question mark)."""
+    return " ".join(text.split()).strip(" .,;:?!").casefold()
 
 
 def _utc_text(day: dt.date | None) -> str | None:

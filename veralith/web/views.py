@@ -12,13 +12,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from veralith.models import Coverage, EvaluationResult, FaithfulnessJudgment, Relation, Verdict
+from veralith.models import EvaluationResult, FaithfulnessJudgment
+from veralith.pipeline.describe import ClaimLine
 
-__all__ = ["ClaimView", "Segment", "claim_views", "coverage_reason", "quote_in_chunk", "response_segments",
-           "row_reasons"]
+__all__ = ["CHUNK_SHOWN", "CLAIMS_SHOWN", "EVIDENCE_AROUND", "QUERY_SHOWN", "ClaimView", "Segment", "claim_views",
+           "quote_in_chunk", "response_segments", "row_reasons"]
 
-RELATION_LABEL = {Relation.supported: "grounded", Relation.unsupported: "ungrounded",
-                  Relation.contradicted: "contradicted", Relation.conflicting: "conflicting", Relation.stale: "stale"}
+CLAIMS_SHOWN = 50       # claims a trace page details before it picks (`?claims=all`: every one)
+EVIDENCE_AROUND = 240   # characters of a chunk shown either side of a quote
+QUERY_SHOWN = 1200      # characters of a query shown before the rest folds away (the response is always whole)
+CHUNK_SHOWN = 800       # characters of a context chunk shown before the rest folds away
 
 
 @dataclass(frozen=True)
@@ -71,41 +74,63 @@ class Evidence:
 @dataclass(frozen=True)
 class ClaimView:
     index: int
-    id: str
-    text: str
-    relation: str                 # as in Segment
-    label: str
+    line: ClaimLine               # the claim in the one vocabulary (veralith.pipeline.describe)
     judgment: FaithfulnessJudgment | None
     evidence: list[Evidence] = field(default_factory=list)
-    answers: list[str] = field(default_factory=list)    # sub-question ids this claim answers
-    extra: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.line.id
+
+    @property
+    def relation(self) -> str:
+        return self.line.relation
 
 
-def claim_views(result: EvaluationResult) -> list[ClaimView]:
+def claim_views(result: EvaluationResult, lines: list[ClaimLine], *, limit: int | None = CLAIMS_SHOWN
+                ) -> tuple[list[ClaimView], int]:
+    """The claims a trace page details, in response order, and how many it leaves out.
+
+    Past `limit` claims (None: no limit) the ungrounded ones come first, then grounded ones up to
+    the limit: a long answer of hundreds of claims stays a page a person can read. Evidence shows
+    each quote marked inside EVIDENCE_AROUND characters of its chunk either side, not the whole chunk.
+    """
     judged = {j.claim_id: j for j in result.faithfulness}
     chunks = {c.id: c for c in result.context}
-    comp = result.completeness
+    chosen: list[int] = list(range(len(lines)))
+    if limit is not None and len(lines) > limit:
+        order = sorted(range(len(lines)), key=lambda i: (lines[i].grounded, i))
+        chosen = sorted(order[:limit])
     out = []
-    for i, claim in enumerate(result.claims):
-        j = judged.get(claim.id)
+    for i in chosen:
+        line = lines[i]
+        j = judged.get(line.id)
         evidence = []
         for q in j.evidence if j else []:
             chunk = chunks.get(q.chunk_id)
             cut = quote_in_chunk(chunk.text, q.quote) if chunk else None
-            evidence.append(Evidence(q.chunk_id, q.quote, chunk.source if chunk else None, *cut, found=True)
-                            if cut else Evidence(q.chunk_id, q.quote, chunk.source if chunk else None,
-                                                 before=chunk.text if chunk else ""))
+            if cut:
+                evidence.append(Evidence(q.chunk_id, q.quote, chunk.source if chunk else None, _tail(cut[0]),
+                                         cut[1], _head(cut[2]), found=True))
+            else:
+                evidence.append(Evidence(q.chunk_id, q.quote, chunk.source if chunk else None,
+                                         before=_head(chunk.text, 2 * EVIDENCE_AROUND) if chunk else ""))
         if j is not None and not evidence:
             # No quote recorded: still show the chunks the verdict rests on, unmarked.
             for chunk_id in [*j.grounding_chunk_ids, *j.contradicting_chunk_ids]:
                 chunk = chunks.get(chunk_id)
                 if chunk is not None:
-                    evidence.append(Evidence(chunk_id, "", chunk.source, before=chunk.text))
-        answers = [sq for sq, ids in comp.mappings.items() if claim.id in ids] if comp else []
-        out.append(ClaimView(i, claim.id, claim.text, j.relation.value if j else "unjudged",
-                             RELATION_LABEL[j.relation] if j else "not judged", j, evidence, answers,
-                             bool(comp and claim.id in comp.extra_claim_ids)))
-    return out
+                    evidence.append(Evidence(chunk_id, "", chunk.source, before=_head(chunk.text, 2 * EVIDENCE_AROUND)))
+        out.append(ClaimView(i, line, j, evidence))
+    return out, len(lines) - len(out)
+
+
+def _head(text: str, n: int = EVIDENCE_AROUND) -> str:
+    return text if len(text) <= n else text[:n].rstrip() + " …"
+
+
+def _tail(text: str, n: int = EVIDENCE_AROUND) -> str:
+    return text if len(text) <= n else "… " + text[-n:].lstrip()
 
 
 def quote_in_chunk(chunk: str, quote: str) -> tuple[str, str, str] | None:
@@ -120,30 +145,6 @@ def quote_in_chunk(chunk: str, quote: str) -> tuple[str, str, str] | None:
         if m:
             return chunk[:m.start()], m.group(), chunk[m.end():]
     return None
-
-
-def coverage_reason(result: EvaluationResult, question_id: str) -> tuple[str, str]:
-    """(coverage value or "unknown", why in words) for one sub-question, from the stored diagnosis."""
-    coverage = result.diagnosis.coverage.get(question_id) if result.diagnosis else None
-    comp = result.completeness
-    if coverage is None and comp is not None and (result.faithfulness or not result.claims):
-        # A result stored before coverage was recorded: apply the library's own rule to it.
-        from veralith.pipeline.classify import coverage as coverage_of
-
-        grounded = {j.claim_id for j in result.faithfulness if j.verdict is Verdict.Y}
-        asked = [q for q in result.sub_questions if q.id == question_id]
-        coverage = coverage_of(asked, grounded, comp).get(question_id)
-    if coverage is None or comp is None:
-        return "unknown", "not judged"
-    answering = ", ".join(comp.mappings.get(question_id, []))
-    why = {
-        Coverage.answered: f"answered by {answering}",
-        Coverage.partial: f"answered only in part by {answering}",
-        Coverage.ungrounded_answer: f"answered only by {answering}, which is not grounded",
-        Coverage.declined: "declined: the response says the documents lack it",
-        Coverage.unanswered: "no claim answers it",
-    }[coverage]
-    return coverage.value, why
 
 
 def row_reasons(store: Any, rows: list[dict[str, Any]]) -> dict[int, str]:
