@@ -256,3 +256,18 @@ def test_requests_are_cut_into_batches_of_one_model_within_both_limits():
     lines = [json.loads(x) for p in parts for x in p.data.splitlines()]
     assert all(x["method"] == "POST" and x["url"] == "/v1/chat/completions" for x in lines)
     assert [x["body"] for x in lines] == [json.loads(b) for _, b in requests]
+
+
+def test_a_request_no_batch_can_hold_fails_its_call_without_being_sent(batch_env, store, tmp_path, monkeypatch):
+    monkeypatch.setenv("VERALITH_BATCH_MAX_BYTES", "65536")
+    settings.reload()
+    record = {**traces(1)[0], "context": ["A very long chunk. " * 4000]}
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    result = run("eval", str(path), "--batch")
+    assert result.exit_code == 2, result.output
+    (got,) = stored(store, 1).values()
+    assert got.errors and "VERALITH_BATCH_MAX_BYTES" in got.errors[0].message
+    assert batch_env.batches   # its decomposition went out; the judges' requests, holding the chunk, did not
+    assert not any("A very long chunk" in json.dumps(line) for b in batch_env.batches.values()
+                   for line in b["lines"])

@@ -16,7 +16,7 @@ store: veralith.work.batchjobs). `collect(store, job)` then works the job to its
    per model, each within the service's limits (VERALITH_BATCH_MAX_REQUESTS, VERALITH_BATCH_MAX_BYTES);
    all of a round's batches are then waited for together;
 4. wait (VERALITH_BATCH_POLL_S, growing 1.5 times per round without news, up to ten times) and
-   go round again, until no trace is left.
+   go round again, until no trace is left. A round in which no batch came back makes no pass (2.).
 
 Everything needed to go on is in the store after each step, so the process may die at any point:
 `collect` in any process (another host, in fleet mode) takes the job over once its collector's
@@ -102,7 +102,7 @@ def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], N
         raise JobBusy(f"batch job {job} is being collected by another live process; it is left to it")
     sdk = sdk or batchremote.connect()
     first = settings.current.batch_poll_s
-    wait, judged = first, 0
+    wait, judged, passes = first, 0, 0
     try:
         while True:
             batchsend.recover(sdk, jobs, job)   # looked at with the others just below
@@ -112,10 +112,15 @@ def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], N
                 jobs.finish_job(job)
                 return judged
             now = Round(job, len(traces))
-            now.judged, needed = _pass(store, job, traces, jobs.replies(job), on_result)
-            judged += now.judged
-            if needed:
-                jobs.add_requests(job, sorted(needed.items()))
+            waiting = any(status not in batchremote.FINISHED for _, status, _, _ in out) or bool(jobs.unsent(job))
+            if news or not waiting or not passes:
+                # Without a batch back since the last pass, a pass would find the same answers and
+                # defer the same calls: skipped while batches are out, however long they take.
+                passes += 1
+                now.judged, needed = _pass(store, job, traces, jobs.replies(job), on_result)
+                judged += now.judged
+                if needed:
+                    jobs.add_requests(job, sorted(needed.items()))
             new = jobs.to_send(job)
             created: list[tuple[str, str, int]] = []
             if new:

@@ -64,8 +64,11 @@ def recover(sdk: Any, jobs: Any, job: str) -> list[tuple[str, str]]:
             jobs.mark_sent(job, key, str(batch.id), str(batch.status))
         else:
             requests = jobs.send_requests(job, key)
-            whole, _ = batchlines.chunks(requests, max_requests=len(requests) or 1, max_bytes=1 << 62)
-            batch = _create(sdk, jobs, job, key, whole[0].data if whole else b"", row["file_id"])
+            if not requests:   # nothing left under its key: no batch to make
+                jobs.finish_send(key, "never created", None)
+                continue
+            whole, _ = batchlines.chunks(requests, max_requests=len(requests), max_bytes=1 << 62)
+            batch = _create(sdk, jobs, job, key, whole[0].data, row["file_id"])
         if batch is not None:
             out.append((str(batch.id), str(batch.status)))
     return out
