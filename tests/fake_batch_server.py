@@ -13,6 +13,7 @@ the reference (tests/fake_batch_rules.py: what is refused at create and at valid
         batch_server.unbatchable = {"gpt-x"}    # validation fails: model_not_found
         batch_server.capacity_next = 1          # the next batch fails: token_limit_exceeded
         batch_server.stall_create = threading.Event()   # POST /v1/batches makes the batch, then waits
+        batch_server.stall_from = 3             # ... from the 3rd batch created on (default: the 1st)
         batch_server.expire_files()             # every output and error file deleted (30 days later)
         batch_server.max_requests, batch_server.max_bytes = 500, 1_000_000   # lowered limits
 
@@ -67,6 +68,7 @@ class FakeBatchServer:
         self.refuses: dict[str, set[str]] = {}
         self.unbatchable: set[str] = set()
         self.stall_create: threading.Event | None = None
+        self.stall_from = 1
         self.max_requests, self.max_bytes = rules.MAX_REQUESTS, rules.MAX_BYTES
         self.files: dict[str, dict[str, Any]] = {}
         self.batches: dict[str, dict[str, Any]] = {}
@@ -143,7 +145,8 @@ class FakeBatchServer:
             self.batches[batch_id] = {"lines": [], "polls": 0, "n": len(self.batches) + 1, **plan,
                                       "state": rules.batch_object(batch_id, body, model)}
             state = dict(self.batches[batch_id]["state"])
-        if self.stall_create is not None:
+            stall = self.stall_create is not None and len(self.batches) >= self.stall_from
+        if stall and self.stall_create is not None:
             self.stall_create.wait()   # made, not yet answered: a client killed now never learns its id
         return 200, state
 
