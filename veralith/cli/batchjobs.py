@@ -191,7 +191,7 @@ def _status_line(row: dict[str, Any]) -> Any:
     out = [s["batch_id"] or f"{s['key']} (being created)" for s in sends if s["state"] != "read"]
     collector = f"collected by {row['collector']}" if row["collector"] else "no live collector"
     lines = [f"{row['id']}  {row['state']}  {row['judged']}/{row['traces']} traces judged  requests: "
-             f"{requests}  batches: {len(sends)} sent, out: {', '.join(out) or 'none'}  {collector}  "
+             f"{requests}  batches: {len(sends)}, out: {', '.join(out) or 'none'}  {collector}  "
              f"(created {row['created_at'][:19]})"]
     lines += [f"  batch {s['batch_id']} ({s['model']}, {s['requests']} requests) {s['status']}: {s['error']}"
               for s in sends if s["error"]]

@@ -44,9 +44,9 @@ def connect() -> openai.OpenAI:
 
 
 @contextlib.contextmanager
-def _service(sdk: openai.OpenAI, doing: str) -> Iterator[None]:
+def _service(doing: str) -> Iterator[None]:
     """The SDK's errors of one call to the files or batches endpoints, as Veralith's (module doc)."""
-    shown = redact_url(str(sdk.base_url)) or "api.openai.com"
+    shown = redact_url(settings.current.base_url) or "api.openai.com"   # as the judge server is named
     try:
         yield
     except openai.APIStatusError as exc:
@@ -63,7 +63,7 @@ def _service(sdk: openai.OpenAI, doing: str) -> Iterator[None]:
 
 def upload(sdk: openai.OpenAI, data: bytes, *, name: str) -> str:
     """Upload one batch's input file (purpose `batch`); its file id."""
-    with _service(sdk, "upload a batch input file"):
+    with _service("upload a batch input file"):
         uploaded = sdk.files.create(file=(name, data, "application/jsonl"), purpose="batch")
     return str(uploaded.id)
 
@@ -73,7 +73,7 @@ def create(sdk: openai.OpenAI, file_id: str, *, job: str, key: str) -> Any | Non
     None when no answer came (it may exist: `find` it before creating it again)."""
     once = sdk.with_options(max_retries=0)
     try:
-        with _service(sdk, "create a batch"):
+        with _service("create a batch"):
             return once.batches.create(input_file_id=file_id, endpoint=BATCH_URL, completion_window="24h",
                                        metadata={"veralith_job": job, "veralith_send": key})
     except JudgeServerDown:
@@ -83,7 +83,7 @@ def create(sdk: openai.OpenAI, file_id: str, *, job: str, key: str) -> Any | Non
 def find(sdk: openai.OpenAI, key: str, *, since: float) -> Any | None:
     """The batch whose metadata holds this send key, among those created since `since` (unix time,
     less SEARCH_MARGIN_S for the clocks' difference), newest first; None when there is none."""
-    with _service(sdk, "list batches"):
+    with _service("list batches"):
         for batch in sdk.batches.list(limit=100):   # the SDK fetches the next page as the loop needs it
             if (batch.metadata or {}).get("veralith_send") == key:
                 return batch
@@ -94,7 +94,7 @@ def find(sdk: openai.OpenAI, key: str, *, since: float) -> Any | None:
 
 def look(sdk: openai.OpenAI, batch_id: str) -> Any:
     """The batch as the server sees it now (status, request counts, file ids, errors)."""
-    with _service(sdk, "look at a batch"):
+    with _service("look at a batch"):
         return sdk.batches.retrieve(batch_id)
 
 
@@ -112,7 +112,7 @@ def outcome(sdk: openai.OpenAI, batch: Any) -> Outcome:
     for file_id in (batch.output_file_id, batch.error_file_id):
         if not file_id:
             continue
-        with _service(sdk, "read a batch's output"):
+        with _service("read a batch's output"):
             try:
                 text: str | None = sdk.files.content(file_id).text
             except openai.NotFoundError:
