@@ -180,6 +180,8 @@ SLOW_TESTS = frozenset({
     "test_serve_on_another_loopback_address_answers_its_own_host",
     "test_a_rerun_after_an_outage_judges_again_and_never_passes_the_gate",
     "test_ctrl_c_keeps_finished_traces_leaves_the_rest_pending_and_resume_finishes_them",
+    "test_killed_while_waiting_then_collected_loses_nothing_and_judges_once",
+    "test_killed_between_creating_a_batch_and_recording_it_nothing_is_sent_twice",
 })
 
 

@@ -13,59 +13,19 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import batch_support
 import pytest
+from batch_support import N, run, stored, traces, traces_file
 from conftest import subprocess_env
 from fake_batch_server import batch_server  # noqa: F401
 from fake_openai_server import task_of
-from typer.testing import CliRunner
 from work_support import batch_jobs, claim, claim_batch, create_trace, resumable
 
-from veralith.cli import app
 from veralith.config import settings
 from veralith.models import EvaluationResult
 
 REPO = Path(__file__).resolve().parents[1]
-N = 20
-
-
-def _traces(n: int) -> list[dict]:
-    # Distinct texts, so no two traces share a request.
-    return [{"id": f"r{i}", "query": f"What is the boiling point of compound {i}?",
-             "context": [f"Compound {i} boils at {100 + i} degrees Celsius.", f"Compound {i} is a liquid."],
-             "response": f"Compound {i} boils at {100 + i} degrees Celsius. It is a liquid."} for i in range(n)]
-
-
-def _file(tmp_path: Path, n: int = N) -> Path:
-    path = tmp_path / "traces.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in _traces(n)), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def batch_env(batch_server, monkeypatch):  # noqa: F811
-    monkeypatch.setenv("VERALITH_BACKEND", "openai")
-    monkeypatch.setenv("VERALITH_BASE_URL", batch_server.base_url)
-    monkeypatch.setenv("VERALITH_API_KEY", "test")
-    monkeypatch.setenv("VERALITH_JUDGE_MODEL", "gpt-4o")
-    monkeypatch.setenv("VERALITH_BATCH_POLL_S", "0.02")
-    settings.reload()
-    return batch_server
-
-
-def _run(*args: str):
-    from veralith.llm.backends import forget_clients
-
-    forget_clients()   # each command starts as a new process would
-    return CliRunner().invoke(app, list(args))
-
-
-def _stored(store) -> dict[str, EvaluationResult]:
-    out = {}
-    for i in range(N):
-        info = store.find_external("default", f"r{i}")
-        if info is not None and info.status == "done":
-            out[f"r{i}"] = store.load_result(info.trace_id)
-    return out
+batch_env = batch_support.batch_env
 
 
 _VOLATILE = {"trace_id", "latency_ms", "created_at", "evaluated_at", "id", "uid"}
@@ -79,20 +39,20 @@ def _form(result: EvaluationResult) -> dict:
 
 
 def test_batch_results_are_the_synchronous_ones_at_half_the_price(batch_env, store, tmp_path):
-    path = _file(tmp_path)
-    result = _run("eval", str(path), "--batch", "--run-name", "nightly")
+    path = traces_file(tmp_path)
+    result = run("eval", str(path), "--batch", "--run-name", "nightly")
     assert result.exit_code == 0, result.output
     assert "batch job job-" in result.stderr and "veralith batch collect" in result.stderr
-    assert "40 requests sent; batches out: batch-fake-" in result.stderr   # progress, round by round
+    assert "40 requests sent; batches: batch-fake-" in result.stderr   # progress, round by round
     assert "20 judged this round, 0 traces waiting" in result.stderr
-    batched = _stored(store)
+    batched = stored(store)
     assert len(batched) == N
     # Decomposition, then the three judges (then any re-ask the synchronous path makes too); each request once.
     assert set(batch_env.sent.values()) == {1} and batch_env.sync_calls == 0
     phases = [{task_of(line["body"]) for line in b["lines"]} for b in batch_env.batches.values()]
     assert phases[0] == {"questions", "claims"} and phases[1] == {"sufficiency", "faithfulness", "completeness"}
     synchronous = tmp_path / "sync.jsonl"
-    result = _run("eval", str(path), "--no-persist", "-o", str(synchronous))
+    result = run("eval", str(path), "--no-persist", "-o", str(synchronous))
     assert result.exit_code == 0, result.output
     assert batch_env.sync_calls == sum(batch_env.sent.values())   # the same calls, sent one by one
     by_id = {}
@@ -103,7 +63,7 @@ def test_batch_results_are_the_synchronous_ones_at_half_the_price(batch_env, sto
     for key, got in batched.items():
         assert _form(got) == _form(sync[key])
         assert got.usage.usd == pytest.approx(sync[key].usage.usd / 2)
-    runs = _run("runs")
+    runs = run("runs")
     assert "nightly" in runs.output
 
 
@@ -118,24 +78,24 @@ def test_a_partly_failed_batch_resends_only_its_failures(batch_env, store, tmp_p
         return False
 
     batch_env.fail = fail
-    assert _run("eval", str(_file(tmp_path)), "--batch").exit_code == 0
+    assert run("eval", str(traces_file(tmp_path)), "--batch").exit_code == 0
     assert len(failed_once) == 1
     twice = [name for name, n in batch_env.sent.items() if n == 2]
     assert len(twice) == 1 and set(batch_env.sent.values()) == {1, 2}
     resent = [b for b in batch_env.batches.values() if any(line["custom_id"] in twice for line in b["lines"])]
     assert len(resent) == 2 and len(resent[1]["lines"]) == 1    # re-sent alone
-    results = _stored(store)
+    results = stored(store)
     assert len(results) == N and not any(r.errors for r in results.values())
 
 
 def test_an_expired_batch_is_resent_for_its_unanswered_part(batch_env, store, tmp_path):
     batch_env.expire_next = 1          # the decomposition batch answers half, then expires
-    result = _run("eval", str(_file(tmp_path)), "--batch")
+    result = run("eval", str(traces_file(tmp_path)), "--batch")
     assert result.exit_code == 0, result.output
     counts = Counter(batch_env.sent.values())
     assert counts[2] == N              # 2N decomposition requests: the unanswered half sent again
     assert counts[1] == len(batch_env.sent) - N
-    results = _stored(store)
+    results = stored(store)
     assert len(results) == N and not any(r.errors for r in results.values())
 
 
@@ -143,9 +103,9 @@ def test_an_expired_batch_out_of_tries_is_reported_on_its_traces(batch_env, stor
     monkeypatch.setenv("VERALITH_BATCH_MAX_TRIES", "1")
     settings.reload()
     batch_env.expire_next = 1
-    result = _run("eval", str(_file(tmp_path)), "--batch")
+    result = run("eval", str(traces_file(tmp_path)), "--batch")
     assert result.exit_code == 2, result.output    # judge errors, as a synchronous eval reports them
-    results = _stored(store)
+    results = stored(store)
     assert len(results) == N
     first = next(iter(batch_env.batches.values()))["lines"]
     unanswered = {int(n) for line in first[len(first) // 2:]
@@ -160,7 +120,7 @@ def test_killed_while_waiting_then_collected_loses_nothing_and_judges_once(batch
     batch_env.polls_to_finish = 10**9  # nothing finishes while the first process waits
     env = subprocess_env(VERALITH_BACKEND="openai", VERALITH_BASE_URL=batch_env.base_url, VERALITH_API_KEY="test",
                          VERALITH_JUDGE_MODEL="gpt-4o", VERALITH_BATCH_POLL_S="0.05")
-    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "eval", str(_file(tmp_path)), "--batch"],
+    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "eval", str(traces_file(tmp_path)), "--batch"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -175,36 +135,36 @@ def test_killed_while_waiting_then_collected_loses_nothing_and_judges_once(batch
             proc.kill()
     jobs = batch_jobs(store).job_rows()
     assert len(jobs) == 1 and jobs[0]["state"] == "running" and jobs[0]["traces"] == N
-    status = _run("batch", "status")
+    status = run("batch", "status")
     assert status.exit_code == 0 and jobs[0]["id"] in status.output and "0/20 traces judged" in status.output
     batch_env.polls_to_finish = 1
-    result = _run("batch", "collect")
+    result = run("batch", "collect")
     assert result.exit_code == 0, result.output
     assert f"batch job {jobs[0]['id']}: {N} traces judged and stored here; done" in result.output
-    results = _stored(store)
+    results = stored(store)
     assert len(results) == N and not any(r.errors for r in results.values())
     assert set(batch_env.sent.values()) == {1}   # the killed process's batch was picked up, not re-sent
     assert all(store.trace_info(r.trace_id).status == "done" for r in results.values())
     assert all(len(store.history(r.trace_id)) == 0 for r in results.values())   # judged once
-    again = _run("batch", "collect", jobs[0]["id"])
+    again = run("batch", "collect", jobs[0]["id"])
     assert again.exit_code == 0 and "nothing to collect" in again.output
 
 
 def test_cached_replies_are_not_sent_and_the_budget_is_checked_before(batch_env, store, tmp_path, monkeypatch):
-    path = _file(tmp_path)
-    assert _run("eval", str(path), "--batch").exit_code == 0
+    path = traces_file(tmp_path)
+    assert run("eval", str(path), "--batch").exit_code == 0
     sent, batches = dict(batch_env.sent), len(batch_env.batches)
-    result = _run("eval", str(path), "--batch", "--rejudge")   # every request is in the reply cache
+    result = run("eval", str(path), "--batch", "--rejudge")   # every request is in the reply cache
     assert result.exit_code == 0, result.output
     assert dict(batch_env.sent) == sent and len(batch_env.batches) == batches
-    results = _stored(store)
+    results = stored(store)
     assert len(results) == N and all(r.usage.cache_hits and not r.usage.calls for r in results.values())
     assert all(len(store.history(r.trace_id)) == 1 for r in results.values())
     monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", "0.000001")
     settings.reload()
     other = tmp_path / "other.jsonl"
-    other.write_text(json.dumps({**_traces(1)[0], "id": "x", "query": "A new question?"}) + "\n", encoding="utf-8")
-    result = _run("eval", str(other), "--batch")
+    other.write_text(json.dumps({**traces(1)[0], "id": "x", "query": "A new question?"}) + "\n", encoding="utf-8")
+    result = run("eval", str(other), "--batch")
     assert result.exit_code == 2 and "exceeds the per-trace budget" in result.stderr
     assert len(batch_env.batches) == batches
 
@@ -225,15 +185,15 @@ def test_a_reserved_trace_is_taken_once_and_by_nobody_else(batch_env, store):
 
 
 def test_refusals_are_one_line(batch_env, tmp_path, monkeypatch):
-    path = _file(tmp_path, 2)
-    result = _run("eval", str(path), "--batch", "--no-persist")
+    path = traces_file(tmp_path, 2)
+    result = run("eval", str(path), "--batch", "--no-persist")
     assert result.exit_code == 2 and "--batch cannot be used with --no-persist" in result.stderr
     monkeypatch.setenv("VERALITH_BACKEND", "local")
     settings.reload()
-    result = _run("eval", str(path), "--batch")
+    result = run("eval", str(path), "--batch")
     assert result.exit_code == 2 and "--batch needs the OpenAI backend" in result.stderr
-    assert _run("batch", "collect", "job-nope").exit_code == 1
-    assert "no batch jobs" in _run("batch", "status").output
+    assert run("batch", "collect", "job-nope").exit_code == 1
+    assert "no batch jobs" in run("batch", "status").output
 
 
 def test_a_job_another_live_process_collects_is_left_to_it(batch_env, store, tmp_path):
@@ -248,14 +208,14 @@ def test_a_job_another_live_process_collects_is_left_to_it(batch_env, store, tmp
     with store.connection() as db, db.write():   # the parent process (alive, this host) holds the job
         db.execute("UPDATE batch_jobs SET lease_host = ?, lease_pid = ?, lease_token = 'other', lease_at = ?",
                    [host, os.getppid(), at])
-    result = _run("batch", "collect", job)
+    result = run("batch", "collect", job)
     assert result.exit_code == 2 and "being collected by another live process" in result.stderr
-    assert f"collected by {host}/{os.getppid()}" in _run("batch", "status").output
+    assert f"collected by {host}/{os.getppid()}" in run("batch", "status").output
     assert batch_jobs(store).reserved(job) == ids and not batch_env.batches   # nothing sent, nothing taken
 
 
 def test_dry_run_with_batch_names_the_discount(batch_env, tmp_path):
-    result = _run("eval", str(_file(tmp_path, 2)), "--dry-run", "--batch")
+    result = run("eval", str(traces_file(tmp_path, 2)), "--dry-run", "--batch")
     assert result.exit_code == 0, result.output
     assert "with --batch, the Batch API bills every token at 50% of the prices above" in result.output
     assert not batch_env.batches

@@ -196,3 +196,24 @@ def test_a_run_keeps_its_own_outcome_when_a_later_run_judges_again(tmp_path):
     one, two = store.resolve_run("one"), store.resolve_run("two")
     assert (one.n_traces, one.n_pass, one.n_unevaluated) == (1, 1, 0)
     assert (two.n_traces, two.n_fail, two.n_unevaluated) == (1, 1, 0)
+
+
+def test_the_policy_decides_each_fault_once():
+    from veralith.config import ConfigError
+    from veralith.errors import JudgeCallError, JudgeServerDown
+    from veralith.store.errors import StoreUnavailable, WritesStopped
+    from veralith.work.claims import LeaseLost
+    from veralith.work.policy import Action, decide, intake
+
+    down = JudgeServerDown("http://h/v1", "3 requests in a row failed", retry_after_s=30.0)
+    assert (decide(down).action, decide(down).stops_drain, decide(down).wait_s) == (Action.GIVE_BACK, True, 30.0)
+    assert decide(JudgeCallError("auth", "HTTP 401")).action is Action.GIVE_BACK
+    assert decide(JudgeCallError("auth", "HTTP 401")).stops_drain
+    assert decide(StoreUnavailable("away")).action is Action.KEEP
+    assert decide(WritesStopped("full")).action is Action.STOP
+    assert decide(ConfigError("VERALITH_X: bad")).action is Action.STOP
+    assert decide(LeaseLost("taken")).action is Action.NOT_OURS
+    assert decide(ValueError("a bug")).action is Action.RECORD and not decide(ValueError()).stops_drain
+    assert intake(StoreUnavailable("away")).action is Action.RETRY
+    assert intake(WritesStopped("full")).action is Action.STOP
+    assert intake(ValueError("text fields cannot contain NUL")).action is Action.SET_ASIDE

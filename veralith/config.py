@@ -35,8 +35,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from veralith.errors import VeralithError
 from veralith.redact import has_userinfo, redact, redact_url
 
-__all__ = ["ConfigError", "Settings", "dotenv_notice", "env_name", "load_dotenv_cwd", "load_settings",
-           "redact_configured", "settings", "userinfo_problem"]
+__all__ = ["BATCH_API_MAX_BYTES", "BATCH_API_MAX_REQUESTS", "ConfigError", "Settings", "dotenv_notice", "env_name",
+           "load_dotenv_cwd", "load_settings", "redact_configured", "settings", "userinfo_problem"]
+
+# The OpenAI Batch API's limits per batch: "The file can contain up to 50,000 requests, and can be up to
+# 200 MB in size" (API reference, POST /v1/batches, `input_file_id`; the same words in openai-python's
+# types/batch_create_params.py). MB read as 10^6 bytes, the smaller reading, so a file under it is under either.
+BATCH_API_MAX_REQUESTS = 50_000
+BATCH_API_MAX_BYTES = 200 * 1000 * 1000
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -115,6 +121,14 @@ class Settings(BaseModel):
         3, ge=1, le=10, description="`eval --batch`: how many times one request is sent in a batch before its "
         "judge call is recorded as failed (a request that failed, or was left unanswered by an expired batch, "
         "is re-sent alone).")
+    batch_max_requests: int = Field(
+        BATCH_API_MAX_REQUESTS, ge=1, le=BATCH_API_MAX_REQUESTS, description="`eval --batch`: the most requests "
+        "one batch holds (the OpenAI Batch API takes up to 50,000); a round with more is sent as several batches. "
+        "Lower it for a server with a smaller limit.")
+    batch_max_bytes: int = Field(
+        BATCH_API_MAX_BYTES, ge=65_536, le=BATCH_API_MAX_BYTES, description="`eval --batch`: the largest input "
+        "file of one batch, in bytes (the OpenAI Batch API takes up to 200 MB); a round's requests are split to "
+        "stay under it. Lower it for a server with a smaller limit.")
     evaluate: Literal["local", "remote"] = Field(
         "local", description="Who judges what `log()` records: `local`, a background worker in the logging "
         "process; `remote`, nobody here: `log()` only records, and `veralith worker` judges (fleet mode).")

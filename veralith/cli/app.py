@@ -230,8 +230,9 @@ def eval_command(
         "try, quoting the trace (shown by `inspect`, kept beside the suggestion; priced, cached, within the budget; "
         "--dry-run counts it for every trace).")] = False,
     batch_api: Annotated[bool, typer.Option(
-        "--batch", help="Send every judge call through the OpenAI Batch API (half price; replies within 24 h): "
-        "waits and shows progress; if it stops, `veralith batch collect` finishes the job.")] = False,
+        "--batch", help="Send every judge call through the OpenAI Batch API (half price; replies within 24 h), "
+        "one model per batch, as many batches as VERALITH_BATCH_MAX_REQUESTS / _MAX_BYTES need: waits and shows "
+        "progress; if it stops, `veralith batch collect` finishes the job.")] = False,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 

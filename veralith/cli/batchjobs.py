@@ -84,7 +84,12 @@ def eval_batch(file: Path, *, store: Store, kb: str, run: Any, rejudge: bool, to
 
 
 def _collect(store: Store, job: str, tally: running.Tally, err: Console, run_id: int | None) -> int:
+    """Collect the job; a batch service that is down, or refuses a call, ends it with one line and
+    exit 2 (veralith.work.policy: a drain stops on a dead judge), the job's traces left pending."""
+    from veralith.errors import JudgeCallError
     from veralith.sdk.batchjob import collect
+    from veralith.work.batchjobs import BatchJobs
+    from veralith.work.policy import decide
 
     def on_result(result: Any) -> None:
         tally.add(result, stored=True)
@@ -93,29 +98,49 @@ def _collect(store: Store, job: str, tally: running.Tally, err: Console, run_id:
 
             store.record_result(run_id, result.trace_id, result_reason(result))
 
-    judged = collect(store, job, on_result=on_result, on_round=lambda r: _progress(err, r))
+    try:
+        judged = collect(store, job, on_result=on_result, on_round=lambda r: _progress(err, r))
+    except JudgeCallError as exc:   # raised by the batch service's calls, not by one trace's
+        left = len(BatchJobs(store).reserved(job))
+        after = "once it is back" if decide(exc).stops_drain else "once that is fixed"
+        raise fail(f"{exc}; batch job {job} stopped after {tally.evaluated} judged here: {left} traces left "
+                   f"pending, `veralith batch collect {job}` goes on {after}", ExitCode.ERROR) from None
     if run_id is not None:
         store.finish_run(run_id)
     return judged
 
 
 def _progress(err: Console, now: Round) -> None:
-    out = ", ".join(f"{b} {status} {done}/{total}" for b, status, done, total in now.batches) or "none"
     err.print(literal(f"veralith: batch job {now.job}: {now.judged} judged this round, {now.traces_left} traces "
-                      f"waiting; {now.sent} requests sent; batches out: {out}"), soft_wrap=True)
+                      f"waiting; {now.sent} requests sent; batches: {_batches(now.batches)}"), soft_wrap=True)
+
+
+def _batches(batches: list[tuple[str, str, int, int]]) -> str:
+    """A round's batches in a few words: each one while there are few, else counts by status."""
+    if len(batches) <= 3:
+        return ", ".join(f"{b} {status} {done}/{total}" for b, status, done, total in batches) or "none out"
+    by_status: dict[str, int] = {}
+    for _, status, _, _ in batches:
+        by_status[status] = by_status.get(status, 0) + 1
+    done, total = sum(b[2] for b in batches), sum(b[3] for b in batches)
+    return (f"{len(batches)} (" + ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
+            + f"; {done}/{total} requests done)")
 
 
 def batch_command(
     action: Annotated[Action, typer.Argument(
-        metavar="ACTION", help="status: the batch jobs and where they stand. collect: wait for a job's batches "
-        "and store its results (every unfinished job when no JOB is given).", show_default=False)],
+        metavar="ACTION", help="status: the batch jobs and where they stand, with the service's reason for any "
+        "batch it refused. collect: wait for a job's batches and store its results (every unfinished job when no "
+        "JOB is given); a batch service that is down stops it with one line, exit 2, the rest left pending.",
+        show_default=False)],
     job: Annotated[str | None, typer.Argument(metavar="JOB", help="A job id (job-...), as `eval --batch` and "
                                               "`batch status` name it.", show_default=False)] = None,
 ) -> None:
     """Jobs of `veralith eval FILE --batch` (the OpenAI Batch API): see them, or finish them.
 
     A job lives in the database, so any process that shares it (another host, in fleet mode) can
-    collect it; each trace is judged once, whoever collects."""
+    collect it; each trace is judged once, whoever collects, and each batch is recorded before it is
+    created, so a collect after a crash finds a batch the service made instead of sending it again."""
     from veralith.cli.runs import existing_db
     from veralith.store import open_store
     from veralith.work.batchjobs import BatchJobs
@@ -157,8 +182,14 @@ def batch_command(
 
 
 def _status_line(row: dict[str, Any]) -> Any:
+    """A job in one line, then a line per batch the service failed or lost output of (its reason)."""
     requests = ", ".join(f"{n} {state}" for state, n in sorted(row["requests"].items())) or "none yet"
-    batches = ", ".join(row["batches"]) or "none"
+    sends = row["sends"]
+    out = [s["batch_id"] or f"{s['key']} (being created)" for s in sends if s["state"] != "read"]
     collector = f"collected by {row['collector']}" if row["collector"] else "no live collector"
-    return literal(f"{row['id']}  {row['state']}  {row['judged']}/{row['traces']} traces judged  requests: "
-                   f"{requests}  batches out: {batches}  {collector}  (created {row['created_at'][:19]})")
+    lines = [f"{row['id']}  {row['state']}  {row['judged']}/{row['traces']} traces judged  requests: "
+             f"{requests}  batches: {len(sends)}, out: {', '.join(out) or 'none'}  {collector}  "
+             f"(created {row['created_at'][:19]})"]
+    lines += [f"  batch {s['batch_id']} ({s['model']}, {s['requests']} requests) {s['status']}: {s['error']}"
+              for s in sends if s["error"]]
+    return literal("\n".join(lines))

@@ -12,6 +12,13 @@ held back per pass (`Pass`) and kept only if the pass completes.
 
 A request is named by the sha256 of its body (`custom_id`), so the same request asked by two
 traces or two passes is one request, sent and paid for once.
+
+What the server is known to do (its habits: structured-output mode, options it takes) starts afresh
+for each call and changes only on what that call's own replies say: a line the service answered
+with a 4xx is raised as the SDK's error for that status, so the transport adapts the request exactly
+as on the synchronous path (drops a refused option, falls back from json_schema) and asks for the
+adapted one, which goes in a later batch. Each pass of a trace therefore asks for the same requests,
+whichever passes came before it.
 """
 
 from __future__ import annotations
@@ -26,15 +33,14 @@ from typing import Any
 import openai
 
 from veralith.errors import JudgeCallError, JudgeServerDown
+from veralith.llm.batchlines import status_error
 from veralith.llm.client import OpenAIClient
 from veralith.llm.server import Habits, Server
 from veralith.llm.transport import Transport, _Hold
 from veralith.observability.cost import record_call
 from veralith.usage import CallUsage
 
-__all__ = ["BATCH_URL", "BatchClient", "CallDeferred", "Pass", "custom_id"]
-
-BATCH_URL = "/v1/chat/completions"
+__all__ = ["BatchClient", "CallDeferred", "Pass", "custom_id"]
 
 
 class CallDeferred(JudgeServerDown):
@@ -50,12 +56,15 @@ class CallDeferred(JudgeServerDown):
 
 
 def custom_id(body: Mapping[str, Any]) -> str:
-    """The request's name in its batch and in the store: a hash of its canonical JSON, without its
-    `max_tokens`. That cap is sized from a token count that may be an estimate until the tokenizer
-    has loaded (veralith.llm.estimate.max_output_tokens), so two passes may size it a few tokens
-    apart; the reply to either is as good, and a re-ask (a grown cap) differs in its messages anyway."""
-    text = json.dumps({k: v for k, v in body.items() if k != "max_tokens"}, sort_keys=True,
-                      separators=(",", ":"), ensure_ascii=False)
+    """The request's name in its batch and in the store: a hash of its canonical JSON, without the
+    value of its `max_tokens`. That cap is sized from a token count that may be an estimate until the
+    tokenizer has loaded (veralith.llm.estimate.max_output_tokens), so two passes may size it a few
+    tokens apart; the reply to either is as good, and a re-ask (a grown cap) differs in its messages
+    anyway. A request sent without the cap (a model that refuses it) is another request."""
+    named = {k: v for k, v in body.items() if k != "max_tokens"}
+    if "max_tokens" not in body:
+        named["_no_max_tokens"] = True
+    text = json.dumps(named, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "v1-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
@@ -99,53 +108,51 @@ class ReplayTransport(Transport):
         self._sends = threading.local()   # sends within the current complete() call of each thread
 
     def complete(self, *args: Any, **kwargs: Any) -> Any:
-        self._sends.n = 0
+        self._sends.names = set()
         return super().complete(*args, **kwargs)
 
     def _send(self, messages: list[dict[str, str]], options: dict[str, Any], retries: int, hold: _Hold) -> Any:
-        # A synchronous transport sends a request again after adapting it to the server; here the
-        # habits are fixed, so the same body would come back with the same reply: stop instead of looping.
-        self._sends.n = getattr(self._sends, "n", 0) + 1
-        if self._sends.n > 2:
-            raise JudgeCallError("context_truncated", "the Batch API's reply to this request read too little of "
-                                 "the prompt, and a batch cannot adapt the request to the server", attempts=1)
         body = {"model": self.model, "messages": messages,
                 **{k: v for k, v in options.items() if not k.startswith("_")}}
         name = custom_id(body)
+        # The synchronous transport sends again after adapting the request; a request asked twice in
+        # one call would get the same reply twice: stop instead of looping.
+        asked: set[str] = getattr(self._sends, "names", set())
+        if name in asked:
+            raise JudgeCallError("context_truncated", f"the Batch API's reply to request {name} asks for it to be "
+                                 "sent again as it is, and a batch cannot adapt it to the server", attempts=1)
+        asked.add(name)
+        self._sends.names = asked
         found = self.answers.get(name)
         if found is None:
             with self.needed_lock:
                 self.needed[name] = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             raise CallDeferred(name)
         state, text = found
+        if state == "refused" and text is not None:
+            answered = json.loads(text)   # a 4xx: the transport reads it as the synchronous call's error
+            raise status_error(self.sdk, int(answered["status_code"]), answered.get("body"))
         if state != "done" or text is None:
-            # Sent as often as VERALITH_BATCH_MAX_TRIES allows and never answered: the call failed, as a
-            # synchronous call fails after its retries, and the pipeline records it against its judge.
+            # Sent as often as VERALITH_BATCH_MAX_TRIES allows and never answered, or given up (the
+            # service refused its batch's input): the call failed, as a synchronous call fails after its
+            # retries, and the pipeline records it against its judge.
             raise JudgeCallError("server_error", f"the Batch API gave no reply to request {name}: {text}",
                                  attempts=1)
         return _Answered(openai.types.chat.ChatCompletion.model_validate(json.loads(text)))
 
 
-class _FixedHabits(Habits):
-    """Habits that never change: what was learnt from one reply would change the next requests, so
-    a trace's pass after its replies came back would ask for different requests than were sent."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if "send_max_tokens" not in self.__dict__:   # still being built by the dataclass __init__
-            object.__setattr__(self, name, value)
-
-
 class _BatchServer(Server):
     """The Batch API as a server: OpenAI's behaviour assumed (structured outputs, a system role,
-    log-probabilities), fixed for the whole job; no request slots (nothing is sent from a pass)."""
+    log-probabilities) at the start of every call; no request slots (nothing is sent from a pass)."""
 
     def __init__(self, base_url: str | None) -> None:
         super().__init__(base_url)
         self.local = False
 
     def habits(self, model: str) -> Habits:
-        with self.lock:
-            return self._habits.setdefault(model, _FixedHabits(logprobs_decided=True))
+        """Fresh habits for each call (see the module docstring): what one reply teaches changes that
+        call's next request only, so every pass builds the same requests."""
+        return Habits(logprobs_decided=True)
 
     def slots(self, limit: int | None) -> threading.Semaphore | None:
         return None
@@ -154,7 +161,9 @@ class _BatchServer(Server):
 class BatchClient(OpenAIClient):
     """OpenAIClient whose calls are answered from a batch job's replies (see the module docstring).
 
-    `answers`: custom_id -> (state, reply JSON or error), the job's answered and given-up requests.
+    `answers`: custom_id -> (state, text), the job's answered and given-up requests
+    (veralith.work.batchjobs.replies: `done` and the completion, `refused` and the service's 4xx
+    response, `failed` and why).
     After a pass, `needed` holds the bodies (by custom_id) the deferred calls want sent.
     """
 

@@ -4,21 +4,25 @@
 `start(store, trace_ids)` puts traces this process queued into a new job (reserved for it in the
 store: veralith.work.batchjobs). `collect(store, job)` then works the job to its end, in rounds:
 
-1. read every batch of the job that finished: replies kept, failed or unanswered requests (an
-   expired or cancelled batch's unfinished part) made new again while VERALITH_BATCH_MAX_TRIES
-   allows, else given up;
+1. find any batch recorded but never known to be created (a crash), and read every batch of the job
+   that finished (veralith.sdk.batchsend: replies kept, a 4xx kept as the service's answer, requests
+   failed or left unanswered made new again while VERALITH_BATCH_MAX_TRIES allows, a batch whose
+   input the service refused given up with its reason);
 2. a pass over the job's traces with `BatchClient` (veralith.llm.batchreplay): each trace is judged
    by the synchronous pipeline, its calls answered from the replies. A trace whose calls are all
    answered is taken out of the reservation and its result saved (one conditional UPDATE: judged
    exactly once, whichever collector gets there); the others name the requests they still need;
-3. the new requests go out as one batch (only those: a partly failed batch re-sends its failures);
+3. the new requests go out (only those: a partly failed batch re-sends its failures), as one batch
+   per model, each within the service's limits (VERALITH_BATCH_MAX_REQUESTS, VERALITH_BATCH_MAX_BYTES);
+   all of a round's batches are then waited for together;
 4. wait (VERALITH_BATCH_POLL_S, growing 1.5 times per round without news, up to ten times) and
-   go round again, until no trace is left.
+   go round again, until no trace is left. A round in which no batch came back makes no pass (2.).
 
 Everything needed to go on is in the store after each step, so the process may die at any point:
 `collect` in any process (another host, in fleet mode) takes the job over once its collector's
 lease is stale. The reply cache applies as in the synchronous path: a request it answers is never
-sent.
+sent. A batch service that cannot be reached (or answers 5xx) stops the collect with
+JudgeServerDown, the job left as it is, its traces pending.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], N
     gets each stored result, `on_round` where the job stands after each round.
     """
     from veralith.llm import batchremote
+    from veralith.sdk import batchsend
 
     jobs = BatchJobs(store)
     taken = jobs.take_job(job)
@@ -97,34 +102,34 @@ def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], N
         raise JobBusy(f"batch job {job} is being collected by another live process; it is left to it")
     sdk = sdk or batchremote.connect()
     first = settings.current.batch_poll_s
-    wait, judged = first, 0
+    wait, judged, passes = first, 0, 0
     try:
         while True:
-            news = _gather(sdk, jobs, job)
+            batchsend.recover(sdk, jobs, job)   # looked at with the others just below
+            news, out = batchsend.gather(sdk, jobs, job)
             traces = jobs.reserved(job)
             if not traces:
                 jobs.finish_job(job)
                 return judged
             now = Round(job, len(traces))
-            now.judged, needed = _pass(store, job, traces, jobs.replies(job), on_result)
-            judged += now.judged
-            if needed:
-                jobs.add_requests(job, sorted(needed.items()))
+            waiting = any(status not in batchremote.FINISHED for _, status, _, _ in out) or bool(jobs.unsent(job))
+            if news or not waiting or not passes:
+                # Without a batch back since the last pass, a pass would find the same answers and
+                # defer the same calls: skipped while batches are out, however long they take.
+                passes += 1
+                now.judged, needed = _pass(store, job, traces, jobs.replies(job), on_result)
+                judged += now.judged
+                if needed:
+                    jobs.add_requests(job, sorted(needed.items()))
             new = jobs.to_send(job)
+            created: list[tuple[str, str, int]] = []
             if new:
-                batch_id = batchremote.submit(sdk, new, job=job)
-                jobs.mark_sent(job, batch_id, [name for name, _ in new])
-                now.sent = len(new)
-            out = jobs.sent_batches(job)
+                now.sent, created = batchsend.send(sdk, jobs, job, new)
             now.traces_left = len(traces) - now.judged
-            for batch_id in out:
-                seen = batchremote.look(sdk, batch_id)
-                counts = seen.request_counts
-                now.batches.append((batch_id, str(seen.status), counts.completed if counts else 0,
-                                    counts.total if counts else 0))
+            now.batches = [*out, *((b, status, 0, total) for b, status, total in created)]
             if on_round is not None:
                 on_round(now)
-            if not out:
+            if all(status in batchremote.FINISHED for _, status, _, _ in now.batches) and not jobs.unsent(job):
                 if now.traces_left and not now.judged:
                     # Every call answered or given up, yet traces were neither judged nor waiting: a
                     # bug, never a loop. Stop with the job left as it is (collect takes it up again).
@@ -135,29 +140,6 @@ def collect(store: Store, job: str, *, on_result: Callable[[EvaluationResult], N
             jobs.renew_job(job)
     finally:
         jobs.release_job(job)
-
-
-def _gather(sdk: Any, jobs: Any, job: str) -> bool:
-    """Read every finished batch of the job into the store; whether any had finished."""
-    from veralith.llm import batchremote
-
-    news = False
-    tries = settings.current.batch_max_tries
-    for batch_id in jobs.sent_batches(job):
-        batch = batchremote.look(sdk, batch_id)
-        if batch.status not in batchremote.FINISHED:
-            continue
-        news = True
-        got = batchremote.outcome(sdk, batch)
-        jobs.store_replies(job, batch_id, got.replies)
-        jobs.fail_requests(job, batch_id, got.failures, max_tries=tries)
-        if batch.status != "completed":
-            logger.warning("veralith: batch %s of job %s ended %s; its unanswered requests are sent again",
-                           batch_id, job, batch.status)
-        # What the batch answered neither way (expired, cancelled, failed as a whole) is sent again.
-        jobs.fail_requests(job, batch_id, [(name, f"batch {batch.status}") for name in jobs.unanswered(job, batch_id)],
-                           max_tries=tries)
-    return news
 
 
 def _pass(store: Store, job: str, traces: list[int], answers: dict[str, tuple[str, str | None]],
@@ -205,7 +187,7 @@ def _judge(store: Store, job: str, trace_id: int, client: Any,
         if on_result is not None and outcome.result is not None:
             on_result(outcome.result)
         return True
-    if outcome.action in (Action.KEEP, Action.STOP, Action.GIVE_BACK) and outcome.error is not None:
+    if outcome.decision is not None and outcome.decision.stops_drain and outcome.error is not None:
         raise outcome.error   # not the trace's failure: the collect stops, the job stays for a later one
     if outcome.action is Action.RECORD:
         logger.warning("veralith: batch job %s: trace %s failed: %s", job, trace_id, outcome.error)

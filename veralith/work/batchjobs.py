@@ -19,11 +19,10 @@ from typing import Any
 
 from veralith.store.rows import now_iso
 from veralith.store.sql import Db
-from veralith.work import leases
+from veralith.work import batchsends, leases
 
-__all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "fail_requests", "finish_job", "job_rows",
-           "mark_sent", "release_job", "renew_job", "replies", "reserve", "reserved", "sent_batches", "store_replies",
-           "take_job", "take_reserved", "to_send", "unanswered"]
+__all__ = ["RESERVED", "BatchJobs", "add_requests", "create_job", "finish_job", "job_rows", "release_job", "renew_job",
+           "replies", "reserve", "reserved", "take_job", "take_reserved", "to_send"]
 
 RESERVED = "veralith-batch"     # the lease host of a trace reserved for a batch job (never a real host)
 _FOREVER = 1e15                 # the lease time of a reservation: never older than any timeout
@@ -128,50 +127,17 @@ def to_send(db: Db, job: str) -> list[tuple[str, str]]:
     return [(str(r[0]), str(r[1])) for r in rows]
 
 
-def mark_sent(db: Db, job: str, batch_id: str, custom_ids: Sequence[str]) -> None:
-    with db.write():
-        db.executemany("UPDATE batch_requests SET state = 'sent', batch_id = ?, tries = tries + 1"
-                       " WHERE job = ? AND custom_id = ? AND state = 'new'", [(batch_id, job, c) for c in custom_ids])
-
-
-def sent_batches(db: Db, job: str) -> list[str]:
-    rows = db.execute("SELECT DISTINCT batch_id FROM batch_requests WHERE job = ? AND state = 'sent'"
-                      " ORDER BY batch_id", [job]).fetchall()
-    return [str(r[0]) for r in rows]
-
-
-def store_replies(db: Db, job: str, batch_id: str, answered: Iterable[tuple[str, str]]) -> None:
-    """Record (custom_id, completion JSON) replies of `batch_id`; a request since re-sent elsewhere is left."""
-    with db.write():
-        db.executemany("UPDATE batch_requests SET state = 'done', reply = ?, error = NULL"
-                       " WHERE job = ? AND custom_id = ? AND batch_id = ? AND state = 'sent'",
-                       [(r, job, c, batch_id) for c, r in answered])
-
-
-def fail_requests(db: Db, job: str, batch_id: str, failed: Iterable[tuple[str, str]], *, max_tries: int) -> None:
-    """Requests of `batch_id` that got no reply: new again (to be re-sent) while tries are left, else failed."""
-    with db.write():
-        db.executemany("UPDATE batch_requests SET error = ?, state = CASE WHEN tries < ? THEN 'new' ELSE 'failed' END"
-                       " WHERE job = ? AND custom_id = ? AND batch_id = ? AND state = 'sent'",
-                       [(e, max_tries, job, c, batch_id) for c, e in failed])
-
-
-def unanswered(db: Db, job: str, batch_id: str) -> list[str]:
-    """Requests of `batch_id` still waiting: after its output was read, those it left unanswered."""
-    rows = db.execute("SELECT custom_id FROM batch_requests WHERE job = ? AND batch_id = ? AND state = 'sent'"
-                      " ORDER BY custom_id", [job, batch_id]).fetchall()
-    return [str(r[0]) for r in rows]
-
-
 def replies(db: Db, job: str) -> dict[str, tuple[str, str | None]]:
-    """custom_id -> (state, the reply JSON or the error) of every answered or given-up request."""
+    """custom_id -> (state, text) of every answered or given-up request: `done` and the completion
+    JSON, `refused` and the service's response JSON ({status_code, body}), `failed` and why."""
     rows = db.execute("SELECT custom_id, state, reply, error FROM batch_requests WHERE job = ?"
-                      " AND state IN ('done', 'failed')", [job]).fetchall()
-    return {str(r[0]): (str(r[1]), r[2] if r[1] == "done" else r[3]) for r in rows}
+                      " AND state IN ('done', 'refused', 'failed')", [job]).fetchall()
+    return {str(r[0]): (str(r[1]), r[3] if r[1] == "failed" else r[2]) for r in rows}
 
 
 def job_rows(db: Db, job: str | None = None) -> list[dict[str, Any]]:
-    """Each job (newest first, or the one named) with its request counts by state and its open batches."""
+    """Each job (newest first, or the one named) with its request counts by state and its sends
+    (veralith.work.batchsends.send_rows)."""
     where, params = ("WHERE id = ?", [job]) if job is not None else ("", [])
     jobs = list(db.query("SELECT id, created_at, updated_at, state, traces, judged, settings, lease_host, lease_pid,"
                          f" lease_token, lease_at, {db.dialect.epoch} AS now FROM batch_jobs {where}"
@@ -180,7 +146,7 @@ def job_rows(db: Db, job: str | None = None) -> list[dict[str, Any]]:
         counts = db.execute("SELECT state, COUNT(*) FROM batch_requests WHERE job = ? GROUP BY state",
                             [row["id"]]).fetchall()
         row["requests"] = {str(s): int(n) for s, n in counts}
-        row["batches"] = sent_batches(db, row["id"])
+        row["sends"] = batchsends.send_rows(db, row["id"])
         lease = (row["lease_host"], row["lease_pid"], row["lease_token"], row["lease_at"])
         row["collector"] = f"{lease[0]}/{lease[1]}" if lease[0] and not leases.stale(*lease, row.pop("now")) else None
         row["settings"] = json.loads(row["settings"] or "{}")
@@ -188,8 +154,8 @@ def job_rows(db: Db, job: str | None = None) -> list[dict[str, Any]]:
 
 
 class BatchJobs:
-    """The functions above run through a store (`store.read` / `store.write`): `jobs.reserve(job, ids)`
-    runs `reserve(db, job, ids)`."""
+    """The functions above, and veralith.work.batchsends', run through a store (`store.read` /
+    `store.write`): `jobs.reserve(job, ids)` runs `reserve(db, job, ids)`."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
@@ -200,9 +166,12 @@ class BatchJobs:
         return lambda trace_id: bool(self._store.write(take_reserved, job, trace_id))
 
     def __getattr__(self, name: str) -> Any:
-        if name not in __all__ or name in ("RESERVED", "BatchJobs"):
+        if name in batchsends.__all__:
+            function = getattr(batchsends, name)
+        elif name in __all__ and name not in ("RESERVED", "BatchJobs"):
+            function = globals()[name]
+        else:
             raise AttributeError(name)
-        function = globals()[name]
         run = self._store.read if name in _READS else self._store.write
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -210,4 +179,5 @@ class BatchJobs:
         return call
 
 
-_READS = frozenset({"unanswered", "reserved", "to_send", "sent_batches", "replies", "job_rows"})
+_READS = frozenset({"reserved", "to_send", "replies", "job_rows", "unanswered", "unsent", "send_requests",
+                    "open_sends", "send_rows"})

@@ -8,6 +8,7 @@
 | the judge server is down                | GIVE_BACK | pending again, anyone's      | stops    | waits its cool-down  |
 | the store cannot be reached             | KEEP      | still ours, its result kept  | stops    | waits, then writes   |
 | the store stopped taking writes         | STOP      | as it is, until we exit      | stops    | stops                |
+| the server refuses the key              | GIVE_BACK | pending again, anyone's      | stops    | waits a minute       |
 | a configuration error                   | STOP      | given back                   | stops    | stops                |
 | our lease was taken over                | NOT_OURS  | the new holder decides       | goes on  | goes on              |
 | anything else (the trace's own failure) | RECORD    | status error, message kept   | goes on  | goes on              |
@@ -25,7 +26,7 @@ import enum
 from dataclasses import dataclass
 
 from veralith.config import ConfigError
-from veralith.errors import JudgeServerDown, StoreError
+from veralith.errors import JudgeCallError, JudgeServerDown, StoreError
 from veralith.store.errors import DuplicateExternalId, StoreUnavailable, WritesStopped
 from veralith.work.claims import LeaseLost
 
@@ -62,6 +63,9 @@ def decide(error: BaseException) -> Decision:
         return Decision(Action.KEEP, stops_drain=True, wait_s=1.0)
     if isinstance(error, (WritesStopped, ConfigError)):
         return Decision(Action.STOP, stops_drain=True)
+    if isinstance(error, JudgeCallError) and error.kind == "auth":
+        # The server refused the key or its permissions: every trace would fail alike; not a trace's own.
+        return Decision(Action.GIVE_BACK, stops_drain=True, wait_s=60.0)
     if isinstance(error, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
         return Decision(Action.GIVE_BACK, stops_drain=True)
     return Decision(Action.RECORD)
