@@ -85,6 +85,29 @@ def pg_server():
 
 
 @pytest.fixture
+def own_pg_server(tmp_path, monkeypatch):
+    """A PostgreSQL server of this test's own (it may stop and start it: an outage), with a fresh
+    database made the configured store and this test's own spool folder."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
+    from pg_server import PgServer
+
+    from veralith.config import settings
+
+    server = PgServer()
+    try:
+        server.url = server.new_database()
+        monkeypatch.setenv("VERALITH_DB_URL", server.url)
+        monkeypatch.setenv("VERALITH_SPOOL_DIR", str(tmp_path / "spool"))
+        settings.reload()
+        yield server
+    finally:
+        if "veralith.sdk.log" in sys.modules:
+            sys.modules["veralith.sdk.log"].shutdown(wait=False)
+        _close_stores()
+        server.stop()
+
+
+@pytest.fixture
 def pg_url(pg_server, tmp_path, monkeypatch):
     """A fresh, migrated PostgreSQL database made the configured store (VERALITH_DB_URL), with this
     test's own spool folder; its URL."""

@@ -185,36 +185,22 @@ def test_a_dead_processs_segment_is_recovered_up_to_its_last_complete_line(monke
     assert sorted(p.name for p in spooler.folder.iterdir()) == ["next-id"]
 
 
-def test_log_keeps_working_while_postgres_is_down_and_ships_when_it_is_back(tmp_path, monkeypatch):
-    pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
-    from pg_server import PgServer
-
+def test_log_keeps_working_while_postgres_is_down_and_ships_when_it_is_back(own_pg_server):
     import veralith
 
-    server = PgServer()   # its own server: this test stops it
-    try:
-        url = server.new_database()
-        monkeypatch.setenv("VERALITH_DB_URL", url)
-        monkeypatch.setenv("VERALITH_SPOOL_DIR", str(tmp_path / "spool"))
-        settings.reload()
-        before = [veralith.log(QUERY, CONTEXT, RESPONSE) for _ in range(3)]
-        deadline = time.monotonic() + 60
-        while _statuses().get("done", 0) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        server.halt()
-        during = [veralith.log(QUERY, CONTEXT, RESPONSE, metadata={"outage": True}) for _ in range(5)]
-        assert during == list(range(before[-1] + 1, before[-1] + 6))   # the host's block: no database needed
-        time.sleep(1.0)     # the shipper meets the outage and backs off; nothing is lost meanwhile
-        server.start()
-        assert veralith.shutdown(timeout=60) == 0
-        assert _statuses() == {"done": 8}
-        assert all(open_store().load_input(i).metadata == {"outage": True} for i in during)
-    finally:
-        veralith.shutdown(wait=False)
-        from conftest import _close_stores
-
-        _close_stores()
-        server.stop()
+    server = own_pg_server   # this test stops it
+    before = [veralith.log(QUERY, CONTEXT, RESPONSE) for _ in range(3)]
+    deadline = time.monotonic() + 60
+    while _statuses().get("done", 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    server.halt()
+    during = [veralith.log(QUERY, CONTEXT, RESPONSE, metadata={"outage": True}) for _ in range(5)]
+    assert during == list(range(before[-1] + 1, before[-1] + 6))   # the host's block: no database needed
+    time.sleep(1.0)     # the shipper meets the outage and backs off; nothing is lost meanwhile
+    server.start()
+    assert veralith.shutdown(timeout=60) == 0
+    assert _statuses() == {"done": 8}
+    assert all(open_store().load_input(i).metadata == {"outage": True} for i in during)
 
 
 _EXIT_WHILE_JUDGING = """

@@ -17,7 +17,6 @@ from conftest import subprocess_env
 from store_support import sql, statuses
 from work_support import claim, claim_batch, create_trace, resumable
 
-from veralith.config import settings
 from veralith.models import ContextChunk
 from veralith.store import open_store
 from veralith.store.protocol import TraceInput
@@ -87,46 +86,32 @@ class _HeldJudge:
 
 
 @pytest.mark.slow
-def test_results_computed_during_a_postgres_outage_are_written_when_it_is_back(tmp_path, monkeypatch):
-    pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
-    from pg_server import PgServer
-
+def test_results_computed_during_a_postgres_outage_are_written_when_it_is_back(own_pg_server):
     from veralith.work.worker import run
 
-    server = PgServer()   # its own server: this test stops it
-    try:
-        url = server.new_database()
-        monkeypatch.setenv("VERALITH_DB_URL", url)
-        monkeypatch.setenv("VERALITH_SPOOL_DIR", str(tmp_path / "spool"))
-        settings.reload()
-        store = open_store()
-        ids = [create_trace(store, _trace(i)) for i in range(3)]
-        judge, stop, lines = _HeldJudge(), threading.Event(), []
-        worker = threading.Thread(target=lambda: run(store, judge, concurrency=3, stop=stop, report=lines.append,
-                                                     poll_s=0.05))
-        worker.start()
-        deadline = time.monotonic() + 60
-        while len(judge.judged) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sorted(judge.judged) == ids
-        server.halt()
-        judge.gate.set()          # the results are ready; the store is not, for longer than a connection waits
-        time.sleep(12.0)
-        server.start()
-        deadline = time.monotonic() + 90
-        while set(statuses(store).values()) != {"done"} and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stop.set()
-        worker.join(60)
-        assert statuses(store) == {i: "done" for i in ids}      # nothing left running, nothing judged twice
-        assert {row[0] for row in sql(store, "SELECT attempts FROM traces")} == {1}
-        assert any(line.startswith("waiting for the store") for line in lines), lines
-        assert any(line.startswith("the store is back") for line in lines), lines
-    finally:
-        from conftest import _close_stores
-
-        _close_stores()
-        server.stop()
+    store = open_store()
+    ids = [create_trace(store, _trace(i)) for i in range(3)]
+    judge, stop, lines = _HeldJudge(), threading.Event(), []
+    worker = threading.Thread(target=lambda: run(store, judge, concurrency=3, stop=stop, report=lines.append,
+                                                 poll_s=0.05))
+    worker.start()
+    deadline = time.monotonic() + 60
+    while len(judge.judged) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(judge.judged) == ids
+    own_pg_server.halt()
+    judge.gate.set()          # the results are ready; the store is not, for longer than a connection waits
+    time.sleep(12.0)
+    own_pg_server.start()
+    deadline = time.monotonic() + 90
+    while set(statuses(store).values()) != {"done"} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    stop.set()
+    worker.join(60)
+    assert statuses(store) == {i: "done" for i in ids}      # nothing left running, nothing judged twice
+    assert {row[0] for row in sql(store, "SELECT attempts FROM traces")} == {1}
+    assert any(line.startswith("waiting for the store") for line in lines), lines
+    assert any(line.startswith("the store is back") for line in lines), lines
 
 
 # -- fault 5: every drain stops on a dead judge server --------------------------------------------------

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Claims", "LeaseLost", "abandoned", "claim", "claim_batch", "claims_for", "fail", "release", "renew",
            "renewer", "resumable", "save"]
+
+
+T = TypeVar("T")
 
 
 class LeaseLost(StoreError):
@@ -252,26 +255,21 @@ class Claims:
         return True
 
     def save(self, result: EvaluationResult, sizes: Sequence[OutputSize] = ()) -> int:
-        """Write the result of a trace this process claimed (LeaseLost when it was taken over).
-        StoreUnavailable keeps the claim held (its lease renewed) so the result can be written once
-        the store is back; any other outcome lets it go."""
+        """Write the result of a trace this process claimed (LeaseLost when it was taken over)."""
         trace_id = result.trace_id
         assert trace_id is not None
-        try:
-            saved = self.store.write(save, result, held=self.holds(trace_id), sizes=sizes)
-        except StoreUnavailable:
-            raise
-        except BaseException:
-            self.drop(trace_id)
-            raise
-        self.drop(trace_id)
-        return saved
+        return self._ending(trace_id, lambda: self.store.write(save, result, held=self.holds(trace_id), sizes=sizes))
 
     def fail(self, trace_id: int, message: str) -> bool:
-        """Record a failed evaluation of a trace this process claimed; False when its lease was lost.
-        StoreUnavailable keeps the claim held, as `save` does."""
+        """Record a failed evaluation of a trace this process claimed; False when its lease was lost."""
+        return self._ending(trace_id, lambda: self.store.write(fail, trace_id, message, held=self.holds(trace_id)))
+
+    def _ending(self, trace_id: int, write: Callable[[], T]) -> T:
+        """Write an outcome, then stop holding the claim, whatever happened, except when the store
+        went away (StoreUnavailable): the claim stays held, its lease renewed, so the outcome can
+        be written once the store is back."""
         try:
-            written = self.store.write(fail, trace_id, message, held=self.holds(trace_id))
+            written = write()
         except StoreUnavailable:
             raise
         except BaseException:
