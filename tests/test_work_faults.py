@@ -202,3 +202,37 @@ def test_the_policy_decides_each_fault_once():
     assert intake(StoreUnavailable("away")).action is Action.RETRY
     assert intake(WritesStopped("full")).action is Action.STOP
     assert intake(ValueError("text fields cannot contain NUL")).action is Action.SET_ASIDE
+
+
+# -- kill -9 of an app before its first ship: no database yet, only its spool --------------------------
+
+_LOG_AND_WAIT = """
+import sys, time, veralith
+from veralith.work import background
+background.Background._ship_all = lambda self: False   # this process never ships (it dies first)
+for seq in range(20):
+    print(veralith.log(f"What is the capital of France? ({seq})", ["Paris is the capital of France."],
+                       "Paris is the capital of France.", metadata={"seq": seq}), flush=True)
+print("logged", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_resume_recovers_the_spool_of_an_app_killed_before_any_store_existed(tmp_path):
+    env = subprocess_env(VERALITH_DB_PATH=str(tmp_path / "v.db"))
+    app = subprocess.Popen([sys.executable, "-c", _LOG_AND_WAIT], env=env, stdout=subprocess.PIPE, text=True)
+    assert app.stdout is not None
+    ids = [int(app.stdout.readline()) for _ in range(20)]
+    assert app.stdout.readline().strip() == "logged"
+    app.kill()
+    app.wait(timeout=30)
+    assert not (tmp_path / "v.db").exists()       # nothing reached a store: every trace is in the spool
+    done = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "v.db") as conn:
+        rows = dict(conn.execute("SELECT id, metadata FROM traces WHERE status = 'done'").fetchall())
+    assert sorted(rows) == sorted(ids) and [json.loads(rows[i])["seq"] for i in ids] == list(range(20))

@@ -369,12 +369,15 @@ def resume_command(
 ) -> None:
     """Evaluate traces left pending (or abandoned by a crashed process); with --failed, re-judge failed ones."""
     _kb_needs_ids(kb, refs)
-    if _existing_db() is None:
+    from veralith.store import store_url
+    from veralith.work import shipper
+
+    if _existing_db() is None and (refs or not shipper.spooled_here(store_url())):
+        # (A spool with no database yet: processes that logged and died before their first ship.)
         if refs:
             raise _fail(f"trace {refs[0]} not found: no database yet")
         _out().print("nothing to resume: no database yet")
         return
-    from veralith.work import shipper
     from veralith.work.claims import claims_for
 
     store = _store()

@@ -54,7 +54,7 @@ from veralith.pipeline.suggest import suggest
 from veralith.policy import REFUSAL_KINDS, status
 from veralith.usage import CallUsage, OutputSize
 from veralith.validate import check_flag, check_stored_inputs
-from veralith.work.runner import Judged as JudgedTrace
+from veralith.work.judged import Judged as JudgedTrace
 
 if TYPE_CHECKING:  # the store loads sqlite-utils, only when something is stored
     from veralith.store.protocol import Store, TraceInput

@@ -34,6 +34,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+# Imported here, not on log()'s first call: it registers its own at-exit close, which must run after
+# the drain (registered later, when the first worker starts), and importing it costs milliseconds.
+import veralith.llm.cache  # noqa: F401
 from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
@@ -242,7 +245,5 @@ def _register_exit_drain() -> None:
     """
     global _drain_registered
     if not _drain_registered:
-        import veralith.llm.cache  # noqa: F401 - registers its own at-exit close, which must run after the drain
-
         atexit.register(_at_exit)
         _drain_registered = True

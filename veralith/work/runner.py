@@ -23,11 +23,11 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from veralith.models import EvaluationResult
-from veralith.usage import OutputSize
 from veralith.work.claims import claims_for
+from veralith.work.judged import Judge, Judged
 from veralith.work.policy import Action, Decision, decide
 
 if TYPE_CHECKING:
@@ -36,24 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["Judge", "Judged", "Outcome", "Runner", "failure_message"]
 
 logger = logging.getLogger("veralith.work")
-
-
-@dataclass(frozen=True)
-class Judged:
-    """A judged trace: its result, and what its calls wrote per task, worked out when asked (the
-    dry run learns its output sizes from it; None for the offline judge)."""
-
-    result: EvaluationResult
-    output_sizes: Callable[[], list[OutputSize]] | None = None
-
-
-class Judge(Protocol):
-    """What judges a stored trace (veralith.pipeline.evaluate.TraceJudge: the pipeline with a judge
-    client). `store` is read for the trace's threshold and date, never written."""
-
-    def judge(self, store: Store, trace_id: int, inputs: TraceInput) -> Judged: ...
-
-    async def ajudge(self, store: Store, trace_id: int, inputs: TraceInput) -> Judged: ...
 
 
 @dataclass

@@ -22,7 +22,7 @@ from veralith.work.spooler import spooler_for
 if TYPE_CHECKING:
     from veralith.store.protocol import Connected
 
-__all__ = ["recover", "ship"]
+__all__ = ["recover", "ship", "spooled_here"]
 
 logger = logging.getLogger("veralith.work")
 _CLASH_RETRIES = 5
@@ -42,6 +42,12 @@ def ship(store: Connected) -> list[int]:
 def recover(store: Connected) -> int:
     """Ship the spools of processes that are gone (this host); how many traces."""
     return spool.recover(spooler_for(store.spool_url).folder, lambda entries: _ingest(store, entries, queued=False))
+
+
+def spooled_here(url: str) -> bool:
+    """Whether this host's spool of the store at `url` holds traces not moved in yet (no store opened:
+    the store may not exist yet, when every process that logged died before its first ship)."""
+    return spool.has_files(spooler_for(url).folder)
 
 
 def _ingest(store: Connected, entries: list[dict[str, Any]], *, queued: bool) -> list[int]:

@@ -50,7 +50,7 @@ from typing import Any
 
 from veralith.work import leases
 
-__all__ = ["SEGMENT_BYTES", "Spool", "read_lines", "recover"]
+__all__ = ["SEGMENT_BYTES", "Spool", "has_files", "read_lines", "recover"]
 
 logger = logging.getLogger("veralith.store")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
@@ -281,6 +281,13 @@ def _ship_file(path: Path, sink: Sink) -> int:
         sink(entries[start:start + _BATCH])
     path.unlink()  # only once the store has every line
     return len(entries)
+
+
+def has_files(folder: str | os.PathLike[str]) -> bool:
+    """Whether `folder` holds any spool file (of any process): something a resume must move in, even
+    before the store itself exists (a process killed before its first ship)."""
+    folder = Path(folder)
+    return folder.is_dir() and any(_is_spool_file(p.name) for p in folder.iterdir())
 
 
 def recover(folder: str | os.PathLike[str], sink: Sink) -> int:

@@ -1,0 +1,402 @@
+"""The fault matrix of issue 35: each fault a fleet meets, on both stores, and what became of every trace.
+
+    .venv/bin/python benchmarks/fault_matrix.py [--store sqlite|postgres|both] [--only NAME ...] [--markdown]
+
+Each scenario runs real processes (apps that call `veralith.log`, `veralith worker`, `eval`, `resume`,
+`migrate`, `import`) against a fresh store (a SQLite file, or a database of a throwaway PostgreSQL
+server from Debian's package, as the tests start one), applies its fault, lets the fleet recover
+(workers and `veralith resume`, as an operator would), then audits the store. Every trace an app logs
+carries its own marker (metadata {"tag", "seq"}), so the audit can tell whether the id `log()`
+returned names the trace it was returned for. Columns:
+
+- returned: ids `log()` (or `eval`) handed back; stored: of those, stored under that id with their own
+  marker; judged once / twice: with one outcome, or an outcome replaced by a second (`trace_history`);
+  stuck: `running` after the recovery; lost: returned and not stored under its id with its marker;
+  set aside: in the dead-letter place; worst log(): the slowest `log()` call, ms; exits: each
+  process's exit code, and whether it is the documented one.
+
+Goal (issue 35): 0 lost, 0 judged twice, 0 stuck, worst log() < 50 ms, every exit as documented.
+The judge is the offline backend (no server) unless a scenario needs a server (a dead one, or the
+scripted fake OpenAI server, tests/fake_openai_server.py). Needs the `postgres` extra and Debian's
+postgresql package for the PostgreSQL column; prints one JSON object (or a Markdown table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+QUERY = "What is the capital of France?"
+CONTEXT = ["Paris is the capital of France."]
+RESPONSE = "Paris is the capital of France."
+LOG_BOUND_MS = 50.0
+
+# An app: logs N traces, one JSON line per call (id or refusal, and the call's milliseconds), flushed at
+# once so a kill -9 loses no line; then drains. argv: tag, count, pause between calls (s), seqs to poison.
+APP = r"""
+import json, os, sys, time
+import veralith
+tag, count, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+poison = {int(x) for x in sys.argv[4].split(",") if x} if len(sys.argv) > 4 else set()
+for seq in range(count):
+    query = f"What is the capital of France? ({tag} {seq})" + ("\x00" if seq in poison else "")
+    started = time.perf_counter()
+    try:
+        trace_id = veralith.log(query, ["Paris is the capital of France."], "Paris is the capital of France.",
+                                metadata={"tag": tag, "seq": seq})
+        line = {"seq": seq, "id": trace_id}
+    except Exception as exc:
+        line = {"seq": seq, "refused": type(exc).__name__, "why": str(exc)[:200]}
+    line["ms"] = (time.perf_counter() - started) * 1000
+    print(json.dumps(line), flush=True)
+    if pause:
+        time.sleep(pause)
+print(json.dumps({"left": veralith.shutdown(wait=True, timeout=float(os.environ.get("FM_DRAIN_S", "20")))}),
+      flush=True)
+"""
+
+
+@dataclass
+class Row:
+    fault: str
+    store: str
+    returned: int = 0
+    stored: int = 0
+    judged_once: int = 0
+    judged_twice: int = 0
+    stuck: int = 0
+    lost: int = 0
+    set_aside: int = 0
+    worst_log_ms: float | None = None
+    exits: dict[str, Any] = field(default_factory=dict)     # process: exit code
+    expected: dict[str, Any] = field(default_factory=dict)  # process: documented exit code
+    note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return (self.lost == 0 and self.judged_twice == 0 and self.stuck == 0
+                and (self.worst_log_ms is None or self.worst_log_ms < LOG_BOUND_MS)
+                and all(self.exits.get(name) == code for name, code in self.expected.items()))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Fleet:
+    """One scenario's store, environment and processes."""
+
+    def __init__(self, kind: str, pg: Any, tmp: Path) -> None:
+        self.kind, self.pg, self.tmp = kind, pg, tmp
+        self.url = pg.new_database() if kind == "postgres" else f"sqlite:///{tmp / 'v.db'}"
+        self.apps: dict[str, list[dict[str, Any]]] = {}
+        self._readers: dict[str, threading.Thread] = {}
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+        self.env = {**base, "PYTHONPATH": str(REPO), "VERALITH_BACKEND": "local", "VERALITH_DB_URL": self.url,
+                    "VERALITH_SPOOL_DIR": str(tmp / "spool"), "VERALITH_SHUTDOWN_TIMEOUT_S": "20"}
+
+    def cli(self, *args: str, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "veralith.cli", *args], env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+
+    def start_cli(self, *args: str, env: dict[str, str] | None = None, name: str = "") -> subprocess.Popen[str]:
+        log = open(self.tmp / f"{name or args[0]}-{time.monotonic_ns()}.err", "w")   # noqa: SIM115
+        return subprocess.Popen([sys.executable, "-m", "veralith.cli", *args], env={**self.env, **(env or {})},
+                                stdout=subprocess.DEVNULL, stderr=log, text=True, cwd=self.tmp)
+
+    def start_app(self, tag: str, count: int, *, pause: float = 0.0, poison: str = "",
+                  env: dict[str, str] | None = None, prelude: str = "") -> subprocess.Popen[str]:
+        """An app logging `count` traces; its lines are read as they come (`self.apps[tag]`)."""
+        proc = subprocess.Popen([sys.executable, "-c", prelude + APP, tag, str(count), str(pause), poison],
+                                env={**self.env, **(env or {})}, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, cwd=self.tmp)
+        lines: list[dict[str, Any]] = self.apps.setdefault(tag, [])
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith("{"):
+                    lines.append(json.loads(line))
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        self._readers[tag] = reader
+        return proc
+
+    def logged(self, tag: str) -> int:
+        return sum(1 for line in self.apps.get(tag, []) if "id" in line)
+
+    def finish_app(self, tag: str, proc: subprocess.Popen[str], timeout: float = 300) -> int | None:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        self._readers[tag].join(30)
+        return proc.returncode
+
+    def sql(self, statement: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
+        from veralith.store import open_store
+
+        def run(db: Any) -> list[tuple[Any, ...]]:
+            cursor = db.execute(statement, params or [])
+            return [tuple(r) for r in cursor.fetchall()]
+        return open_store(self.url).read(run)
+
+    def drain(self, timeout: float = 120) -> int:
+        """What an operator does after a fault: `veralith resume` (spools of dead processes moved in,
+        pending and abandoned traces judged); its exit code."""
+        return self.cli("resume", timeout=timeout).returncode
+
+    def audit(self, row: Row) -> Row:
+        rows = {int(r[0]): (r[1], r[2]) for r in self.sql("SELECT id, status, metadata FROM traces")}
+        twice = {int(r[0]) for r in self.sql("SELECT DISTINCT trace_id FROM trace_history")}
+        latencies = []
+        for tag, lines in self.apps.items():
+            for line in lines:
+                if "id" not in line:
+                    continue
+                latencies.append(float(line["ms"]))
+                row.returned += 1
+                found = rows.get(int(line["id"]))
+                if found is None or json.loads(found[1] or "{}") != {"tag": tag, "seq": line["seq"]}:
+                    row.lost += 1
+                    continue
+                row.stored += 1
+                row.judged_twice += int(line["id"]) in twice
+                row.judged_once += found[0] == "done" and int(line["id"]) not in twice
+        row.stuck = sum(1 for status, _ in rows.values() if status == "running")
+        row.set_aside = self._set_aside()
+        if latencies:
+            row.worst_log_ms = round(max(latencies), 1)
+        return row
+
+    def _set_aside(self) -> int:
+        try:
+            return int(self.sql("SELECT COUNT(*) FROM dead_letters")[0][0])
+        except Exception:   # a store without the dead-letter place
+            return 0
+
+
+# -- the scenarios ------------------------------------------------------------------------------------
+
+Scenario = Callable[[Fleet, Row], None]
+SCENARIOS: dict[str, tuple[str, Scenario]] = {}
+
+
+def scenario(name: str, fault: str) -> Callable[[Scenario], Scenario]:
+    def register(fn: Scenario) -> Scenario:
+        SCENARIOS[name] = (fault, fn)
+        return fn
+    return register
+
+
+@scenario("nul", "1. a NUL character in one logged trace")
+def _nul(fleet: Fleet, row: Row) -> None:
+    row.exits["app"] = fleet.finish_app("a", fleet.start_app("a", 10, poison="3"))
+    row.exits["app later"] = fleet.finish_app("b", fleet.start_app("b", 5))
+    row.exits["worker --once"] = fleet.cli("worker", "--once").returncode
+    row.exits["resume"] = fleet.drain()
+    row.expected = {"app": 0, "app later": 0, "worker --once": 0, "resume": 0}
+    refused = [line for line in fleet.apps["a"] if "refused" in line]
+    row.note = f"log() refused {len(refused)}: {refused[0]['refused'] if refused else '-'}"
+
+
+@scenario("outage", "4. the store away for 15 s while 3 workers judge and an app logs")
+def _outage(fleet: Fleet, row: Row) -> None:
+    workers = [fleet.start_cli("worker", "--concurrency", "2", name="worker") for _ in range(3)]
+    app = fleet.start_app("a", 300, pause=0.01, env={"VERALITH_EVALUATE": "remote", "FM_DRAIN_S": "60"})
+    time.sleep(2.0)
+    with _store_away(fleet, 15.0):
+        pass
+    row.exits["app"] = fleet.finish_app("a", app)
+    _wait_judged(fleet, 120)
+    for w in workers:
+        w.send_signal(signal.SIGTERM)
+    row.exits["workers (SIGTERM)"] = sorted({w.wait(timeout=60) for w in workers})
+    row.expected = {"app": 0, "workers (SIGTERM)": [0]}
+
+
+@scenario("dead-judge", "5. a dead judge server: worker --once, resume")
+def _dead_judge(fleet: Fleet, row: Row) -> None:
+    dead = {"VERALITH_BACKEND": "openai", "VERALITH_BASE_URL": f"http://127.0.0.1:{_free_port()}/v1",
+            "VERALITH_JUDGE_MODEL": "m", "VERALITH_PRICING": '{"*": {"input": 0, "output": 0}}'}
+    row.exits["app"] = fleet.finish_app("a", fleet.start_app("a", 8, env={"VERALITH_EVALUATE": "remote"}))
+    started = time.monotonic()
+    row.exits["worker --once"] = fleet.cli("worker", "--once", env=dead, timeout=120).returncode
+    row.exits["resume"] = fleet.cli("resume", env=dead, timeout=120).returncode
+    row.note = f"both drains ended in {time.monotonic() - started:.0f} s"
+    row.exits["resume, judge back"] = fleet.drain()
+    row.expected = {"app": 0, "worker --once": 2, "resume": 2, "resume, judge back": 0}
+
+
+@scenario("pg-down-fresh-host", "6. log() on a fresh host while the store is down")
+def _fresh_host(fleet: Fleet, row: Row) -> None:
+    with _store_away(fleet, None):
+        app = fleet.start_app("a", 20, env={"FM_DRAIN_S": "2"})
+        row.exits["app"] = fleet.finish_app("a", app, timeout=120)
+    row.exits["resume"] = fleet.drain()
+    row.expected = {"app": 0, "resume": 0}
+
+
+@scenario("clock-skew", "9. a worker whose clock runs 400 s ahead")
+def _clock_skew(fleet: Fleet, row: Row) -> None:
+    row.exits["app"] = fleet.finish_app("a", fleet.start_app("a", 40, env={"VERALITH_EVALUATE": "remote"}))
+    ahead = "import time; _t = time.time; time.time = lambda: _t() + 400\n"
+    skewed = subprocess.Popen([sys.executable, "-c", ahead + "from veralith.cli import main; main()", "worker",
+                               "--once", "--concurrency", "2"], env=fleet.env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=fleet.tmp)
+    true_clock = fleet.start_cli("worker", "--once", "--concurrency", "2", name="worker")
+    row.exits["skewed worker"], row.exits["worker"] = skewed.wait(timeout=300), true_clock.wait(timeout=300)
+    row.expected = {"app": 0, "skewed worker": 0, "worker": 0}
+
+
+@scenario("kill-app", "15. kill -9 of an app mid-burst")
+def _kill_app(fleet: Fleet, row: Row) -> None:
+    app = fleet.start_app("a", 3000)
+    deadline = time.monotonic() + 60
+    while fleet.logged("a") < 500 and time.monotonic() < deadline:   # mid-burst: some spooled, some shipped
+        time.sleep(0.01)
+    app.send_signal(signal.SIGKILL)
+    row.exits["app (SIGKILL)"] = fleet.finish_app("a", app)
+    row.exits["resume"] = fleet.drain()
+    row.expected = {"app (SIGKILL)": -9, "resume": 0}
+
+
+@scenario("kill-worker", "16. kill -9 of a worker mid-batch")
+def _kill_worker(fleet: Fleet, row: Row) -> None:
+    row.exits["app"] = fleet.finish_app("a", fleet.start_app("a", 200, env={"VERALITH_EVALUATE": "remote"}))
+    slow = {"VERALITH_BACKEND": "local"}
+    doomed = fleet.start_cli("worker", "--concurrency", "4", env=slow, name="worker")
+    time.sleep(2.0)
+    doomed.send_signal(signal.SIGKILL)
+    row.exits["worker (SIGKILL)"] = doomed.wait(timeout=60)
+    row.exits["worker --once"] = fleet.cli("worker", "--once").returncode
+    row.expected = {"app": 0, "worker (SIGKILL)": -9, "worker --once": 0}
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _store_away(fleet: Fleet, seconds: float | None) -> Iterator[None]:
+    """The store unavailable: PostgreSQL stopped; a SQLite file held under another process's write lock.
+    With `seconds`, for that long; else for the block."""
+    if fleet.kind == "postgres":
+        fleet.pg.halt()
+        try:
+            if seconds:
+                time.sleep(seconds)
+            yield
+        finally:
+            fleet.pg.start()
+        return
+    path = fleet.url[len("sqlite:///"):]
+    from veralith.store import open_store
+
+    open_store(fleet.url).stats()   # the file exists, migrated
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
+                               "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                               "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(3600)", path],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    try:
+        if seconds:
+            time.sleep(seconds)
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _wait_judged(fleet: Fleet, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = fleet.sql("SELECT COUNT(*) FROM traces WHERE status IN ('pending', 'running')")[0][0]
+        if not left:
+            return
+        time.sleep(0.5)
+
+
+def run(kinds: list[str], only: list[str]) -> list[Row]:
+    pg = None
+    if "postgres" in kinds:
+        from pg_server import PgServer
+
+        pg = PgServer()
+    rows: list[Row] = []
+    try:
+        for name, (fault, fn) in SCENARIOS.items():
+            if only and name not in only:
+                continue
+            for kind in kinds:
+                tmp = Path(tempfile.mkdtemp(prefix=f"veralith-fm-{name}-"))
+                fleet = Fleet(kind, pg, tmp)
+                row = Row(fault=fault, store=kind)
+                started = time.monotonic()
+                try:
+                    fn(fleet, row)
+                    fleet.audit(row)
+                except Exception as exc:   # the scenario itself broke: said in its row, the others go on
+                    row.note = f"scenario failed: {type(exc).__name__}: {exc}"[:300]
+                    row.expected["scenario"] = "ran"
+                    row.exits["scenario"] = "raised"
+                row.note = (row.note + f"; {time.monotonic() - started:.0f} s").lstrip("; ")
+                rows.append(row)
+                print(f"{name} [{kind}]: {'ok' if row.ok else 'MISSED'} {row.note}", file=sys.stderr, flush=True)
+                from conftest import _close_stores
+
+                _close_stores()
+    finally:
+        if pg is not None:
+            pg.stop()
+    return rows
+
+
+def markdown(rows: list[Row]) -> str:
+    head = ("| fault | store | returned | stored | judged once | judged twice | stuck | lost | set aside "
+            "| worst log() ms | exits (documented) | goal |")
+    lines = [head, "|" + "---|" * 12]
+    for r in rows:
+        exits = "; ".join(f"{k} {v}" + ("" if r.expected.get(k) == v else f" (documented {r.expected.get(k)})")
+                          for k, v in r.exits.items())
+        worst = r.worst_log_ms if r.worst_log_ms is not None else "—"
+        lines.append(f"| {r.fault} | {r.store} | {r.returned} | {r.stored} | {r.judged_once} | {r.judged_twice} "
+                     f"| {r.stuck} | {r.lost} | {r.set_aside} | {worst} | {exits} | {'met' if r.ok else '**missed**'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--only", nargs="*", default=[], choices=list(SCENARIOS), metavar="NAME")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    kinds = ["sqlite", "postgres"] if args.store == "both" else [args.store]
+    rows = run(kinds, args.only)
+    if args.markdown:
+        print(markdown(rows))
+    else:
+        print(json.dumps([{**asdict(r), "ok": r.ok} for r in rows], indent=2))
+    sys.exit(0 if all(r.ok for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()
