@@ -182,6 +182,9 @@ def _handler_for(server: FakeBatchServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(server.upload(_multipart_file(self.headers["Content-Type"], raw))).encode())
             elif path.endswith("/batches"):
                 self._send(200, json.dumps(server.create(json.loads(raw))).encode())
+            elif path.endswith("/chat/completions") and self.headers.get("x-veralith-probe") == "1":
+                status, text = server.chat.probe_answer(json.loads(raw))   # learning, not a judge call
+                self._send(status, text.encode())
             elif path.endswith("/chat/completions"):
                 body = json.loads(raw)
                 with server._lock:

@@ -17,6 +17,7 @@ traces or two passes is one request, sent and paid for once.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import hashlib
 import json
 import threading
@@ -131,8 +132,11 @@ class _FixedHabits(Habits):
     a trace's pass after its replies came back would ask for different requests than were sent."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if "send_max_tokens" not in self.__dict__:   # still being built by the dataclass __init__
+        if _LAST_FIELD not in self.__dict__:   # still being built by the dataclass __init__
             object.__setattr__(self, name, value)
+
+
+_LAST_FIELD = dataclasses.fields(Habits)[-1].name
 
 
 class _BatchServer(Server):
@@ -145,7 +149,7 @@ class _BatchServer(Server):
 
     def habits(self, model: str) -> Habits:
         with self.lock:
-            return self._habits.setdefault(model, _FixedHabits(logprobs_decided=True))
+            return self._habits.setdefault(model, _FixedHabits(logprobs_decided=True, learnt=True))
 
     def slots(self, limit: int | None) -> threading.Semaphore | None:
         return None

@@ -13,7 +13,8 @@ every such repair is reported with the result.
   is `missing` from the result, for the pipeline to decide around. A reply with no usable JSON at all
   is re-asked whole; nothing usable twice is a `malformed_reply` judge error.
 
-Each reply's length is capped (`max_tokens`, veralith.llm.estimate.max_output_tokens). Verdict
+Each reply's length is capped (`max_tokens`: veralith.llm.estimate.max_output_tokens, lowered to what
+the server's past replies to the task needed, veralith.llm.pace). Verdict
 confidence comes from token log-probabilities (veralith.llm.confidence). The usage of every request
 is counted, failed ones included, and priced for the model the server says answered (the configured
 one when it names none); when a base URL is set and no judge model is, results are labelled with the
@@ -44,12 +45,14 @@ from pydantic import BaseModel
 
 from veralith.config import ConfigError, settings, userinfo_problem
 from veralith.errors import JudgeCallError
+from veralith.llm import pace
 from veralith.llm.base import CallResult
 from veralith.llm.confidence import LABEL_FIELDS, label_confidence
-from veralith.llm.estimate import max_output_tokens
+from veralith.llm.estimate import max_output_tokens, output_allowance
 from veralith.llm.prompts import PROMPT_VERSIONS, render
 from veralith.llm.salvage import Key, Reading, Unusable, item_label, read_items, read_whole, settle
 from veralith.llm.server import Habits, server_for
+from veralith.llm.sockets import abortable_http_client
 from veralith.llm.tasks import Task, model_for
 from veralith.llm.transport import TRUNCATION_RATIO, Sent, Transport
 from veralith.observability.cost import record_call
@@ -156,8 +159,11 @@ class OpenAIClient:
         self.server = server_for(self.base_url)
         self.timeout_s = current.timeout_s if timeout_s is None else timeout_s
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
+        # Its connections can be shut from another thread, so a request given up on is closed (sockets).
         sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
-                            max_retries=0)
+                            max_retries=0, http_client=abortable_http_client())
+        # An unset timeout is a default that a local server's measured speed may lengthen (veralith.llm.pace).
+        paced = timeout_s is None and "timeout_s" not in current.model_fields_set
         # The async path's SDK clients, per event loop (an AsyncOpenAI's connections belong to the loop
         # that opened them); made on first use, so the sync path never builds one.
         self._async_sdks: dict[asyncio.AbstractEventLoop, _Pools] = {}
@@ -165,7 +171,7 @@ class OpenAIClient:
         self._transports = {name: Transport(sdk, self.server, model=name, timeout_s=self.timeout_s,
                                             max_retries=current.max_retries if max_retries is None else max_retries,
                                             temperature=self.temperature, redact=self._redact,
-                                            asdk=self._async_sdk)
+                                            asdk=self._async_sdk, paced=paced)
                             for name in dict.fromkeys((self.sent_model, self.decomposer_model))}
         self.transport = self._transports[self.sent_model]
         if self._label_from_server:
@@ -302,14 +308,21 @@ class OpenAIClient:
         """The judging of one call, as a generator: it yields each request it needs, (extra messages,
         token cap), is sent the reply, and returns the result. `run` and `arun` send the requests (one
         blocking, one awaiting); reading, re-asking and validating are written once, here."""
-        cap = max_output_tokens(task.name, payload, model)
+        # The cap: the task's fixed one, lowered to what this server's replies to it needed (veralith.llm.pace).
+        habits = self.server.habits(model)
+        allowance = output_allowance(task.name, payload, model)
+        cap = pace.max_tokens(habits, task.name, allowance, max_output_tokens(task.name, payload, model, allowance))
         # Results are labelled with the judge model, so a reply from the decomposer model never names it.
         labels = model == self.sent_model
 
         def read(sent: Sent) -> tuple[str, list[Any] | None, list[str]]:
             return self._reply(sent, usage, labels=labels)
 
-        content, tokens, problems = read((yield [], cap))
+        first = yield [], cap
+        if first.completion is not None and first.completion.usage is not None and first.completion.choices:
+            pace.note_output(habits, task.name, first.completion.usage.completion_tokens or 0, allowance,
+                             cut_off=first.completion.choices[0].finish_reason == "length")
+        content, tokens, problems = read(first)
         if not task.items:
             return (yield from self._whole(task, payload, usage, content, problems, read, cap))
         reading = self._items(task, payload, content, problems)

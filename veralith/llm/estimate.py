@@ -67,7 +67,7 @@ from veralith.models import ContextChunk, claim_id
 from veralith.usage import CallUsage, OutputSize
 
 __all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "estimate_tokens",
-           "max_output_tokens", "output_sizes", "planned_calls"]
+           "max_output_tokens", "output_allowance", "output_sizes", "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
                     "call": 20, "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
@@ -204,19 +204,25 @@ def _output_allowance(task: str, payload: Any, query_tokens: int, response_token
             + a["completeness_per_sub_question"] * len(payload.sub_questions))
 
 
-def max_output_tokens(task: str, payload: Any, model: str) -> int:
-    """The `max_tokens` a judge call sends: twice the budget's output allowance for this call, plus 256.
-
-    Large enough that a reply that follows the prompt (one short reasoning sentence per item) never
-    meets it, small enough that a small local model that rambles stops at a few seconds' worth of
-    tokens instead of at its context limit. A reply cut there keeps its complete items; the others
-    are asked again.
-    """
+def output_allowance(task: str, payload: Any, model: str) -> int:
+    """The output allowance (OUTPUT_ALLOWANCE) of one call of `task` on `payload`, in `model`'s tokens."""
     query_tokens, _ = count_tokens(getattr(payload, "query", ""), model, wait=False)
     said = payload.response if task == "claims" else " ".join(s.text for s in payload.sentences) \
         if task == "fast" else ""
     response_tokens, _ = count_tokens(said, model, wait=False) if said else (0, "")
-    return 2 * _output_allowance(task, payload, query_tokens, response_tokens) + 256
+    return _output_allowance(task, payload, query_tokens, response_tokens)
+
+
+def max_output_tokens(task: str, payload: Any, model: str, allowance: int | None = None) -> int:
+    """The largest `max_tokens` a judge call sends: twice the budget's output allowance for this call
+    (`allowance`, when the caller has it), plus 256.
+
+    Large enough that a reply that follows the prompt (one short reasoning sentence per item) never
+    meets it, small enough that a small local model that rambles stops at a few seconds' worth of
+    tokens instead of at its context limit. A reply cut there keeps its complete items; the others
+    are asked again. A server's replies can lower it (veralith.llm.pace.max_tokens).
+    """
+    return 2 * (output_allowance(task, payload, model) if allowance is None else allowance) + 256
 
 
 _LEARNT_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "fast")   # not explain
