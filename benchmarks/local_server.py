@@ -63,6 +63,9 @@ def judge(records: list[dict[str, Any]], base_url: str, model: str | None) -> li
                 "repairs": len(result.repairs),
                 "confidence": any(j.confidence is not None for j in [*result.faithfulness, *result.sufficiency]),
                 "judge_model": result.judge_model})
+            row = rows[-1]
+            print(f"{row['trace']}: {row['seconds']:.1f} s, {row['calls']} calls, {row['cell'] or '-'} "
+                  f"{' '.join(row['errors'])}", file=sys.stderr, flush=True)   # progress: a real server is slow
     return rows
 
 
@@ -96,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--fake", action="append", default=[], metavar="HABIT",
                         help="start the fake server with this habit instead of --base-url (repeatable)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also log each re-ask and its reason")
     parser.add_argument("--fresh", action="store_true",
                         help="forget what the server notes hold about this server first (learn it again)")
     args = parser.parse_args(argv)
@@ -103,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --base-url (a server of yours) or --fake HABIT (the self-test)")
     records = [json.loads(line) for line in args.file.read_text(encoding="utf-8").splitlines() if line.strip()]
     records = records[:args.limit] if args.limit else records
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     server = None
     base_url = args.base_url
     if args.fake:

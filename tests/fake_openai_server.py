@@ -26,6 +26,8 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.habits = {"json_schema_500", "prose"}    # habits of local model servers (below)
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
         openai_server.slots = 4                               # GET /props says total_slots (llama.cpp)
+        openai_server.owned_by = "vllm"                       # the model list names vLLM
+        openai_server.ollama_version = "0.12.0"                # GET /api/version answers (Ollama)
         openai_server.requests, openai_server.count, openai_server.by_task(), openai_server.probes
 
 Order of answers: scripted queue, then `responder` (body -> reply, or None to pass), then (when
@@ -177,6 +179,8 @@ class FakeOpenAIServer:
         self.slow_logprobs_s = 0.4
         self.slots: int | None = None         # GET /props answers {"total_slots": slots} when set (llama.cpp)
         self.instance = f"fake-{os.getpid()}-{time.time_ns()}"
+        self.owned_by = "fake"                # the model list's owned_by ("vllm": what vLLM says)
+        self.ollama_version: str | None = None   # GET /api/version answers {"version": ...} when set (Ollama)
         self._probes: list[dict[str, Any]] = []
         self._faults: dict[str, float] = {}
         self._rng = random.Random(0)
@@ -467,7 +471,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 # `root` differs per server instance, so what a client learnt about one fake server (its
                 # identity: veralith.llm.probe) is never taken for another on the same port.
                 self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model",
+                                                                          "owned_by": server.owned_by,
                                                                           "root": server.instance}]}))
+            elif self.path.rstrip("/") == "/api/version" and server.ollama_version is not None:
+                self._send(200, json.dumps({"version": server.ollama_version}))
             elif self.path.rstrip("/") == "/props" and server.slots is not None:
                 self._send(200, json.dumps({"total_slots": server.slots, "build_info": "fake"}))
             else:
@@ -477,9 +484,17 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             with server._lock:
                 server.in_flight += 1
                 server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            self._counted = True
             try:
                 self._answer()
             finally:
+                self._uncount()
+
+        def _uncount(self) -> None:
+            """The request is no longer in flight: before its answer is written, so that a client that
+            sends its next request on reading the answer is never counted twice."""
+            if getattr(self, "_counted", False):
+                self._counted = False
                 with server._lock:
                     server.in_flight -= 1
 
@@ -530,6 +545,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._send(*server.probe_answer(body))
 
         def _trickle(self, data: bytes, pause: float) -> None:
+            self._uncount()
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -546,6 +562,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
             data = text.encode("utf-8")
+            self._uncount()
             try:
                 extra = extra or {}
                 self.send_response(status)

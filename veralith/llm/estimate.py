@@ -66,7 +66,7 @@ from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
 from veralith.usage import CallUsage, OutputSize
 
-__all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "estimate_tokens",
+__all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "claim_count", "estimate_tokens",
            "max_output_tokens", "output_allowance", "output_sizes", "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
@@ -143,6 +143,11 @@ def _claim_texts(sentences: list[str]) -> list[str]:
         parts = [p for p in _CLAUSE.split(sentence) if _LETTER.search(p)]
         texts += parts or [sentence]
     return texts
+
+
+def claim_count(text: str) -> int:
+    """How many claims the estimate assumes `text` holds (its sentences' clauses that contain a letter)."""
+    return len(_claim_texts(_sentences(text)))
 
 
 def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, batch_size: int,

@@ -10,7 +10,13 @@ llama-cpp-python's server: veralith.llm.transport decides) the schema sent is na
 * each judged item list (Task.items) holds exactly one item per expected id, its id one of them;
 * a field that names chunks, sub-questions or sentences (`chunk_id`, `*_chunk_ids`, `sub_question_ids`,
   `source_sentence_ids`) takes only the ids the call's data holds;
-* every other list holds at most MAX_ITEMS entries (the extraction lists MAX_EXTRACTED).
+* the extraction lists (sub-questions, claims, gaps, remarks) hold at most as many items as the
+  call's text can need (one more than the clauses the estimate counts in the query or the response,
+  veralith.llm.estimate.claim_count; gaps and remarks at most one per sentence), at least one
+  sub-question for a query with words, their ids in the prompt's numbering (q1, k1, g1, r1, ...);
+* a claim's text has no digits when neither the query nor the response has any (a claim's numbers
+  come from its sentences or the query: the claims task's own check);
+* every other list holds at most MAX_ITEMS entries (other top-level lists MAX_EXTRACTED).
 
 Free text is left unbounded: a length limit is a repetition the grammar spells out one character at
 a time (llama.cpp nests one optional group per character), which on a CPU costs more than it saves;
@@ -26,16 +32,21 @@ makes of them is not checked here.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
+from veralith.llm.estimate import claim_count
 from veralith.llm.tasks import Task
 
-__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "bounded"]
+__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded"]
 
 MAX_ITEMS = 8          # evidence, facts, chunk ids per item
 MAX_EXTRACTED = 32     # claims, gaps, remarks, sub-questions of one trace
+# Any JSON string content without a digit (quotes, backslashes and control characters stay out: the
+# grammar writes the characters as they are, so they could not be escaped).
+NO_DIGITS = '^[^0-9"\\\\\\n\\r\\t]*$'
 
 # Which ids a field may hold, by the end of its name: (suffix, the payload attribute listing them).
 _ID_FIELDS = (("chunk_id", "chunks"), ("chunk_ids", "chunks"), ("sub_question_ids", "sub_questions"),
@@ -59,11 +70,39 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
     for name, prop in out["properties"].items():
         if prop.get("type") == "array" and name not in judged:
             prop["maxItems"] = MAX_EXTRACTED
+            extracted = _EXTRACTED.get((task.name, name))
+            if extracted is not None:
+                prefix, most, least = extracted
+                prop["maxItems"] = min(MAX_EXTRACTED, max(most(payload), least(payload)))
+                prop["minItems"] = min(least(payload), prop["maxItems"])
+                item = _resolved(prop.get("items", {}), defs)
+                if "id" in item.get("properties", {}):
+                    item["properties"]["id"] = {"type": "string",
+                                                "enum": [f"{prefix}{n}" for n in range(1, prop["maxItems"] + 1)]}
+    if task.name == "claims" and not any(c.isdigit() for c in f"{getattr(payload, 'query', '')} "
+                                                            f"{getattr(payload, 'response', '')}"):
+        claim = defs.get("ExtractedClaim", {}).get("properties", {})
+        if claim.get("text", {}).get("type") == "string":
+            claim["text"] = {"type": "string", "pattern": NO_DIGITS}
     seen: set[int] = set()
     blank = task.name == "explain"   # its quotes of the response name no chunk ("")
     for node in [out, *defs.values()]:
         _limit(node, payload, seen, blank)
     return out
+
+
+def _sentences(payload: Any) -> list[str]:
+    return [s.text for s in getattr(payload, "sentences", None) or []]
+
+
+# (task, list) -> (id prefix, the most items the call's data can need, the fewest it must have)
+_EXTRACTED: dict[tuple[str, str], tuple[str, Callable[[Any], int], Callable[[Any], int]]] = {
+    ("questions", "sub_questions"): ("q", lambda p: claim_count(p.query) + 1,
+                                     lambda p: 1 if any(c.isalpha() for c in p.query) else 0),
+    ("claims", "claims"): ("k", lambda p: claim_count(" ".join(_sentences(p))) + 1, lambda p: 0),
+    ("claims", "gaps"): ("g", lambda p: len(_sentences(p)), lambda p: 0),
+    ("claims", "remarks"): ("r", lambda p: len(_sentences(p)), lambda p: 0),
+}
 
 
 def _resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:

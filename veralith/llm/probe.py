@@ -109,7 +109,7 @@ def _learn(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeo
     assert server.base_url is not None
     rejected = habits.learnt   # here again because a json_schema request was just refused
     if not habits.learnt:
-        who = identity(server, model, sdk)
+        who = server.identity = identity(server, model, sdk)
         kept = notes.load(server.base_url, model)
         if kept is not None and kept.get("identity") == who:
             habits.restore(kept["habits"])
@@ -120,7 +120,6 @@ def _learn(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeo
         if server.local:
             _probe_system(server, model, habits, sdk, timeout_s)
             habits.probe_structured = True
-        server.identity = who
     if habits.probe_structured:
         _probe_structured(server, model, habits, sdk, timeout_s, skip=("json_schema",) if rejected else ())
     habits.learnt, habits.probe_structured = True, False
