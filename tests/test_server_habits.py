@@ -123,7 +123,8 @@ def test_a_timed_out_request_to_a_local_server_is_not_sent_again(openai_server):
 
 def test_a_local_servers_deadline_grows_with_its_measured_speed_unless_set():
     habits = Habits()
-    assert pace.deadline(habits, 60.0, adaptive=True, prompt_tokens=3000, max_tokens=800) == 60.0   # nothing measured
+    # Nothing timed yet: long enough for a CPU server's first long call (it is not sent again if it times out).
+    assert pace.deadline(habits, 60.0, adaptive=True, prompt_tokens=3000, max_tokens=800) == pace.UNMEASURED_S
     for prompt, out, seconds in ((300, 40, 5.0), (2500, 300, 40.0), (1200, 120, 17.0)):
         pace.note_speed(habits, prompt, out, seconds)
     a, b = pace.fit(habits.speed) or (0, 0)
@@ -131,6 +132,22 @@ def test_a_local_servers_deadline_grows_with_its_measured_speed_unless_set():
     slow = pace.deadline(habits, 60.0, adaptive=True, prompt_tokens=3000, max_tokens=800)
     assert slow > 2 * (b * 800)   # room for a reply as long as its cap, twice over
     assert pace.deadline(habits, 60.0, adaptive=False, prompt_tokens=3000, max_tokens=800) == 60.0
+
+
+def test_a_timed_out_request_lengthens_the_next_deadline(openai_server):
+    from veralith.llm import retry
+    from veralith.llm.transport import _Attempts
+    from veralith.usage import CallUsage
+
+    client = _client(openai_server)   # the timeout not set: paced
+    client.run(FAITHFULNESS, _payload())   # learnt; the fake's replies are fast, so the deadline is the configured one
+    messages = [{"role": "user", "content": "x" * 3000}]
+    before = client.transport._deadline(messages, {"max_tokens": 800})
+    attempt = _Attempts(client.transport, FAITHFULNESS, _payload(), {}, [], CallUsage(), 800)
+    with pytest.raises(JudgeCallError) as info:   # a local server's timeout: not sent again
+        attempt.failed(retry.DeadlinePassed(before), {"max_tokens": 800}, messages)
+    assert info.value.kind == "timeout"
+    assert client.transport._deadline(messages, {"max_tokens": 800}) > 1.5 * before
 
 
 def test_a_local_server_gets_the_longer_deadline_in_its_requests(openai_server):

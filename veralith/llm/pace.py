@@ -1,12 +1,16 @@
 """Time and length that fit a judge server: each request's deadline and `max_tokens`, from what the
 server's replies showed (kept in its Habits, per model, across processes: veralith.llm.notes).
 
-* Speed. Each reply adds (prompt tokens, output tokens, seconds) to the last SPEED_KEPT; seconds ≈
-  a × prompt tokens + b × output tokens is fitted to them (least squares, neither rate below zero).
-  A local server's request gets the deadline `SLACK × (a × its prompt + b × its max_tokens) + MARGIN_S`
-  when that is longer than the configured timeout (VERALITH_TIMEOUT_S's default, 60 s): a reply as long
-  as its cap is given the time the server needs for it, twice over. A timeout set explicitly is kept
-  as it is, and so is any timeout for a server elsewhere (its speed is not this machine's to measure).
+* Speed. Each reply (the probes' included: veralith.llm.probe) adds (prompt tokens, output tokens,
+  seconds) to the last SPEED_KEPT; seconds ≈ a × prompt tokens + b × output tokens is fitted to them
+  (least squares, neither rate below zero). A local server's request gets the deadline
+  `SLACK × (a × its prompt + b × its max_tokens) + MARGIN_S` when that is longer than the configured
+  timeout (VERALITH_TIMEOUT_S's default, 60 s): a reply as long as its cap is given the time the
+  server needs for it, twice over. Until a reply has been timed, UNMEASURED_S: a CPU server's first
+  long call takes minutes, and a timed-out request is not sent again. A request that timed out
+  counts as a reply of its max_tokens that took its whole deadline, so the next deadline is longer.
+  A timeout set explicitly is kept as it is, and so is any timeout for a server elsewhere (its speed
+  is not this machine's to measure).
 * Length. Each reply of a task adds its output tokens / the task's output allowance for the call
   (veralith.llm.estimate.output_allowance) to the last OUTPUTS_KEPT of that task. Once there are
   OUTPUTS_NEEDED, `max_tokens` is the allowance times the largest of them, times CAP_SLACK, plus
@@ -26,6 +30,7 @@ from veralith.llm.server import Habits
 __all__ = ["deadline", "fit", "max_tokens", "note_output", "note_speed"]
 
 SPEED_KEPT = 16
+UNMEASURED_S = 300.0
 SLACK = 2.0
 MARGIN_S = 10.0
 OUTPUTS_KEPT = 24
@@ -63,9 +68,11 @@ def fit(speed: list[list[float]]) -> tuple[float, float] | None:
 def deadline(habits: Habits, configured: float, *, adaptive: bool, prompt_tokens: int,
              max_tokens: int | None) -> float:
     """The seconds one request may take (see the module doc)."""
-    rates = fit(habits.speed) if adaptive and max_tokens else None
-    if rates is None:
+    if not adaptive or not max_tokens:
         return configured
+    rates = fit(habits.speed)
+    if rates is None:
+        return max(configured, UNMEASURED_S)
     need = rates[0] * prompt_tokens + rates[1] * (max_tokens or 0)
     return max(configured, min(3600.0, SLACK * need + MARGIN_S))
 

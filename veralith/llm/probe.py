@@ -181,11 +181,11 @@ def _ask(sdk: openai.OpenAI, model: str, timeout_s: float, messages: list[dict[s
     """One probe request: (completion, seconds), None when the server refused it; raises _Unreachable."""
     def create() -> Any:
         return sdk.chat.completions.create(model=model, messages=cast(Any, messages), max_tokens=max_tokens,
-                                           temperature=0, timeout=timeout_s, extra_headers=_HEADERS, **fields)
+                                           temperature=0, timeout=2 * timeout_s, extra_headers=_HEADERS, **fields)
 
     started = time.monotonic()
-    try:
-        completion = retry.within(timeout_s, create, release=None)
+    try:   # twice the call timeout: a tiny request, but a busy server may make it wait for its turn
+        completion = retry.within(2 * timeout_s, create, release=None)
     except openai.APIStatusError as exc:
         if exc.status_code in (401, 403, 404, 429) or exc.status_code >= 502:
             raise _Unreachable(f"HTTP {exc.status_code}") from None   # not about the request's form

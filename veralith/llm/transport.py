@@ -125,7 +125,7 @@ class Transport:
                 try:
                     raw = self._send(messages, options, attempt.retries, hold)
                 except (retry.DeadlinePassed, openai.APIError) as exc:
-                    wait = attempt.failed(exc, options)   # raises once no retry is left
+                    wait = attempt.failed(exc, options, messages)   # raises once no retry is left
                     continue
                 sent = attempt.received(raw, messages, options, time.monotonic() - started)
                 if sent is not None:
@@ -153,7 +153,7 @@ class Transport:
                 try:
                     raw = await self._asend(messages, options, attempt.retries)
                 except (retry.DeadlinePassed, openai.APIError) as exc:
-                    wait = attempt.failed(exc, options)   # raises once no retry is left
+                    wait = attempt.failed(exc, options, messages)   # raises once no retry is left
                     continue
                 sent = attempt.received(raw, messages, options, time.monotonic() - started)
                 if sent is not None:
@@ -198,7 +198,7 @@ class Transport:
         """The request's timeout: the configured one, longer for a local server that needs it (veralith.llm.pace)."""
         if not self.paced:
             return self.timeout_s
-        prompt = sum(len(m["content"]) for m in messages) // 3   # a generous token count (3 characters a token)
+        prompt = _prompt_estimate(messages)
         return pace.deadline(self.server.habits(self.model), self.timeout_s, adaptive=True, prompt_tokens=prompt,
                              max_tokens=options.get("max_tokens"))
 
@@ -313,11 +313,15 @@ class _Attempts:
         self.usage.calls += 1
         return built
 
-    def failed(self, exc: Exception, options: dict[str, Any]) -> float:
+    def failed(self, exc: Exception, options: dict[str, Any], messages: list[dict[str, str]]) -> float:
         """Seconds to wait before the next attempt (0: an option was adapted, send again at once);
         raises JudgeCallError once no retry is left."""
         if isinstance(exc, openai.APIStatusError) and self.transport._adapt(exc, options, self.habits):
             return 0.0
+        if isinstance(exc, retry.DeadlinePassed) and self.transport.paced and options.get("max_tokens"):
+            # Slower than its deadline: counted as a reply of its cap that took the whole deadline (pace).
+            pace.note_speed(self.habits, _prompt_estimate(messages), options["max_tokens"], exc.seconds)
+            self.transport.keep_now_and_then()
         wait = self.transport._after_failure(exc, self.retries)
         self.retries += 1
         return wait
@@ -383,6 +387,11 @@ class _Hold:
             last = self.parties == 0
         if last and self.slots is not None:
             self.slots.release()
+
+
+def _prompt_estimate(messages: list[dict[str, str]]) -> int:
+    """A generous prompt-token count, without a tokenizer: 3 characters a token."""
+    return sum(len(m["content"]) for m in messages) // 3
 
 
 def _in_user_turn(messages: list[dict[str, str]]) -> list[dict[str, str]]:
