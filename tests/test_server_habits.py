@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -16,7 +17,7 @@ from veralith.config import settings
 from veralith.errors import JudgeCallError
 from veralith.llm import pace
 from veralith.llm.client import OpenAIClient, strict_schema
-from veralith.llm.grammar import NO_DIGITS, bounded
+from veralith.llm.grammar import NO_DIGITS, bounded, numbers_only_from
 from veralith.llm.notes import notes_path
 from veralith.llm.server import Habits, forget_servers
 from veralith.llm.tasks import (
@@ -194,9 +195,12 @@ def test_a_llama_cpp_grammar_gets_the_schema_narrowed_to_the_call():
     assert claims["properties"]["claims"]["maxItems"] == 2 and claims["properties"]["gaps"]["maxItems"] == 1
     assert claims["$defs"]["ExtractedClaim"]["properties"]["source_sentence_ids"]["items"]["enum"] == ["S1"]
     assert claims["$defs"]["ExtractedClaim"]["properties"]["text"]["pattern"] == NO_DIGITS   # no number to copy
-    numbered = ClaimsInput(query="q", response="It is 330 m.", sentences=[Sentence(id="S1", text="It is 330 m.")])
-    assert "pattern" not in bounded(CLAIMS, numbered, strict_schema(CLAIMS))["$defs"]["ExtractedClaim"]["properties"][
-        "text"]
+    numbered = ClaimsInput(query="Built in 1889?", response="It is 330 m.",
+                           sentences=[Sentence(id="S1", text="It is 330 m.")])
+    pattern = bounded(CLAIMS, numbered, strict_schema(CLAIMS))["$defs"]["ExtractedClaim"]["properties"]["text"]["pattern"]
+    assert pattern == numbers_only_from("Built in 1889? It is 330 m.")
+    assert re.fullmatch(pattern, "It was built in 1889 and is 330 m tall.")
+    assert not re.fullmatch(pattern, "It is 300 m tall.") and not re.fullmatch(pattern, 'A "quote"')
     assert strict_schema(FAITHFULNESS)["properties"]["items"].get("maxItems") is None   # the task's own is untouched
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shlex
 import sqlite3
@@ -475,6 +476,9 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(ExitCode.INTERRUPTED)
+        # Stopping promptly: the objects left are the interpreter's to free, not to search for cycles
+        # (the final collections took seconds on a busy machine).
+        gc.freeze()
         raise typer.Exit(ExitCode.INTERRUPTED)
     if tally.errors:
         raise typer.Exit(ExitCode.ERROR)

@@ -37,7 +37,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from typing import Any, Protocol
 
 import openai
@@ -241,6 +241,7 @@ class OpenAIClient:
             return cached
         usage = CallUsage(model=model)
         transport = self._transports[model]
+        await self._closed_with_loop()
         steps = self._judge(task, payload, schema, usage, model)
         try:
             extra, cap = next(steps)
@@ -258,13 +259,8 @@ class OpenAIClient:
     def _async_sdk(self) -> Iterator[openai.AsyncOpenAI]:
         """An AsyncOpenAI client of the running event loop for one request (those of closed loops are
         dropped): the least busy of the loop's connection pools (_Pools)."""
-        loop = asyncio.get_running_loop()
         with self._lock:
-            pools = self._async_sdks.get(loop)
-            if pools is None:
-                for gone in [old for old in self._async_sdks if old.is_closed()]:
-                    del self._async_sdks[gone]
-                pools = self._async_sdks[loop] = _Pools(self._new_async_sdk)
+            pools = self._pools()
             index = pools.take()
         try:
             yield pools.sdks[index]
@@ -272,11 +268,30 @@ class OpenAIClient:
             with self._lock:
                 pools.busy[index] -= 1
 
+    async def _closed_with_loop(self) -> None:
+        """Make the running loop's clients, once, with an async generator that closes them: a loop that
+        shuts down (asyncio.run, veralith.pipeline.pool.LoopPool) closes its async generators."""
+        with self._lock:
+            pools = self._pools()
+            closer, pools.closer = pools.closer, pools.closer or _closing(pools)
+        if closer is None:
+            await pools.closer.__anext__()   # started: the loop now knows it, and closes it when it shuts down
+
+    def _pools(self) -> _Pools:
+        """The running loop's clients (those of closed loops are dropped); the caller holds the lock."""
+        loop = asyncio.get_running_loop()
+        pools = self._async_sdks.get(loop)
+        if pools is None:
+            for gone in [old for old in self._async_sdks if old.is_closed()]:
+                del self._async_sdks[gone]
+            pools = self._async_sdks[loop] = _Pools(self._new_async_sdk)
+        return pools
+
     def _new_async_sdk(self) -> openai.AsyncOpenAI:
-        # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
-        # then: one of a closed loop would fail there. Its connections are dropped with it instead.
+        # aiohttp (the SDK's DefaultAioHttpClient): 0.70x the CPU per request of httpx at concurrency 64
+        # (benchmarks/async_transport.py). Its sessions are closed with their loop (_closed_with_loop).
         return openai.AsyncOpenAI(api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url,
-                                  timeout=self.timeout_s, max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
+                                  timeout=self.timeout_s, max_retries=0, http_client=openai.DefaultAioHttpClient())
 
     def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
         """(cache key, model the task goes to, schema, the call's messages as json_schema mode sends them)."""
@@ -481,6 +496,7 @@ class _Pools:
         self.make = make
         self.sdks: list[openai.AsyncOpenAI] = []
         self.busy: list[int] = []   # requests in flight on each
+        self.closer: AsyncGenerator[None, None] | None = None   # closes them with the loop (_closing)
 
     def take(self) -> int:
         """The index of the client the next request goes to, counted as busy (the caller holds the lock)."""
@@ -491,6 +507,16 @@ class _Pools:
             index = len(self.sdks) - 1
         self.busy[index] += 1
         return index
+
+
+async def _closing(pools: _Pools) -> AsyncGenerator[None, None]:
+    """Closes a loop's clients (their aiohttp sessions) when the loop shuts its async generators down."""
+    try:
+        yield
+    finally:
+        for sdk in pools.sdks:
+            with contextlib.suppress(Exception):
+                await sdk.close()
 
 
 def _grown(cap: int, problems: list[str]) -> int:

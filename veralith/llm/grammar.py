@@ -14,7 +14,7 @@ llama-cpp-python's server: veralith.llm.transport decides) the schema sent is na
   call's text can need (one more than the clauses the estimate counts in the query or the response,
   veralith.llm.estimate.claim_count; gaps and remarks at most one per sentence), at least one
   sub-question for a query with words, their ids in the prompt's numbering (q1, k1, g1, r1, ...);
-* a claim's text has no digits when neither the query nor the response has any (a claim's numbers
+* a claim's text holds no digits but the digit runs of the query and the response (a claim's numbers
   come from its sentences or the query: the claims task's own check);
 * every other list holds at most MAX_ITEMS entries (other top-level lists MAX_EXTRACTED).
 
@@ -32,6 +32,7 @@ makes of them is not checked here.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -40,13 +41,22 @@ from pydantic import BaseModel
 from veralith.llm.estimate import claim_count
 from veralith.llm.tasks import Task
 
-__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded"]
+__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded", "numbers_only_from"]
 
 MAX_ITEMS = 8          # evidence, facts, chunk ids per item
 MAX_EXTRACTED = 32     # claims, gaps, remarks, sub-questions of one trace
-# Any JSON string content without a digit (quotes, backslashes and control characters stay out: the
-# grammar writes the characters as they are, so they could not be escaped).
-NO_DIGITS = '^[^0-9"\\\\\\n\\r\\t]*$'
+# JSON string content: any character but a digit, a quote, a backslash or a control character (the
+# grammar writes characters as they are, so none of these could be escaped) ...
+_PLAIN = '[^0-9"\\\\\\n\\r\\t]'
+NO_DIGITS = f"^{_PLAIN}*$"
+
+
+def numbers_only_from(text: str) -> str:
+    """A pattern for JSON string content whose digits come only as the digit runs of `text` (llama.cpp's
+    pattern grammar: capturing groups only)."""
+    runs = sorted(set(re.findall(r"[0-9]+", text)), key=lambda r: (-len(r), r))
+    return f"^({'|'.join([_PLAIN, *runs])})*$" if runs else NO_DIGITS
+
 
 # Which ids a field may hold, by the end of its name: (suffix, the payload attribute listing them).
 _ID_FIELDS = (("chunk_id", "chunks"), ("chunk_ids", "chunks"), ("sub_question_ids", "sub_questions"),
@@ -79,11 +89,11 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
                 if "id" in item.get("properties", {}):
                     item["properties"]["id"] = {"type": "string",
                                                 "enum": [f"{prefix}{n}" for n in range(1, prop["maxItems"] + 1)]}
-    if task.name == "claims" and not any(c.isdigit() for c in f"{getattr(payload, 'query', '')} "
-                                                            f"{getattr(payload, 'response', '')}"):
+    if task.name == "claims":
         claim = defs.get("ExtractedClaim", {}).get("properties", {})
         if claim.get("text", {}).get("type") == "string":
-            claim["text"] = {"type": "string", "pattern": NO_DIGITS}
+            source = f"{getattr(payload, 'query', '')} {getattr(payload, 'response', '')}"
+            claim["text"] = {"type": "string", "pattern": numbers_only_from(source)}
     seen: set[int] = set()
     blank = task.name == "explain"   # its quotes of the response name no chunk ("")
     for node in [out, *defs.values()]:

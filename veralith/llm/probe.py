@@ -185,7 +185,7 @@ def _ask(sdk: openai.OpenAI, model: str, timeout_s: float, messages: list[dict[s
 
     started = time.monotonic()
     try:   # twice the call timeout: a tiny request, but a busy server may make it wait for its turn
-        completion = retry.within(2 * timeout_s, create, release=None)
+        completion = retry.within(2 * timeout_s, create, release=None, name="veralith-probe")
     except openai.APIStatusError as exc:
         if exc.status_code in (401, 403, 404, 429) or exc.status_code >= 502:
             raise _Unreachable(f"HTTP {exc.status_code}") from None   # not about the request's form

@@ -35,7 +35,8 @@ class DeadlinePassed(Exception):
         self.seconds = seconds
 
 
-def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], None] | None) -> Any:
+def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], None] | None,
+           name: str = "veralith-judge-call") -> Any:
     """Run `call` and return its result, or raise DeadlinePassed after `seconds` (JudgeCallCancelled
     as soon as the process cancels its calls: veralith.llm.cancel); `release` runs when the call has
     ended (so a server slot is held for as long as the server works on the request).
@@ -63,7 +64,7 @@ def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], Non
             release()
         raise JudgeCallCancelled()
     try:
-        threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
+        threading.Thread(target=run, name=name, daemon=True).start()
     except RuntimeError:   # interpreter shutdown (the at-exit drain, Python 3.12+): no new threads
         run()              # the SDK's per-read timeout still applies; the drain has its own deadline
     with cancel.on_cancel(done.set):
@@ -81,7 +82,10 @@ def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], Non
 async def awithin(seconds: float, call: Awaitable[Any]) -> Any:
     """`within` on the event loop: await `call`, or cancel it (closing its connection) and raise
     DeadlinePassed after `seconds`, JudgeCallCancelled as soon as the process cancels its calls."""
-    cancel.check()
+    if cancel.cancelled():
+        if asyncio.iscoroutine(call):
+            call.close()   # never sent: nothing to await
+        raise JudgeCallCancelled()
     loop = asyncio.get_running_loop()
     request = asyncio.ensure_future(call)
     stop: asyncio.Future[None] = loop.create_future()
