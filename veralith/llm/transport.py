@@ -56,7 +56,7 @@ _TOP_LOGPROBS = 5
 _LABELLED = frozenset({"sufficiency", "faithfulness", "completeness"})   # tasks whose verdicts get a confidence
 _MAX_DETAIL = 300
 _NOT_AN_OPTION = frozenset({401, 403, 404, 408, 409, 429})   # statuses that never mean "this option is refused"
-KEEP_EVERY_S = 30.0
+KEEP_EVERY_S = 5.0
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Transport:
         self.timeout_s, self.max_retries, self.temperature = timeout_s, max_retries, temperature
         self.redact = redact
         self.paced = paced and server.local
-        self._kept_at = time.monotonic()
+        self._kept_at = 0.0   # the first reply is kept at once
 
     def learn(self) -> None:
         """Learn what the server does before sending it anything (veralith.llm.probe); cheap once known."""
@@ -90,10 +90,10 @@ class Transport:
             probe.learn(self.server, self.model, self.sdk, self.timeout_s)
 
     def keep_now_and_then(self) -> None:
-        """Keep what was learnt (veralith.llm.notes): after every reply of a local server, whose replies take
-        seconds, else at most every KEEP_EVERY_S (a fast server's replies would rewrite the file constantly)."""
+        """Keep what was learnt (veralith.llm.notes) at most every KEEP_EVERY_S: after every reply of a
+        server that takes longer than that per reply (a CPU), not hundreds of times a second for a fast one."""
         now = time.monotonic()
-        if self.server.base_url and (self.server.local or now - self._kept_at >= KEEP_EVERY_S):
+        if self.server.base_url and now - self._kept_at >= KEEP_EVERY_S:
             self._kept_at = now
             probe.keep(self.server, self.model)
 
