@@ -112,14 +112,16 @@ class Transport:
         Raises JudgeCallError (JudgeServerDown while the server is down)."""
         attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens, rendered)
         while True:
-            self.learn()
+            self.learn()   # before the slot too: how many slots the server has is learnt here
             self.server.breaker.before_request()
             # The slot is held until the reply has been looked at (what the server read, how fast), so a
             # request waiting behind this one is built as the server is now known to want it. The request
-            # is built once the slot is had for the same reason (another may have found json_schema refused).
+            # is built once the slot is had for the same reason (another may have found json_schema refused,
+            # and be probing the other forms: learn() waits for that).
             hold = _Hold(self.server.slots(settings.current.server_concurrency))
             wait = 0.0
             try:
+                self.learn()
                 messages, options = attempt.request()
                 started = time.monotonic()
                 try:
@@ -142,12 +144,13 @@ class Transport:
         waiting for a slot and backing off without holding a thread."""
         attempt = _Attempts(self, task, payload, schema, extra, usage, max_tokens, rendered)
         while True:
-            await self.alearn()
+            await self.alearn()   # before the slot too: how many slots the server has is learnt here
             self.server.breaker.before_request()
             slots = self.server.slots(settings.current.server_concurrency)
             await _acquire(slots)
             wait = 0.0
             try:
+                await self.alearn()
                 messages, options = attempt.request()
                 started = time.monotonic()
                 try:
