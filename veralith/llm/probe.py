@@ -46,7 +46,7 @@ from veralith.errors import JudgeCallCancelled
 from veralith.llm import notes, pace, retry
 from veralith.llm.server import Habits, Server
 
-__all__ = ["PROBE_ANSWER", "PROBE_SCHEMA", "identity", "learn", "structured_request"]
+__all__ = ["PROBE_ANSWER", "PROBE_SCHEMA", "RETRY_S", "identity", "keep", "learn", "pending", "structured_request"]
 
 log = logging.getLogger("veralith.llm")
 
@@ -55,6 +55,7 @@ PROBE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"veralith": {"t
 PROBE_ANSWER = {"veralith": "probe-ok"}
 _HEADERS = {"x-veralith-probe": "1"}
 _ABOUT_TIMEOUT_S = 5.0
+RETRY_S = 60.0
 _VLLM_SLOTS = 256
 # Long enough (~250 tokens) that reading it shows in any server's prompt-token count, whatever floor or
 # rounding that count has.
@@ -87,13 +88,18 @@ def structured_request(form: str, name: str, schema: dict[str, Any]) -> dict[str
     return {}
 
 
+def pending(habits: Habits) -> bool:
+    """Whether `learn` has something to do now."""
+    return not habits.learnt or (habits.probe_structured and time.monotonic() >= habits.probe_after)
+
+
 def learn(server: Server, model: str, sdk: openai.OpenAI, timeout_s: float) -> None:
     """Make `server`'s habits for `model` known (see the module doc); cheap once they are."""
     habits = server.habits(model)
-    if habits.learnt and not habits.probe_structured:
+    if not pending(habits):
         return
     with server.learning_lock(model):
-        if habits.learnt and not habits.probe_structured:
+        if not pending(habits):
             return
         if not server.base_url:   # OpenAI's API: it does what it documents
             habits.learnt = True
@@ -101,8 +107,13 @@ def learn(server: Server, model: str, sdk: openai.OpenAI, timeout_s: float) -> N
         try:
             _learn(server, model, habits, sdk, timeout_s)
         except _Unreachable as exc:
-            log.debug("veralith: learning what %s does stopped: %s", server.shown, exc)
-            habits.learnt, habits.probe_structured = True, False   # the judge calls report the failure
+            # The judge calls go on with what is known (they report a server that is down). The schema's
+            # forms are probed again in RETRY_S, or at once when a request is refused; nothing is kept
+            # until they have been (a busy server must not leave JSON mode written down for good).
+            log.info("veralith: learning what %s does stopped (%s); trying again later", server.shown, exc)
+            habits.learnt = True
+            habits.probe_structured = habits.probe_structured or (server.local and not habits.structured_known)
+            habits.probe_after = time.monotonic() + RETRY_S
 
 
 def _learn(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeout_s: float) -> None:
@@ -113,7 +124,7 @@ def _learn(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeo
         kept = notes.load(server.base_url, model)
         if kept is not None and kept.get("identity") == who:
             habits.restore(kept["habits"])
-            habits.learnt = True
+            habits.learnt = habits.structured_known = True
             log.info("veralith: using what was learnt about %s for model %s (%s)", server.shown, model,
                      notes.notes_path())
             return
@@ -122,14 +133,17 @@ def _learn(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeo
             habits.probe_structured = True
     if habits.probe_structured:
         _probe_structured(server, model, habits, sdk, timeout_s, skip=("json_schema",) if rejected else ())
+        habits.structured_known = True
     habits.learnt, habits.probe_structured = True, False
     keep(server, model)
 
 
 def keep(server: Server, model: str) -> None:
-    """Keep the habits learnt so far for this server and model (a server of one's own only)."""
-    if server.base_url:
-        notes.save(server.base_url, model, server.identity, server.habits(model).kept())
+    """Keep the habits learnt so far for this server and model (a server of one's own only), unless
+    the schema's forms are still to be probed."""
+    habits = server.habits(model)
+    if server.base_url and not habits.probe_structured:
+        notes.save(server.base_url, model, server.identity, habits.kept())
 
 
 def identity(server: Server, model: str, sdk: openai.OpenAI) -> str:

@@ -131,7 +131,9 @@ class Habits:
     # Per task, recent output tokens / the output allowance (veralith.llm.pace: max_tokens).
     outputs: dict[str, list[float]] = field(default_factory=dict)
     learnt: bool = False                 # what it does is known (probed or read back: veralith.llm.probe)
-    probe_structured: bool = False       # a rejected json_schema asks for the other forms to be probed
+    probe_structured: bool = False       # the schema's forms are still to be probed (a rejected json_schema)
+    probe_after: float = 0.0             # time.monotonic() before which a failed probe is not tried again
+    structured_known: bool = False       # the forms were probed (or read back), not assumed
 
     # What is kept across processes (veralith.llm.notes); the rest is per process.
     KEPT = ("structured", "system", "logprobs", "logprobs_decided", "send_temperature", "send_cache_key",

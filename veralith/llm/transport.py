@@ -85,8 +85,7 @@ class Transport:
 
     def learn(self) -> None:
         """Learn what the server does before sending it anything (veralith.llm.probe); cheap once known."""
-        habits = self.server.habits(self.model)
-        if not habits.learnt or habits.probe_structured:
+        if probe.pending(self.server.habits(self.model)):
             probe.learn(self.server, self.model, self.sdk, self.timeout_s)
 
     def keep_now_and_then(self) -> None:
@@ -98,8 +97,7 @@ class Transport:
             probe.keep(self.server, self.model)
 
     async def alearn(self) -> None:
-        habits = self.server.habits(self.model)
-        if not habits.learnt or habits.probe_structured:
+        if probe.pending(self.server.habits(self.model)):
             await asyncio.to_thread(probe.learn, self.server, self.model, self.sdk, self.timeout_s)
 
     # ------------------------------------------------------------ the request
@@ -238,7 +236,7 @@ class Transport:
         if options["_mode"] in CONSTRAINED and auto and _names(text, "response_format", "json_schema", "schema",
                                                                 "structured output", "grammar"):
             # The other forms are probed before the next attempt (veralith.llm.probe); JSON mode until then.
-            habits.structured, habits.probe_structured = "json_object", True
+            habits.structured, habits.probe_structured, habits.probe_after = "json_object", True, 0.0
             self.server.warn_once(f"json_object:{self.model}", "veralith: the judge server at %s rejects %s "
                                   "structured outputs (HTTP %s); trying the other ways of sending the schema "
                                   "(VERALITH_STRUCTURED)", shown, options["_mode"], exc.status_code)
