@@ -378,8 +378,9 @@ def markdown(rows: list[Row]) -> str:
         exits = "; ".join(f"{k} {v}" + ("" if r.expected.get(k) == v else f" (documented {r.expected.get(k)})")
                           for k, v in r.exits.items())
         worst = r.worst_log_ms if r.worst_log_ms is not None else "—"
+        goal = "met" if r.ok else "**missed**"
         lines.append(f"| {r.fault} | {r.store} | {r.returned} | {r.stored} | {r.judged_once} | {r.judged_twice} "
-                     f"| {r.stuck} | {r.lost} | {r.set_aside} | {worst} | {exits} | {'met' if r.ok else '**missed**'} |")
+                     f"| {r.stuck} | {r.lost} | {r.set_aside} | {worst} | {exits} | {goal} |")
     return "\n".join(lines)
 
 

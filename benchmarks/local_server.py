@@ -9,9 +9,12 @@ backend pointed at `--base-url` (no cache, nothing stored, every model priced at
 are the server's: per trace the judge calls (HTTP requests, re-asks and retries included), prompt
 and output tokens as the server counted them, wall time, the failure cell and gate, judge errors,
 replies read leniently (repairs), and whether any verdict carried a confidence. The totals at the
-end say how many traces were classified. The settings in force (VERALITH_STRUCTURED,
-VERALITH_SYSTEM_PROMPT, VERALITH_LOGPROBS, VERALITH_BATCH_SIZE, VERALITH_TIMEOUT_S, ...) apply, so the
-same script compares set-ups; what the client learnt about the server (JSON mode, instructions in
+end say how many traces were classified, how many judge calls timed out (a timed-out request to a
+local server is never sent again), and the whole run's wall time, learning the server's habits
+included (the first trace pays for it unless the server notes already hold them; `--fresh` forgets
+them first). The settings in force (VERALITH_STRUCTURED, VERALITH_SYSTEM_PROMPT, VERALITH_LOGPROBS,
+VERALITH_BATCH_SIZE, VERALITH_TIMEOUT_S, VERALITH_SERVER_NOTES, ...) apply, so the same script
+compares set-ups; what the client learnt about the server (how it takes the schema, instructions in
 the user turn, log-probabilities dropped) is logged once, on stderr.
 
 `--fake HABIT` (repeatable) starts tests/fake_openai_server.py with those habits instead of using
@@ -56,9 +59,13 @@ def judge(records: list[dict[str, Any]], base_url: str, model: str | None) -> li
                 "cell": result.failure_cell.value if result.failure_cell else None,
                 "gate": result.status.quality_gate.value, "reason": result.status.reason,
                 "errors": [f"{e.phase.value}:{e.kind}" for e in result.errors],
+                "timeouts": sum(e.kind == "timeout" for e in result.errors),
                 "repairs": len(result.repairs),
                 "confidence": any(j.confidence is not None for j in [*result.faithfulness, *result.sufficiency]),
                 "judge_model": result.judge_model})
+            row = rows[-1]
+            print(f"{row['trace']}: {row['seconds']:.1f} s, {row['calls']} calls, {row['cell'] or '-'} "
+                  f"{' '.join(row['errors'])}", file=sys.stderr, flush=True)   # progress: a real server is slow
     return rows
 
 
@@ -71,12 +78,15 @@ def report(rows: list[dict[str, Any]]) -> str:
                      f"{r['output_tokens']:>8}  {r['cell'] or '-':<22}{r['gate']:<14}{notes}")
     classified = sum(r["cell"] is not None for r in rows)
     total_s = sum(r["seconds"] for r in rows)
+    malformed = sum(e.endswith(":malformed_reply") for r in rows for e in r["errors"])
     lines += ["-" * len(head),
               f"{len(rows)} traces, {classified} classified, {sum(bool(r['errors']) for r in rows)} with judge "
               f"errors, {sum(r['confidence'] for r in rows)} with confidences; {sum(r['calls'] for r in rows)} "
               f"calls, {sum(r['input_tokens'] for r in rows)} prompt and {sum(r['output_tokens'] for r in rows)} "
               f"output tokens, {total_s:.1f} s ({total_s / max(len(rows), 1):.1f} s per trace); model "
-              f"{rows[0]['judge_model'] if rows else '-'}"]
+              f"{rows[0]['judge_model'] if rows else '-'}",
+              f"malformed replies: {malformed}; judge calls timed out: {sum(r.get('timeouts', 0) for r in rows)} "
+              "(a timed-out request to a local server is not sent again)"]
     return "\n".join(lines)
 
 
@@ -89,12 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument("--fake", action="append", default=[], metavar="HABIT",
                         help="start the fake server with this habit instead of --base-url (repeatable)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="also log each re-ask and its reason")
+    parser.add_argument("--fresh", action="store_true",
+                        help="forget what the server notes hold about this server first (learn it again)")
     args = parser.parse_args(argv)
     if not args.base_url and not args.fake:
         parser.error("give --base-url (a server of yours) or --fake HABIT (the self-test)")
     records = [json.loads(line) for line in args.file.read_text(encoding="utf-8").splitlines() if line.strip()]
     records = records[:args.limit] if args.limit else records
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    for noisy in ("httpx", "httpx2", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     server = None
     base_url = args.base_url
     if args.fake:
@@ -108,13 +123,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the fake server did not start: {ready}", file=sys.stderr)
             return 1
         base_url = ready[1]
+    model = args.model or ("fake-model" if args.fake else None)
+    if args.fresh:
+        from veralith.config import settings
+        from veralith.llm.notes import forget
+
+        forget(base_url, model or settings.judge_model)
+    started = time.perf_counter()
     try:
-        rows = judge(records, base_url, args.model or ("fake-model" if args.fake else None))
+        rows = judge(records, base_url, model)
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=10)
     print(report(rows))
+    print(f"whole run: {time.perf_counter() - started:.1f} s for {len(rows)} traces")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0

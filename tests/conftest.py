@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,11 @@ os.environ["VERALITH_SHARED_DIR"] = str(SHARED)
 if (SHARED / "tiktoken").is_dir():
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
 
+# What judge servers were found to do is kept in $XDG_CACHE_HOME/veralith/servers.json unless
+# VERALITH_SERVER_NOTES says otherwise (each test sets its own, below); a subprocess that is given
+# neither keeps it in a folder of this test session, never the user's.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="veralith-tests-cache-")
+
 # A process keeps one spool and one id-counter descriptor open per store it logged to (one store in
 # an application; a fresh temporary one per test here). A test process touches a few hundred
 # stores, so lift the soft limit of open files (1,024 on many machines) to the hard limit.
@@ -51,7 +57,7 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment of a Python subprocess that uses this test's store (its path, URL and spool
     folder) and the offline judge, with nothing else of Veralith's or OpenAI's from outside."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
-    for name in ("VERALITH_DB_PATH", "VERALITH_DB_URL", "VERALITH_SPOOL_DIR"):
+    for name in ("VERALITH_DB_PATH", "VERALITH_DB_URL", "VERALITH_SPOOL_DIR", "VERALITH_SERVER_NOTES"):
         if os.environ.get(name):
             env[name] = os.environ[name]
     env.update({"VERALITH_BACKEND": "local", "PYTHONPATH": str(REPO), **extra})
@@ -59,12 +65,15 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
-    """A private DB file and settings re-read from a clean environment for each test."""
+    """A private DB file, server notes file and settings re-read from a clean environment for each test."""
     from veralith.config import settings
+    from veralith.llm.cancel import allow_calls
     from veralith.llm.server import forget_servers
 
     forget_servers()   # what a judge server was found to do (and its breaker) is per test
+    allow_calls()      # a test that cancelled the judge calls does not cancel the next test's
     monkeypatch.setenv("VERALITH_DB_PATH", str(tmp_path / "veralith.db"))
+    monkeypatch.setenv("VERALITH_SERVER_NOTES", str(tmp_path / "servers.json"))
     monkeypatch.setenv("VERALITH_BACKEND", "local")
     settings.reload()
     yield

@@ -336,6 +336,9 @@ def _handler_for(server: FakeBatchServer) -> type[BaseHTTPRequestHandler]:
             elif path.endswith("/batches"):
                 status, answer = server.create(json.loads(raw))
                 self._send(status, json.dumps(answer).encode())
+            elif path.endswith("/chat/completions") and self.headers.get("x-veralith-probe") == "1":
+                status, text = server.chat.probe_answer(json.loads(raw))   # learning, not a judge call
+                self._send(status, text.encode())
             elif path.endswith("/chat/completions"):
                 with server._lock:
                     server.sync_calls += 1

@@ -25,7 +25,10 @@ In pytest (the `openai_server` fixture, exposed by tests/conftest.py):
         openai_server.set_faults(rate_429=0.1, rate_500=0.1, rate_truncated=0.1, seed=7)
         openai_server.habits = {"json_schema_500", "prose"}    # habits of local model servers (below)
         ... settings.override(backend="openai", base_url=openai_server.base_url, api_key="test") ...
-        openai_server.requests, openai_server.count, openai_server.by_task()
+        openai_server.slots = 4                               # GET /props says total_slots (llama.cpp)
+        openai_server.owned_by = "vllm"                       # the model list names vLLM
+        openai_server.ollama_version = "0.12.0"                # GET /api/version answers (Ollama)
+        openai_server.requests, openai_server.count, openai_server.by_task(), openai_server.probes
 
 Order of answers: scripted queue, then `responder` (body -> reply, or None to pass), then (when
 `auto` is true, the default) a valid, schema-conforming trivial judgment computed from the prompt;
@@ -46,6 +49,14 @@ sentence (a sentence saying information is missing becomes a gap instead), every
 by the first chunk, every sub-question sufficient from the first chunk, and every claim answering
 the first sub-question. Standard library only, so it runs without Veralith installed.
 
+Probes: a request with the `x-veralith-probe: 1` header (veralith.llm.probe, learning what the server
+does) is answered apart from the judge calls: recorded in `probes` (not `requests` nor `count`), it
+skips the queue, the responder and the faults. Its answer is what a server would give: the schema's
+one valid instance when a schema constrains the reply (below), else a JSON greeting in JSON mode,
+else a greeting in prose. Schemas constrain replies as a llama.cpp-based server's grammar does, in
+any of three forms: a `json_schema` response_format, `{"type": "json_object", "schema": ...}`
+(llama-cpp-python), a top-level `json_schema` field (llama.cpp); habits below change that.
+
 Usage: `prompt_tokens` is ceil(characters / 4) of the messages and response_format schema, at
 least 100 (so a tiny raw request reports 100), unless `count_tokens` counts it with tiktoken or
 `usage` / a reply's `usage` scripts it. Veralith's client compares it with what it sent to detect
@@ -54,8 +65,11 @@ servers that truncate prompts, so a scripted figure far below the real size read
 Habits (`habits`, `--habit`), what local model servers were seen to do; each applies to every
 request (json_schema_500, drop_system, slow_logprobs) or to every unscripted reply (the others):
 
-    json_schema_500   a `json_schema` response_format is answered HTTP 500 naming it, as llama.cpp's and
-                      llama-cpp-python's servers do; JSON mode (`json_object`) works
+    json_schema_500   a `json_schema` response_format is answered HTTP 500 naming it, as llama-cpp-python's
+                      server does (older llama.cpp builds too); `json_object` with a `schema` works and
+                      constrains the reply, as llama-cpp-python's does
+    no_grammar        every form is accepted and none constrains the reply (a server that ignores schemas:
+                      a probe is answered with a greeting); JSON mode still gives JSON
     drop_system       the chat template drops the system message: usage counts the other messages only,
                       and a request that had one gets prose back (the model never saw its instructions)
     prose             the JSON comes wrapped in prose and a ```json fence
@@ -163,6 +177,11 @@ class FakeOpenAIServer:
         self.habits: set[str] = set()         # see the module doc
         self.served_model: str | None = None  # the model replies name (None: the one the request asked for)
         self.slow_logprobs_s = 0.4
+        self.slots: int | None = None         # GET /props answers {"total_slots": slots} when set (llama.cpp)
+        self.instance = f"fake-{os.getpid()}-{time.time_ns()}"
+        self.owned_by = "fake"                # the model list's owned_by ("vllm": what vLLM says)
+        self.ollama_version: str | None = None   # GET /api/version answers {"version": ...} when set (Ollama)
+        self._probes: list[dict[str, Any]] = []
         self._faults: dict[str, float] = {}
         self._rng = random.Random(0)
         self._lock = threading.Lock()
@@ -228,6 +247,12 @@ class FakeOpenAIServer:
             return list(self._headers)
 
     @property
+    def probes(self) -> list[dict[str, Any]]:
+        """The probe requests (veralith.llm.probe), in order; not in `requests`."""
+        with self._lock:
+            return list(self._probes)
+
+    @property
     def count(self) -> int:
         with self._lock:
             return len(self._requests)
@@ -266,6 +291,23 @@ class FakeOpenAIServer:
             text = _content_text(reply.content)
             reply = Reply.of(text[: max(1, len(text) // 2)], finish_reason="length", usage=reply.usage)
         return reply
+
+    def probe_answer(self, body: dict[str, Any]) -> tuple[int, str]:
+        """(status, JSON body) for a probe request, recorded in `probes` (see the module doc)."""
+        with self._lock:
+            self._probes.append(body)
+        fmt = body.get("response_format") or {}
+        if "json_schema_500" in self.habits and fmt.get("type") == "json_schema":
+            message = 'response_format type must be one of "text" or "json_object", but got: json_schema'
+            return 500, json.dumps({"error": {"code": 500, "message": message, "type": "server_error"}})
+        schema = constraining_schema(body, self.habits)
+        if schema is not None:
+            content: Any = instance_of(schema)
+        elif fmt.get("type") == "json_object":
+            content = {"greeting": "Hello!"}
+        else:
+            content = "Hello! How can I help you today?"
+        return 200, json.dumps(self._completion(body, Reply.of(content)))
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         if reply.kind == "tool_calls":
@@ -424,9 +466,17 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/_stats"):
                 self._send(200, json.dumps({"count": server.count, "by_task": dict(server.by_task()),
-                                            "max_in_flight": server.max_in_flight}))
+                                            "max_in_flight": server.max_in_flight, "probes": len(server.probes)}))
             elif self.path.rstrip("/").endswith("/models"):
-                self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+                # `root` differs per server instance, so what a client learnt about one fake server (its
+                # identity: veralith.llm.probe) is never taken for another on the same port.
+                self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model",
+                                                                          "owned_by": server.owned_by,
+                                                                          "root": server.instance}]}))
+            elif self.path.rstrip("/") == "/api/version" and server.ollama_version is not None:
+                self._send(200, json.dumps({"version": server.ollama_version}))
+            elif self.path.rstrip("/") == "/props" and server.slots is not None:
+                self._send(200, json.dumps({"total_slots": server.slots, "build_info": "fake"}))
             else:
                 self._send(404, json.dumps({"error": {"message": "not found"}}))
 
@@ -434,9 +484,17 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             with server._lock:
                 server.in_flight += 1
                 server.max_in_flight = max(server.max_in_flight, server.in_flight)
+            self._counted = True
             try:
                 self._answer()
             finally:
+                self._uncount()
+
+        def _uncount(self) -> None:
+            """The request is no longer in flight: before its answer is written, so that a client that
+            sends its next request on reading the answer is never counted twice."""
+            if getattr(self, "_counted", False):
+                self._counted = False
                 with server._lock:
                     server.in_flight -= 1
 
@@ -446,6 +504,9 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw or b"{}")
             except json.JSONDecodeError:
                 body = {"_unparsable": raw.decode("utf-8", "replace")}
+            if self.headers.get("x-veralith-probe") == "1":
+                self._probe(body)
+                return
             with server._lock:
                 server._requests.append(body)
                 server._headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -480,7 +541,11 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             self._send(200, json.dumps(server._completion(body, reply)))
 
+        def _probe(self, body: dict[str, Any]) -> None:
+            self._send(*server.probe_answer(body))
+
         def _trickle(self, data: bytes, pause: float) -> None:
+            self._uncount()
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -497,6 +562,7 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def _send(self, status: int, text: str, extra: dict[str, str] | None = None) -> None:
             data = text.encode("utf-8")
+            self._uncount()
             try:
                 extra = extra or {}
                 self.send_response(status)
@@ -510,6 +576,35 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True   # the client gave up (its timeout); nothing to do
 
     return Handler
+
+
+def constraining_schema(body: dict[str, Any], habits: set[str]) -> dict[str, Any] | None:
+    """The schema that constrains this request's reply, as a llama.cpp-based server reads it (module doc)."""
+    if "no_grammar" in habits:
+        return None
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema" and "json_schema_500" not in habits:
+        return (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), dict):
+        return fmt["schema"]
+    top = body.get("json_schema")
+    return top if isinstance(top, dict) else None
+
+
+def instance_of(schema: dict[str, Any]) -> Any:
+    """The simplest value `schema` allows (its first enum value, empty strings and lists)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {name: instance_of(sub) for name, sub in (schema.get("properties") or {}).items()}
+    if kind == "array":
+        return []
+    if kind in ("integer", "number"):
+        return 0
+    if kind == "boolean":
+        return False
+    return ""
 
 
 # ---------------------------------------------------------------- auto responder
@@ -627,8 +722,8 @@ def _fast_reply(body: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- habits of local model servers
 
-HABITS = ("json_schema_500", "drop_system", "prose", "enum_case", "id_case", "bad_item", "bad_item_always",
-          "slow_logprobs")
+HABITS = ("json_schema_500", "no_grammar", "drop_system", "prose", "enum_case", "id_case", "bad_item",
+          "bad_item_always", "slow_logprobs")
 _LABEL_FIELDS = ("relation", "sufficient", "status", "role")
 _ID_FIELDS = ("claim_id", "sub_question_id", "gap_id")
 _BAD_LABEL = {"relation": "probably", "sufficient": "perhaps", "status": "mostly"}
@@ -699,10 +794,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--logprobs", action="store_true", help="return log-probabilities when asked")
     parser.add_argument("--habit", action="append", choices=HABITS, default=[],
                         help="a habit of local model servers (repeatable; see the module doc)")
+    parser.add_argument("--slots", type=int, default=None, help="GET /props says total_slots (llama.cpp)")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(port=args.port, latency_s=args.latency, auto=args.auto, count_tokens=args.count_tokens)
     server.logprobs = args.logprobs
     server.habits = set(args.habit)
+    server.slots = args.slots
     server.set_faults(rate_429=args.fault_429, rate_500=args.fault_500, rate_truncated=args.fault_truncated,
                       seed=args.seed)
     print(f"READY {server.base_url}", flush=True)

@@ -57,8 +57,8 @@ def _eval(tmp_path: Path) -> tuple[object, list[EvaluationResult]]:
     return result, [EvaluationResult.model_validate_json(line) for line in lines]
 
 
-@pytest.mark.parametrize("habit", ["json_schema_500", "drop_system", "prose", "enum_case", "id_case", "bad_item",
-                                   "slow_logprobs"])
+@pytest.mark.parametrize("habit", ["json_schema_500", "no_grammar", "drop_system", "prose", "enum_case", "id_case",
+                                   "bad_item", "slow_logprobs"])
 def test_every_example_is_classified_against_each_habit(local_env, tmp_path, habit, caplog):
     local_env.habits = {habit}
     local_env.slow_logprobs_s = 0.2
@@ -70,12 +70,22 @@ def test_every_example_is_classified_against_each_habit(local_env, tmp_path, hab
         (r.query, [e.message for e in r.errors]) for r in results if r.failure_cell is None or r.errors]
     kinds = {r.kind for res in results for r in res.repairs}
     requests = local_env.requests
+    probes = local_env.probes
+    assert all(p.get("max_tokens", 99) <= 32 for p in probes)   # learning never waits for a long generation
     if habit == "json_schema_500":
-        # detected from the 500's body on the first request, and remembered: one json_schema request in all
-        assert sum((b.get("response_format") or {}).get("type") == "json_schema" for b in requests) == 1
-        assert caplog.text.count("rejects json_schema") == 1
+        # learnt by the probes before the first judge call (llama-cpp-python: json_object + schema constrains)
+        assert not any((b.get("response_format") or {}).get("type") == "json_schema" for b in requests)
+        assert all(b["response_format"]["type"] == "json_object" and "schema" in b["response_format"]
+                   for b in requests)
+        assert all('"claim_id"' not in b["messages"][0]["content"] for b in requests)   # nothing in the prompt
+        assert caplog.text.count("sent as json_object_schema") == 1
+    if habit == "no_grammar":
+        assert all(b["response_format"] == {"type": "json_object"} for b in requests)
+        assert caplog.text.count("constrains no reply with a schema") == 1
     if habit == "drop_system":
-        assert sum(any(m["role"] == "system" for m in b["messages"]) for b in requests) == 1
+        # learnt from two one-token probes, before any judge call: no judge call went out with a system message
+        assert not any(any(m["role"] == "system" for m in b["messages"]) for b in requests)
+        assert [p["max_tokens"] for p in probes[:2]] == [1, 1]
         assert caplog.text.count("drops the system message") == 1
     if habit == "prose":
         assert kinds == {"json_in_fence"}
@@ -176,18 +186,23 @@ def test_structured_json_object_is_used_from_the_start_when_set(local_env):
 
 
 def test_the_local_server_benchmark_runs_against_the_fake_server(tmp_path):
+    """The Must-hold command of docs/backends.md, against the scripted server with llama-cpp-python's
+    habits (json_schema refused with a 500, the system message dropped) instead of the real one."""
     import os
     import subprocess
     import sys
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
-    env["VERALITH_DB_PATH"] = str(tmp_path / "v.db")
+    env.update(VERALITH_DB_PATH=str(tmp_path / "v.db"), VERALITH_SERVER_NOTES=str(tmp_path / "servers.json"))
     out = tmp_path / "rows.json"
     done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "local_server.py"), "--fake", "json_schema_500",
-                           "--fake", "prose", "--limit", "3", "--json", str(out)], env=env, capture_output=True,
+                           "--fake", "drop_system", "--json", str(out)], env=env, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = json.loads(out.read_text())
-    assert len(rows) == 3 and all(r["cell"] and r["calls"] >= 3 and r["input_tokens"] > 0 for r in rows)
-    assert "3 traces, 3 classified" in done.stdout and "rejects json_schema" in done.stderr
+    assert len(rows) == N_EXAMPLES and all(r["cell"] and r["calls"] >= 3 and r["input_tokens"] > 0 for r in rows)
+    assert f"{N_EXAMPLES} traces, {N_EXAMPLES} classified, 0 with judge errors" in done.stdout
+    assert "malformed replies: 0; judge calls timed out: 0" in done.stdout and "whole run: " in done.stdout
+    assert "sent as json_object_schema" in done.stderr and "drops the system message" in done.stderr
     assert not (tmp_path / "v.db").exists()   # nothing stored
+    assert json.loads((tmp_path / "servers.json").read_text())   # what was learnt is kept for the next run

@@ -272,20 +272,33 @@ def test_a_body_that_is_not_json_is_re_asked(openai_server):
 
 # ---------------------------------------------------------------- JSON-mode fallback
 
-def test_json_mode_fallback_is_used_and_remembered(openai_server):
+def test_a_rejected_json_schema_moves_the_schema_to_the_form_that_constrains_and_is_remembered(openai_server):
+    # The probe before the first call found json_schema honoured; a real request is then refused.
     openai_server.enqueue(Reply.error(400, message="response_format of type json_schema is not supported"),
                           faith_reply(["c1"]), faith_reply(["c1"]))
     client = client_for(openai_server)
     client.run(FAITHFULNESS, faith_input(1))
     first, fallback = openai_server.requests
     assert first["response_format"]["type"] == "json_schema"
-    assert fallback["response_format"] == {"type": "json_object"}
-    assert '"claim_id"' in fallback["messages"][0]["content"]   # the schema moved into the prompt
-    assert "logprobs" in fallback   # JSON mode still asks for log-probabilities
-    assert client.habits.structured == "json_object"
+    # The other forms were probed (json_schema skipped: just refused) and the first that constrains is used.
+    assert [(p.get("response_format") or {}).get("type") for p in openai_server.probes[-1:]] == ["json_object"]
+    assert fallback["response_format"]["type"] == "json_object" and "schema" in fallback["response_format"]
+    assert '"claim_id"' not in fallback["messages"][0]["content"]   # constrained: not written into the prompt
+    assert "logprobs" in fallback
+    assert client.habits.structured == "json_object_schema"
 
     client.run(FAITHFULNESS, faith_input(1))
-    assert openai_server.count == 3 and openai_server.requests[2]["response_format"] == {"type": "json_object"}
+    assert openai_server.count == 3 and openai_server.requests[2]["response_format"]["type"] == "json_object"
+
+
+def test_a_server_that_constrains_nothing_gets_json_mode_with_the_schema_in_the_prompt(openai_server):
+    openai_server.habits = {"no_grammar"}
+    client = client_for(openai_server)
+    client.run(FAITHFULNESS, faith_input(1))
+    (sent,) = openai_server.requests
+    assert sent["response_format"] == {"type": "json_object"}
+    assert '"claim_id"' in sent["messages"][0]["content"]   # the schema moved into the prompt
+    assert client.habits.structured == "json_object"
 
 
 @pytest.mark.parametrize(("option", "message", "flag"), [
@@ -451,7 +464,7 @@ def test_subprocess_mode_serves_auto_replies():
         assert client.run(FAITHFULNESS, faith_input(3)).usage.calls == 1
         import urllib.request
         with urllib.request.urlopen(ready[1] + "/_stats", timeout=5) as resp:
-            assert json.load(resp) == {"count": 1, "by_task": {"faithfulness": 1}, "max_in_flight": 1}
+            assert json.load(resp) == {"count": 1, "by_task": {"faithfulness": 1}, "max_in_flight": 1, "probes": 3}
     finally:
         proc.terminate()
         proc.wait(timeout=5)

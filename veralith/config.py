@@ -85,15 +85,21 @@ class Settings(BaseModel):
         "client: every trace's requests stay in flight without a thread each (faster at high `--concurrency`). "
         "Off: a thread per trace, as before. Results are the same either way.")
     timeout_s: float = Field(60.0, gt=0, le=3600, description="Deadline in seconds for one judge call (the "
-                             "whole request, however slowly the server sends its reply).")
+                             "whole request, however slowly the server sends its reply). Unset, for a local "
+                             "server: at least this, longer when the server's measured speed says a reply of "
+                             "the call's max_tokens needs it.")
     max_retries: int = Field(
         3, ge=0, le=20, description="Retries with backoff on 429/5xx/timeouts (Retry-After honoured).")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of judge calls.")
-    structured: Literal["auto", "json_schema", "json_object", "off"] = Field(
-        "auto", description="How judge replies are constrained: `json_schema` (strict structured outputs), "
-        "`json_object` (JSON mode, the schema written into the prompt), `off` (no response_format; the schema in "
-        "the prompt, the JSON read out of the reply) or `auto` (json_schema, falling back once per server to "
-        "json_object, then off, when the server rejects it).")
+    structured: Literal["auto", "json_schema", "json_object_schema", "json_schema_field", "json_object", "off"] = Field(
+        "auto", description="How a judge reply's JSON Schema reaches the server. Constraining its decoding: "
+        "`json_schema` (an OpenAI `json_schema` response_format: OpenAI, vLLM, recent llama.cpp, Ollama, which "
+        "hands it to its `format`), `json_object_schema` (`{\"type\": \"json_object\", \"schema\": ...}`: "
+        "llama-cpp-python's server, llama.cpp), `json_schema_field` (llama.cpp's own `json_schema` field). "
+        "Only asking for JSON, the schema written into the prompt: `json_object` (JSON mode), `off` (no "
+        "response_format). `auto`: learnt per server and model, with a few tiny requests to a local server "
+        "before its first call (the first form whose reply the schema really constrained), and on a "
+        "rejected `json_schema` elsewhere; kept across processes (`SERVER_NOTES`).")
     system_prompt: Literal["auto", "system", "user"] = Field(
         "auto", description="Where the judge instructions go: a `system` message, the start of the `user` turn "
         "(chat templates without a system role), or `auto` (system, moved to the user turn for good once a "
@@ -103,8 +109,15 @@ class Settings(BaseModel):
         "and stop for a server that rejects them, returns none, or (a local server) answers much slower with them.")
     server_concurrency: int | None = Field(
         None, ge=1, le=256, description="Requests in flight to one judge server at once, across judges and "
-        "traces (the rest wait their turn; the timeout starts when a request is sent). Unset: 1 for a local "
-        "server (localhost, 127.x.x.x, ::1), no limit otherwise.")
+        "traces (the rest wait their turn; the timeout starts when a request is sent). Unset: what a local "
+        "server says it serves at once (llama.cpp's `/props` total_slots; vLLM, known by its model list, 256, "
+        "its default max_num_seqs; Ollama 1, its documented OLLAMA_NUM_PARALLEL default), else 1 for a local "
+        "server (localhost, 127.x.x.x, ::1) and no limit otherwise.")
+    server_notes: str | None = Field(
+        None, description="File where what was learnt about each judge server and model is kept across "
+        "processes (how it takes the schema, where the instructions go, speed, reply sizes). Unset: "
+        "`$XDG_CACHE_HOME/veralith/servers.json` (else `~/.cache/veralith/servers.json`); `off`: learnt "
+        "again by every process.")
     db_path: str = Field("veralith.db", description="SQLite database file (the store when `DB_URL` is unset).")
     db_url: str | None = Field(
         None, description="The store: `sqlite:///path/to/file.db` or `postgresql://user@host/db` (the `postgres` "

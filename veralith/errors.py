@@ -6,8 +6,11 @@
     ├── JudgeCallError                                    one judge call failed after retries/re-ask;
     │   │                                                 caught by the pipeline and recorded as a JudgeError
     │   └── JudgeServerDown                               the judge server failed call after call (circuit
-    │                                                     breaker): NOT recorded per trace; it ends the trace's
-    │                                                     evaluation, which stays pending for a later resume
+    │       │                                             breaker): NOT recorded per trace; it ends the trace's
+    │       │                                             evaluation, which stays pending for a later resume
+    │       └── JudgeCallCancelled                        the process is stopping (Ctrl-C, SIGTERM) and cancelled
+    │                                                     its calls (veralith.llm.cancel): handled as a server
+    │                                                     down (the trace goes back to pending), told apart by type
     ├── BudgetExceeded (observability/cost.py)            estimated cost above the per-trace budget
     └── StoreError                                        the database cannot be used (e.g. newer than the code)
 
@@ -25,7 +28,8 @@ The `veralith` command shows each as one line, `warning: ...`, never with a file
 
 from __future__ import annotations
 
-__all__ = ["InputError", "JudgeCallError", "JudgeServerDown", "StoreError", "VeralithError", "VeralithWarning"]
+__all__ = ["InputError", "JudgeCallCancelled", "JudgeCallError", "JudgeServerDown", "StoreError", "VeralithError",
+           "VeralithWarning"]
 
 
 class VeralithError(Exception):
@@ -69,6 +73,21 @@ class JudgeServerDown(JudgeCallError):
         self.server = server
         self.reason = reason
         self.retry_after_s = retry_after_s
+
+
+class JudgeCallCancelled(JudgeServerDown):
+    """A judge call was cancelled because the process is stopping (veralith.llm.cancel.cancel_calls):
+    its request was closed, so a server that honours a closed connection stops generating it.
+
+    A JudgeServerDown as far as the pipeline and the store are concerned (nothing was judged: the trace
+    is handed back as pending, never recorded as failed); a run loop tells it apart by its type, to count
+    the trace as left pending rather than report a server that is down."""
+
+    def __init__(self) -> None:
+        super().__init__("-", "cancelled", retry_after_s=0.0)
+        self.kind = "cancelled"
+        self.message = "the judge call was cancelled: the process is stopping"
+        self.args = (self.message,)
 
 
 class StoreError(VeralithError):

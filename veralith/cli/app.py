@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shlex
 import sqlite3
@@ -463,10 +464,11 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
                 window: deque[Any] = deque(maxlen=2 * workers + 1)  # the records that may be in flight
                 try:
                     asynchronous = awork is not None and settings.async_calls
-                    batch.run_ordered(batch.recent(source, window),
-                                      lambda job: (awork if asynchronous else work)(job, client),
-                                      concurrency=workers, on_done=on_done, on_flush=on_flush,
-                                      asynchronous=asynchronous)
+                    with batch.stop_on_sigterm():   # SIGTERM stops the run as Ctrl-C does
+                        batch.run_ordered(batch.recent(source, window),
+                                          lambda job: (awork if asynchronous else work)(job, client),
+                                          concurrency=workers, on_done=on_done, on_flush=on_flush,
+                                          asynchronous=asynchronous)
                 except JudgeServerDown as down:
                     down_line = batch.server_down(down, _store() if persist else None, window, source, tally)
                 except batch.Interrupted as stop:
@@ -493,6 +495,9 @@ def _run(title: str, jobs: Any, work: Any, *, total: int, persist: bool, backend
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(ExitCode.INTERRUPTED)
+        # Stopping promptly: the objects left are the interpreter's to free, not to search for cycles
+        # (the final collections took seconds on a busy machine).
+        gc.freeze()
         raise typer.Exit(ExitCode.INTERRUPTED)
     if tally.errors:
         raise typer.Exit(ExitCode.ERROR)

@@ -17,8 +17,11 @@ are waited for so their results are stored; a second Ctrl-C abandons them too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
+import signal
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from veralith.cli.records import BadLine, Record, read_records
-from veralith.errors import JudgeServerDown
+from veralith.errors import JudgeCallCancelled, JudgeServerDown
 from veralith.models import EvaluationResult, cell_name
 from veralith.usage import CallUsage
 from veralith.work.pool import LoopPool
@@ -38,7 +41,7 @@ if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
 
 __all__ = ["Interrupted", "LoopPool", "Reporter", "Tally", "aevaluate_record", "eval_jobs", "evaluate_record",
            "existing_trace", "judged_alike", "recent", "record_outcome", "release", "resume_jobs", "run_ordered",
-           "server_down"]
+           "server_down", "stop_on_sigterm"]
 
 J = TypeVar("J")
 
@@ -69,9 +72,14 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
 
     `on_done` is called (in this thread) as each job finishes, for progress; `on_flush` in input
     order, for ordered output. Each job runs in a copy of the caller's contextvars, so settings
-    overrides and cost scopes set around the batch reach the workers. Raises Interrupted on Ctrl-C
-    after running jobs finished (or at once on a second Ctrl-C).
+    overrides and cost scopes set around the batch reach the workers. On Ctrl-C (or SIGTERM, under
+    `stop_on_sigterm`) the judge calls in flight are cancelled (veralith.llm.cancel.cancel_calls), so
+    the running jobs end within moments, their traces handed back as pending; then Interrupted is
+    raised (at once on a second Ctrl-C).
     """
+    from veralith.llm.cancel import allow_calls, cancel_calls
+
+    allow_calls()   # a run starts with judge calls allowed, whatever an earlier run in this process did
     window: deque[_Slot[J]] = deque()
     source = iter(jobs)
     exhausted = False
@@ -98,6 +106,7 @@ def run_ordered(jobs: Iterable[J], work: Callable[[J], Any], *, concurrency: int
                 break
             _settle(window, on_done, on_flush, block=True)
     except KeyboardInterrupt:
+        cancel_calls()   # the running jobs' judge calls raise JudgeCallCancelled: their traces go back to pending
         cancelled = [s.job for s in window if not s.done and s.future.cancel()]
         if taken is not _END and all(s.job is not taken for s in window):
             cancelled.append(taken)  # read but never started
@@ -423,6 +432,9 @@ def record_outcome(tally: Tally, job: Record, result: EvaluationResult | None, e
 
     A stored record's failure is already recorded on its trace (evaluate_record); a database that
     stopped taking writes or cannot be reached ends the batch (WritesStopped / StoreUnavailable is raised)."""
+    if isinstance(error, JudgeCallCancelled):
+        tally.left_pending += 1   # the run is stopping; its trace was handed back as pending (sdk.stored)
+        return
     if isinstance(error, JudgeServerDown):
         raise error   # ends the batch (veralith.cli.app): not this record's failure, and no line of its own
     if error is not None:
@@ -536,6 +548,24 @@ def server_down(down: JudgeServerDown, store: Store | None, in_flight: Iterable[
             left += store.trace_info(record.trace_id).status == "pending"
     return (f"{down}; stopped calling it after {tally.evaluated} evaluated: {left} traces left pending, "
             "run `veralith resume` once it is back")
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """Within the block, SIGTERM stops the run as Ctrl-C does (run_ordered: the judge calls in flight are
+    cancelled and their traces left pending). Only the main thread can set a handler; elsewhere, nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def release(store: Store, cancelled: Iterable[Record]) -> None:

@@ -152,7 +152,7 @@ class _BatchServer(Server):
     def habits(self, model: str) -> Habits:
         """Fresh habits for each call (see the module docstring): what one reply teaches changes that
         call's next request only, so every pass builds the same requests."""
-        return Habits(logprobs_decided=True)
+        return Habits(logprobs_decided=True, learnt=True)
 
     def slots(self, limit: int | None) -> threading.Semaphore | None:
         return None

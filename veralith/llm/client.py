@@ -13,7 +13,8 @@ every such repair is reported with the result.
   is `missing` from the result, for the pipeline to decide around. A reply with no usable JSON at all
   is re-asked whole; nothing usable twice is a `malformed_reply` judge error.
 
-Each reply's length is capped (`max_tokens`, veralith.llm.estimate.max_output_tokens). Verdict
+Each reply's length is capped (`max_tokens`: veralith.llm.estimate.max_output_tokens, lowered to what
+the server's past replies to the task needed, veralith.llm.pace). Verdict
 confidence comes from token log-probabilities (veralith.llm.confidence). The usage of every request
 is counted, failed ones included, and priced for the model the server says answered (the configured
 one when it names none); when a base URL is set and no judge model is, results are labelled with the
@@ -36,7 +37,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator, Iterator
 from typing import Any, Protocol
 
 import openai
@@ -44,12 +45,14 @@ from pydantic import BaseModel
 
 from veralith.config import ConfigError, settings, userinfo_problem
 from veralith.errors import JudgeCallError
+from veralith.llm import pace
 from veralith.llm.base import CallResult
 from veralith.llm.confidence import LABEL_FIELDS, label_confidence
-from veralith.llm.estimate import max_output_tokens
+from veralith.llm.estimate import max_output_tokens, output_allowance
 from veralith.llm.prompts import prompt_version, render
 from veralith.llm.salvage import Key, Reading, Unusable, item_label, read_items, read_whole, settle
 from veralith.llm.server import Habits, server_for
+from veralith.llm.sockets import abortable_http_client
 from veralith.llm.tasks import Task, model_for
 from veralith.llm.transport import TRUNCATION_RATIO, Sent, Transport
 from veralith.observability.cost import record_call
@@ -158,8 +161,11 @@ class OpenAIClient:
         self.server = server_for(self.base_url)
         self.timeout_s = current.timeout_s if timeout_s is None else timeout_s
         # Retries are the transport's (every attempt counted, rejections adapted at once), not the SDK's.
+        # Its connections can be shut from another thread, so a request given up on is closed (sockets).
         sdk = openai.OpenAI(api_key=key or _PLACEHOLDER_KEY, base_url=self.base_url, timeout=self.timeout_s,
-                            max_retries=0)
+                            max_retries=0, http_client=abortable_http_client())
+        # An unset timeout is a default that a local server's measured speed may lengthen (veralith.llm.pace).
+        paced = timeout_s is None and "timeout_s" not in current.model_fields_set
         # The async path's SDK clients, per event loop (an AsyncOpenAI's connections belong to the loop
         # that opened them); made on first use, so the sync path never builds one.
         self._async_sdks: dict[asyncio.AbstractEventLoop, _Pools] = {}
@@ -167,7 +173,7 @@ class OpenAIClient:
         self._transports = {name: Transport(sdk, self.server, model=name, timeout_s=self.timeout_s,
                                             max_retries=current.max_retries if max_retries is None else max_retries,
                                             temperature=self.temperature, redact=self._redact,
-                                            asdk=self._async_sdk)
+                                            asdk=self._async_sdk, paced=paced)
                             for name in dict.fromkeys((self.sent_model, self.decomposer_model))}
         self.transport = self._transports[self.sent_model]
         if self._label_from_server:
@@ -238,6 +244,7 @@ class OpenAIClient:
             return cached
         usage = CallUsage(model=model)
         transport = self._transports[model]
+        await self._closed_with_loop()
         steps = self._judge(task, payload, schema, usage, model)
         try:
             extra, cap = next(steps)
@@ -255,13 +262,8 @@ class OpenAIClient:
     def _async_sdk(self) -> Iterator[openai.AsyncOpenAI]:
         """An AsyncOpenAI client of the running event loop for one request (those of closed loops are
         dropped): the least busy of the loop's connection pools (_Pools)."""
-        loop = asyncio.get_running_loop()
         with self._lock:
-            pools = self._async_sdks.get(loop)
-            if pools is None:
-                for gone in [old for old in self._async_sdks if old.is_closed()]:
-                    del self._async_sdks[gone]
-                pools = self._async_sdks[loop] = _Pools(self._new_async_sdk)
+            pools = self._pools()
             index = pools.take()
         try:
             yield pools.sdks[index]
@@ -269,11 +271,30 @@ class OpenAIClient:
             with self._lock:
                 pools.busy[index] -= 1
 
+    async def _closed_with_loop(self) -> None:
+        """Make the running loop's clients, once, with an async generator that closes them: a loop that
+        shuts down (asyncio.run, veralith.pipeline.pool.LoopPool) closes its async generators."""
+        with self._lock:
+            pools = self._pools()
+            closer, pools.closer = pools.closer, pools.closer or _closing(pools)
+        if closer is None:
+            await pools.closer.__anext__()   # started: the loop now knows it, and closes it when it shuts down
+
+    def _pools(self) -> _Pools:
+        """The running loop's clients (those of closed loops are dropped); the caller holds the lock."""
+        loop = asyncio.get_running_loop()
+        pools = self._async_sdks.get(loop)
+        if pools is None:
+            for gone in [old for old in self._async_sdks if old.is_closed()]:
+                del self._async_sdks[gone]
+            pools = self._async_sdks[loop] = _Pools(self._new_async_sdk)
+        return pools
+
     def _new_async_sdk(self) -> openai.AsyncOpenAI:
-        # The SDK's default HTTP client closes itself, when collected, on whatever loop is running
-        # then: one of a closed loop would fail there. Its connections are dropped with it instead.
+        # aiohttp (the SDK's DefaultAioHttpClient): 0.70x the CPU per request of httpx at concurrency 64
+        # (benchmarks/async_transport.py). Its sessions are closed with their loop (_closed_with_loop).
         return openai.AsyncOpenAI(api_key=self._secret or _PLACEHOLDER_KEY, base_url=self.base_url,
-                                  timeout=self.timeout_s, max_retries=0, http_client=openai.DefaultAsyncHttpxClient())
+                                  timeout=self.timeout_s, max_retries=0, http_client=openai.DefaultAioHttpClient())
 
     def _key(self, task: Task, payload: BaseModel) -> tuple[str, str, dict[str, Any], list[dict[str, str]]]:
         """(cache key, model the task goes to, schema, the call's messages as json_schema mode sends them)."""
@@ -305,14 +326,21 @@ class OpenAIClient:
         """The judging of one call, as a generator: it yields each request it needs, (extra messages,
         token cap), is sent the reply, and returns the result. `run` and `arun` send the requests (one
         blocking, one awaiting); reading, re-asking and validating are written once, here."""
-        cap = max_output_tokens(task.name, payload, model)
+        # The cap: the task's fixed one, lowered to what this server's replies to it needed (veralith.llm.pace).
+        habits = self.server.habits(model)
+        allowance = output_allowance(task.name, payload, model)
+        cap = pace.max_tokens(habits, task.name, allowance, max_output_tokens(task.name, payload, model, allowance))
         # Results are labelled with the judge model, so a reply from the decomposer model never names it.
         labels = model == self.sent_model
 
         def read(sent: Sent) -> tuple[str, list[Any] | None, list[str]]:
             return self._reply(sent, usage, labels=labels)
 
-        content, tokens, problems = read((yield [], cap))
+        first = yield [], cap
+        if first.completion is not None and first.completion.usage is not None and first.completion.choices:
+            pace.note_output(habits, task.name, first.completion.usage.completion_tokens or 0, allowance,
+                             cut_off=first.completion.choices[0].finish_reason == "length")
+        content, tokens, problems = read(first)
         if not task.items:
             return (yield from self._whole(task, payload, usage, content, problems, read, cap))
         reading = self._items(task, payload, content, problems)
@@ -471,6 +499,7 @@ class _Pools:
         self.make = make
         self.sdks: list[openai.AsyncOpenAI] = []
         self.busy: list[int] = []   # requests in flight on each
+        self.closer: AsyncGenerator[None, None] | None = None   # closes them with the loop (_closing)
 
     def take(self) -> int:
         """The index of the client the next request goes to, counted as busy (the caller holds the lock)."""
@@ -481,6 +510,16 @@ class _Pools:
             index = len(self.sdks) - 1
         self.busy[index] += 1
         return index
+
+
+async def _closing(pools: _Pools) -> AsyncGenerator[None, None]:
+    """Closes a loop's clients (their aiohttp sessions) when the loop shuts its async generators down."""
+    try:
+        yield
+    finally:
+        for sdk in pools.sdks:
+            with contextlib.suppress(Exception):
+                await sdk.close()
 
 
 def _grown(cap: int, problems: list[str]) -> int:

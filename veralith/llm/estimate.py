@@ -71,8 +71,8 @@ from veralith.llm.tokens import count_tokens, estimate_prompt_tokens
 from veralith.models import ContextChunk, claim_id
 from veralith.usage import CallUsage, OutputSize
 
-__all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "estimate_tokens",
-           "max_output_tokens", "output_sizes", "planned_calls"]
+__all__ = ["OUTPUT_ALLOWANCE", "LearntOutput", "ModelTokens", "TokenEstimate", "claim_count", "estimate_tokens",
+           "max_output_tokens", "output_allowance", "output_sizes", "planned_calls"]
 
 OUTPUT_ALLOWANCE = {"questions_base": 20, "questions_per_item": 20, "claims_base": 40, "claims_per_item": 40,
                     "call": 20, "sufficiency_per_item": 148, "faithfulness_per_item": 140, "completeness_base": 40,
@@ -150,6 +150,11 @@ def _claim_texts(sentences: list[str]) -> list[str]:
     return texts
 
 
+def claim_count(text: str) -> int:
+    """How many claims the estimate assumes `text` holds (its sentences' clauses that contain a letter)."""
+    return len(_claim_texts(_sentences(text)))
+
+
 def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, batch_size: int,
                   as_of: str | None = None, mode: str = "full") -> list[tuple[str, Any]]:
     """(task name, input model) for every call the trace would make, as the pipeline makes them."""
@@ -211,21 +216,28 @@ def _output_allowance(task: str, payload: Any, query_tokens: int, response_token
             + a["completeness_per_sub_question"] * len(payload.sub_questions))
 
 
-def max_output_tokens(task: str, payload: Any, model: str) -> int:
-    """The `max_tokens` a judge call sends: twice the budget's output allowance for this call, plus 256.
-
-    Large enough that a reply that follows the prompt (one short reasoning sentence per item) never
-    meets it, small enough that a small local model that rambles stops at a few seconds' worth of
-    tokens instead of at its context limit. A reply cut there keeps its complete items; the others
-    are asked again. The single call's re-ask gets the single call's cap.
-    """
+def output_allowance(task: str, payload: Any, model: str) -> int:
+    """The output allowance (OUTPUT_ALLOWANCE) of one call of `task` on `payload`, in `model`'s tokens.
+    The single call's re-ask gets the single call's allowance."""
     if task == "fast_reask":   # the single call's re-ask: at most what the call itself was allowed
         task, payload = "fast", payload.fast
     query_tokens, _ = count_tokens(getattr(payload, "query", ""), model, wait=False)
     said = payload.response if task == "claims" else " ".join(s.text for s in payload.sentences) \
         if task == "fast" else ""
     response_tokens, _ = count_tokens(said, model, wait=False) if said else (0, "")
-    return 2 * _output_allowance(task, payload, query_tokens, response_tokens) + 256
+    return _output_allowance(task, payload, query_tokens, response_tokens)
+
+
+def max_output_tokens(task: str, payload: Any, model: str, allowance: int | None = None) -> int:
+    """The largest `max_tokens` a judge call sends: twice the budget's output allowance for this call
+    (`allowance`, when the caller has it), plus 256.
+
+    Large enough that a reply that follows the prompt (one short reasoning sentence per item) never
+    meets it, small enough that a small local model that rambles stops at a few seconds' worth of
+    tokens instead of at its context limit. A reply cut there keeps its complete items; the others
+    are asked again. A server's replies can lower it (veralith.llm.pace.max_tokens).
+    """
+    return 2 * (output_allowance(task, payload, model) if allowance is None else allowance) + 256
 
 
 _LEARNT_TASKS = ("questions", "claims", "sufficiency", "faithfulness", "completeness", "fast")   # not explain

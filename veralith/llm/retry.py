@@ -9,6 +9,7 @@ whole request, however slowly its reply trickles in (the SDK's timeout bounds ea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import random
 import threading
@@ -18,26 +19,37 @@ from typing import Any
 
 import openai
 
+from veralith.errors import JudgeCallCancelled
+from veralith.llm import cancel, sockets
+
 __all__ = ["DeadlinePassed", "awithin", "delay", "kind", "retryable", "short", "within"]
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 
 
 class DeadlinePassed(Exception):
-    """The request did not finish within its deadline."""
+    """The request did not finish within its deadline (`seconds`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no complete reply within {seconds:g} s")
+        self.seconds = seconds
 
 
-def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], None] | None) -> Any:
-    """Run `call` and return its result, or raise DeadlinePassed after `seconds`; `release` runs when
-    the call has ended (so a server slot is held for as long as the server works on the request).
+def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], None] | None,
+           name: str = "veralith-judge-call") -> Any:
+    """Run `call` and return its result, or raise DeadlinePassed after `seconds` (JudgeCallCancelled
+    as soon as the process cancels its calls: veralith.llm.cancel); `release` runs when the call has
+    ended (so a server slot is held for as long as the server works on the request).
 
-    The call runs on a daemon thread: when the deadline passes it is abandoned (its connection
-    closes when the server finishes or its read timeout fires), and it never delays interpreter exit.
+    The call runs on a daemon thread, so it never delays interpreter exit. When the caller gives up
+    (deadline or cancellation) the connection the thread reads from is shut down
+    (veralith.llm.sockets.abort): the thread ends, and the server sees the client go.
     """
     done = threading.Event()
     box: dict[str, Any] = {}
 
     def run() -> None:
+        box["thread"] = threading.get_ident()
         try:
             box["value"] = call()
         except BaseException as exc:   # handed to the caller's thread
@@ -47,12 +59,21 @@ def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], Non
                 release()
             done.set()
 
+    if cancel.cancelled():   # never sent: the slot is given back at once
+        if release is not None:
+            release()
+        raise JudgeCallCancelled()
     try:
-        threading.Thread(target=run, name="veralith-judge-call", daemon=True).start()
+        threading.Thread(target=run, name=name, daemon=True).start()
     except RuntimeError:   # interpreter shutdown (the at-exit drain, Python 3.12+): no new threads
         run()              # the SDK's per-read timeout still applies; the drain has its own deadline
-    if not done.wait(seconds):
-        raise DeadlinePassed()
+    with cancel.on_cancel(done.set):
+        finished = done.wait(seconds)
+    if not finished or (cancel.cancelled() and "value" not in box):
+        sockets.abort(box.get("thread"))
+        if cancel.cancelled():
+            raise JudgeCallCancelled()
+        raise DeadlinePassed(seconds)
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -60,11 +81,38 @@ def within(seconds: float, call: Callable[[], Any], *, release: Callable[[], Non
 
 async def awithin(seconds: float, call: Awaitable[Any]) -> Any:
     """`within` on the event loop: await `call`, or cancel it (closing its connection) and raise
-    DeadlinePassed after `seconds`."""
+    DeadlinePassed after `seconds`, JudgeCallCancelled as soon as the process cancels its calls."""
+    if cancel.cancelled():
+        if asyncio.iscoroutine(call):
+            call.close()   # never sent: nothing to await
+        raise JudgeCallCancelled()
+    loop = asyncio.get_running_loop()
+    request = asyncio.ensure_future(call)
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def stopped() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
+    def wake() -> None:   # on the cancelling thread
+        with contextlib.suppress(RuntimeError):   # the loop has closed
+            loop.call_soon_threadsafe(stopped)
+
     try:
-        return await asyncio.wait_for(call, seconds)
-    except asyncio.TimeoutError:
-        raise DeadlinePassed() from None
+        with cancel.on_cancel(wake):
+            await asyncio.wait((request, stop), timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not request.done():
+            request.cancel()   # closes its connection
+            with contextlib.suppress(BaseException):
+                await request
+    succeeded = request.done() and not request.cancelled() and request.exception() is None
+    if (stop.done() or cancel.cancelled()) and not succeeded:
+        raise JudgeCallCancelled()
+    stop.cancel()
+    if request.cancelled():
+        raise DeadlinePassed(seconds)
+    return request.result()
 
 
 def kind(exc: Exception) -> str:

@@ -2,9 +2,10 @@
 
 A server is its base URL (OpenAI's API when none is set). Per server, for the process's lifetime:
 
-* `slots` — at most VERALITH_SERVER_CONCURRENCY requests in flight (unset: 1 for a local server,
-  which answers one request at a time anyway, so more only queue inside it where the wait would count
-  against the timeout; no limit otherwise). A request takes a slot when it is sent, so its timeout
+* `slots` — at most VERALITH_SERVER_CONCURRENCY requests in flight (unset: as many as the server says
+  it serves at once, `slot_count`, read by veralith.llm.probe; else 1 for a local server, which answers
+  one request at a time anyway, so more only queue inside it where the wait would count against the
+  timeout; no limit otherwise). A request takes a slot when it is sent, so its timeout
   starts then, and gives it back when the server has answered (or its read timed out).
 * `breaker` — a circuit breaker. A server that failed BREAKER_FAILURES requests in a row (connection
   refused or reset, timeouts, 5xx), over at least BREAKER_SPAN_S, is taken to be down: every call
@@ -14,7 +15,9 @@ A server is its base URL (OpenAI's API when none is set). Per server, for the pr
   thread at once) from tripping it.
 * `habits` per model — what the server was found to do with a request: which structured-output mode
   it accepts, whether its chat template drops the system message, whether log-probabilities are
-  worth asking for, which options it rejects. Each is learnt once and said once (`warn_once`).
+  worth asking for, which options it rejects, how fast it answers and how long its replies are. Each
+  is learnt once and said once (`warn_once`); veralith.llm.probe learns them before the first request
+  to a local server, and veralith.llm.notes keeps them across processes.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from urllib.parse import urlsplit
 from veralith.errors import JudgeServerDown
 from veralith.redact import redact_url
 
-__all__ = ["BREAKER_COOLDOWN_S", "BREAKER_FAILURES", "BREAKER_SPAN_S", "Breaker", "Habits", "Server",
-           "forget_servers", "is_local", "server_for"]
+__all__ = ["BREAKER_COOLDOWN_S", "BREAKER_FAILURES", "BREAKER_SPAN_S", "CONSTRAINED", "STRUCTURED_FORMS", "Breaker",
+           "Habits", "Server", "forget_servers", "is_local", "server_for"]
 
 log = logging.getLogger("veralith.llm")
 
@@ -105,11 +108,17 @@ class Breaker:
                                retry_after_s=retry_after_s)
 
 
+# The ways a request can carry its schema, in the order they are tried (veralith.llm.probe); the first
+# three constrain decoding with it, the last two only ask for JSON and write the schema into the prompt.
+STRUCTURED_FORMS = ("json_schema", "json_object_schema", "json_schema_field", "json_object", "off")
+CONSTRAINED = frozenset(STRUCTURED_FORMS[:3])
+
+
 @dataclass
 class Habits:
     """What one server does with requests for one model (see the module doc)."""
 
-    structured: str = "json_schema"      # json_schema | json_object | off: what it accepts (auto mode)
+    structured: str = "json_schema"      # one of STRUCTURED_FORMS: how it takes the schema (auto mode)
     system: str = "system"               # system | user: where its chat template keeps the instructions
     logprobs: bool = True                # asking is worth it (auto mode)
     logprobs_decided: bool = False       # auto mode on a local server: the speed check has run
@@ -117,6 +126,28 @@ class Habits:
     send_temperature: bool = True
     send_cache_key: bool = True
     send_max_tokens: bool = True
+    # Recent replies as (prompt tokens, output tokens, seconds), for timeouts (veralith.llm.pace).
+    speed: list[list[float]] = field(default_factory=list)
+    # Per task, recent output tokens / the output allowance (veralith.llm.pace: max_tokens).
+    outputs: dict[str, list[float]] = field(default_factory=dict)
+    learnt: bool = False                 # what it does is known (probed or read back: veralith.llm.probe)
+    probe_structured: bool = False       # the schema's forms are still to be probed (a rejected json_schema)
+    probe_after: float = 0.0             # time.monotonic() before which a failed probe is not tried again
+    structured_known: bool = False       # the forms were probed (or read back), not assumed
+
+    # What is kept across processes (veralith.llm.notes); the rest is per process.
+    KEPT = ("structured", "system", "logprobs", "logprobs_decided", "send_temperature", "send_cache_key",
+            "send_max_tokens", "speed", "outputs")
+
+    def kept(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.KEPT}
+
+    def restore(self, kept: dict[str, object]) -> None:
+        """Take back what `kept()` gave (values of the wrong type are ignored)."""
+        for name in self.KEPT:
+            value = kept.get(name)
+            if type(value) is type(getattr(self, name)) and (name != "structured" or value in STRUCTURED_FORMS):
+                setattr(self, name, value)
 
 
 class Server:
@@ -129,6 +160,10 @@ class Server:
         self.breaker = Breaker(self.shown)
         self._habits: dict[str, Habits] = {}
         self._slots: dict[int, threading.Semaphore] = {}
+        self.slot_count: int | None = None   # requests it serves at once, as it says (veralith.llm.probe)
+        self.kind = ""                       # what it was recognised as (llama.cpp, ollama, vllm, ...)
+        self.identity = ""                   # its model entry and version, hashed (veralith.llm.probe)
+        self.learning: dict[str, threading.Lock] = {}   # per model: one thread learns, the others wait
         self._warned: set[str] = set()
         self.lock = threading.Lock()
 
@@ -137,8 +172,10 @@ class Server:
             return self._habits.setdefault(model, Habits())
 
     def slots(self, limit: int | None) -> threading.Semaphore | None:
-        """The semaphore for `limit` requests in flight (None: the default for this server)."""
-        limit = limit if limit is not None else (1 if self.local else None)
+        """The semaphore for `limit` requests in flight (None: what the server says it serves at once, when
+        it says; else 1 for a local server and no limit for others)."""
+        if limit is None:
+            limit = self.slot_count if self.slot_count is not None else (1 if self.local else None)
         if limit is None:
             return None
         with self.lock:
@@ -146,6 +183,10 @@ class Server:
             if slots is None:   # made once per limit (this runs before every request)
                 slots = self._slots[limit] = threading.Semaphore(limit)
             return slots
+
+    def learning_lock(self, model: str) -> threading.Lock:
+        with self.lock:
+            return self.learning.setdefault(model, threading.Lock())
 
     def warn_once(self, key: str, message: str, *args: object, level: int = logging.WARNING) -> None:
         """Log `message` the first time `key` is seen for this server, never again."""

@@ -21,12 +21,14 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
     """Judge pending traces of `store` with `client` (default: the configured judge), `concurrency` at
     a time, until `stop` is set (veralith.work.worker.run); the totals."""
     from veralith.config import settings
+    from veralith.llm.cancel import allow_calls, cancel_calls
     from veralith.pipeline.evaluate import TraceJudge
 
     if client is None:
         from veralith.llm import get_client
 
         client = get_client()
+    allow_calls()   # whatever an earlier run in this process cancelled
     return run(store, TraceJudge(client), concurrency=concurrency, stop=stop, knowledge_base=knowledge_base,
                once=once, report=report, every_s=every_s, poll_s=poll_s, grace_s=grace_s,
-               async_calls=settings.async_calls)
+               async_calls=settings.async_calls, cancel=cancel_calls)

@@ -82,3 +82,6 @@ class LoopPool:
     async def _drain(self) -> None:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        # As asyncio.run does before it closes a loop: what holds connections open (the judge client's
+        # HTTP sessions) closes with its async generators.
+        await asyncio.get_running_loop().shutdown_asyncgens()

@@ -31,7 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veralith.errors import JudgeServerDown, StoreError
+from veralith.errors import JudgeCallCancelled, JudgeServerDown, StoreError
 from veralith.store.errors import StoreUnavailable
 from veralith.work import shipper
 from veralith.work.policy import STORE_BACKOFF_MAX_S, Action
@@ -107,6 +107,8 @@ class _Loop:
         elif action is Action.RECORD:
             self.totals.failed += 1
             logger.warning("veralith: evaluating trace %s failed: %s", outcome.trace_id, outcome.error)
+        elif action is Action.GIVE_BACK and isinstance(outcome.error, JudgeCallCancelled):
+            self.totals.given_back += 1   # its judge call was cancelled at the stop: pending again
         elif action is Action.GIVE_BACK and isinstance(outcome.error, JudgeServerDown):
             if self.outage_since is None:
                 self.outage_since = time.monotonic()
@@ -139,11 +141,15 @@ class _Loop:
             self.totals.judged += settled.action is Action.SAVED
         return True
 
-    def finish(self, grace_s: float) -> None:
-        """At the stop: what is being judged may finish within the grace period; the rest, and what
-        could not be written, goes back to pending (for another worker)."""
+    def finish(self, grace_s: float, cancel: Callable[[], None] | None) -> None:
+        """At the stop: what is being judged may finish within the grace period; then the judge calls
+        still in flight are cancelled (`cancel`), and the rest, and what could not be written, goes
+        back to pending (for another worker)."""
         if self.running:
             done, _ = wait(list(self.running), timeout=grace_s)
+            if len(done) < len(self.running) and cancel is not None:
+                cancel()   # their calls end now; the runner gives their traces back
+                done, _ = wait(list(self.running), timeout=5.0)
             for future in done:
                 try:
                     self.reap({future})
@@ -167,10 +173,11 @@ def _crashed(trace_id: int, error: BaseException | None) -> Outcome:
 
 def run(store: Store, judge: Judge, *, concurrency: int, stop: threading.Event, knowledge_base: str | None = None,
         once: bool = False, report: Callable[[str], None] | None = None, every_s: float = 10.0, poll_s: float = 1.0,
-        grace_s: float = 10.0, async_calls: bool = False) -> WorkerReport:
+        grace_s: float = 10.0, async_calls: bool = False, cancel: Callable[[], None] | None = None) -> WorkerReport:
     """Judge pending traces of `store` with `judge`, `concurrency` at a time, until `stop` is set (see the
     module docstring); `report` receives a line when something changes and a progress line every
-    `every_s` seconds. Returns the totals (`judge_down` set when `once` stopped on a dead judge)."""
+    `every_s` seconds. Returns the totals (`judge_down` set when `once` stopped on a dead judge).
+    `cancel` ends the judge calls in flight (veralith.llm.cancel.cancel_calls), for the stop."""
     say = report or (lambda line: None)
     loop = _Loop(store, judge, concurrency=concurrency, stop=stop, say=say, async_calls=async_calls)
     last_line, last_sweep = time.monotonic(), float("-inf")
@@ -214,7 +221,7 @@ def run(store: Store, judge: Judge, *, concurrency: int, stop: threading.Event, 
                 last_line = time.monotonic()
                 say(progress_line(store, loop.totals, len(loop.running), knowledge_base))
     finally:
-        loop.finish(grace_s)
+        loop.finish(grace_s, cancel)
     return loop.totals
 
 

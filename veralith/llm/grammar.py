@@ -1,0 +1,147 @@
+"""The schema a llama.cpp grammar is given for one call: the task's strict schema, bounded by the
+call's own data.
+
+A server that constrains decoding with the schema (veralith.llm.server.CONSTRAINED) can only write
+what the schema allows. The task's schema allows any id, any number of items and strings of any
+length, so a small model can still run on until `max_tokens`: items for ids nobody asked about, a
+reasoning string that never closes. For a llama.cpp-based server on this machine (llama-server,
+llama-cpp-python's server: veralith.llm.transport decides) the schema sent is narrowed to this call:
+
+* each judged item list (Task.items) holds exactly one item per expected id, its id one of them;
+* a field that names chunks, sub-questions or sentences (`chunk_id`, `*_chunk_ids`, `sub_question_ids`,
+  `source_sentence_ids`) takes only the ids the call's data holds;
+* the extraction lists (sub-questions, claims, gaps, remarks) hold at most as many items as the
+  call's text can need (one more than the clauses the estimate counts in the query or the response,
+  veralith.llm.estimate.claim_count; gaps and remarks at most one per sentence), at least one
+  sub-question for a query with words, their ids in the prompt's numbering (q1, k1, g1, r1, ...);
+* a claim's text holds no digits but the digit runs of the query and the response (a claim's numbers
+  come from its sentences or the query: the claims task's own check);
+* every other list holds at most MAX_ITEMS entries (other top-level lists MAX_EXTRACTED).
+
+Free text is left unbounded: a length limit is a repetition the grammar spells out one character at
+a time (llama.cpp nests one optional group per character), which on a CPU costs more than it saves;
+`max_tokens` (veralith.llm.pace) bounds it instead, and the grammar's whitespace rule already stops a
+reply that would run on in blank space.
+
+The reply still goes through the same reading and checks; the cache key and the prompt use the
+task's schema, so a reply means the same whichever server wrote it. Other servers get the task's
+schema as it is: OpenAI's strict mode documents fewer keywords, and what another grammar engine
+makes of them is not checked here.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+
+from veralith.llm.estimate import claim_count
+from veralith.llm.tasks import Task
+
+__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded", "numbers_only_from"]
+
+MAX_ITEMS = 8          # evidence, facts, chunk ids per item
+MAX_EXTRACTED = 32     # claims, gaps, remarks, sub-questions of one trace
+# JSON string content: any character but a digit, a quote, a backslash or a control character (the
+# grammar writes characters as they are, so none of these could be escaped) ...
+_PLAIN = '[^0-9"\\\\\\n\\r\\t]'
+NO_DIGITS = f"^{_PLAIN}*$"
+
+
+def numbers_only_from(text: str) -> str:
+    """A pattern for JSON string content whose digits come only as the digit runs of `text` (llama.cpp's
+    pattern grammar: capturing groups only)."""
+    runs = sorted(set(re.findall(r"[0-9]+", text)), key=lambda r: (-len(r), r))
+    return f"^({'|'.join([_PLAIN, *runs])})*$" if runs else NO_DIGITS
+
+
+# Which ids a field may hold, by the end of its name: (suffix, the payload attribute listing them).
+_ID_FIELDS = (("chunk_id", "chunks"), ("chunk_ids", "chunks"), ("sub_question_ids", "sub_questions"),
+              ("sentence_ids", "sentences"))
+
+
+def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `schema` bounded by `payload` (see the module doc)."""
+    out = copy.deepcopy(schema)
+    defs = out.get("$defs", {})
+    for spec in task.items:
+        ids = [str(i) for i in spec.expected(payload)]
+        listed = out["properties"].get(spec.field)
+        if listed is None:
+            continue
+        listed["minItems"] = listed["maxItems"] = len(ids)
+        item = _resolved(listed.get("items", {}), defs)
+        if ids and spec.id_field in item.get("properties", {}):
+            item["properties"][spec.id_field] = {"type": "string", "enum": ids}
+    judged = {spec.field for spec in task.items}
+    for name, prop in out["properties"].items():
+        if prop.get("type") == "array" and name not in judged:
+            prop["maxItems"] = MAX_EXTRACTED
+            extracted = _EXTRACTED.get((task.name, name))
+            if extracted is not None:
+                prefix, most, least = extracted
+                prop["maxItems"] = min(MAX_EXTRACTED, max(most(payload), least(payload)))
+                prop["minItems"] = min(least(payload), prop["maxItems"])
+                item = _resolved(prop.get("items", {}), defs)
+                if "id" in item.get("properties", {}):
+                    item["properties"]["id"] = {"type": "string",
+                                                "enum": [f"{prefix}{n}" for n in range(1, prop["maxItems"] + 1)]}
+    if task.name == "claims":
+        claim = defs.get("ExtractedClaim", {}).get("properties", {})
+        if claim.get("text", {}).get("type") == "string":
+            source = f"{getattr(payload, 'query', '')} {getattr(payload, 'response', '')}"
+            claim["text"] = {"type": "string", "pattern": numbers_only_from(source)}
+    seen: set[int] = set()
+    blank = task.name == "explain"   # its quotes of the response name no chunk ("")
+    for node in [out, *defs.values()]:
+        _limit(node, payload, seen, blank)
+    return out
+
+
+def _sentences(payload: Any) -> list[str]:
+    return [s.text for s in getattr(payload, "sentences", None) or []]
+
+
+# (task, list) -> (id prefix, the most items the call's data can need, the fewest it must have)
+_EXTRACTED: dict[tuple[str, str], tuple[str, Callable[[Any], int], Callable[[Any], int]]] = {
+    ("questions", "sub_questions"): ("q", lambda p: claim_count(p.query) + 1,
+                                     lambda p: 1 if any(c.isalpha() for c in p.query) else 0),
+    ("claims", "claims"): ("k", lambda p: claim_count(" ".join(_sentences(p))) + 1, lambda p: 0),
+    ("claims", "gaps"): ("g", lambda p: len(_sentences(p)), lambda p: 0),
+    ("claims", "remarks"): ("r", lambda p: len(_sentences(p)), lambda p: 0),
+}
+
+
+def _resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        found: dict[str, Any] = defs.get(ref.rsplit("/", 1)[-1], node)
+        return found
+    return node
+
+
+def _limit(node: dict[str, Any], payload: BaseModel, seen: set[int], blank: bool) -> None:
+    """Bound the properties of an object schema `node` (each object once)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    for name, prop in (node.get("properties") or {}).items():
+        ids = _ids_for(name, payload)
+        if prop.get("type") == "array":
+            prop.setdefault("maxItems", MAX_ITEMS)
+            items = prop.get("items", {})
+            if ids and items.get("type") == "string" and "enum" not in items:
+                items["enum"] = ids
+        elif ids and prop.get("type") == "string" and "enum" not in prop:
+            prop["enum"] = [*ids, ""] if blank else ids
+
+
+def _ids_for(name: str, payload: BaseModel) -> list[str]:
+    for suffix, attribute in _ID_FIELDS:
+        if name.endswith(suffix):
+            return [str(getattr(x, "id", "")) for x in getattr(payload, attribute, None) or []
+                    if getattr(x, "id", "")]
+    return []
