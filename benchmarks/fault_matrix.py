@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
@@ -52,6 +54,7 @@ LOG_BOUND_MS = 50.0
 APP = r"""
 import json, os, sys, time
 import veralith
+from veralith.store import ops
 tag, count, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 poison = {int(x) for x in sys.argv[4].split(",") if x} if len(sys.argv) > 4 else set()
 for seq in range(count):
@@ -361,7 +364,7 @@ def _store_away(fleet: Fleet, seconds: float | None) -> Iterator[None]:
     path = fleet.url[len("sqlite:///"):]
     from veralith.store import open_store
 
-    open_store(fleet.url).stats()   # the file exists, migrated
+    open_store(fleet.url).read(ops.stats)   # the file exists, migrated
     holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
                                "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
                                "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(3600)", path],

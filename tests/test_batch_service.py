@@ -22,6 +22,7 @@ from work_support import batch_jobs, create_trace
 
 from veralith.config import settings
 from veralith.models import EvaluationResult
+from veralith.store import ops
 
 batch_env = batch_support.batch_env
 
@@ -192,7 +193,7 @@ def test_a_late_collect_after_the_output_was_deleted_sends_those_requests_again(
     assert {batch_env.sent[line["custom_id"]] for line in first["lines"]} == {2}
     sends = batch_jobs(store).send_rows(job)
     assert sends[0]["status"] == "completed" and "is gone from the service" in sends[0]["error"]
-    assert all(store.trace_info(i).status == "done" and not store.load_result(i).errors for i in ids)
+    assert all(store.read(ops.trace_info, i).status == "done" and not store.read(ops.load_result, i).errors for i in ids)
 
 
 def test_killed_between_creating_a_batch_and_recording_it_nothing_is_sent_twice(batch_env, store, tmp_path):
@@ -238,7 +239,7 @@ def test_collect_stops_on_a_dead_batch_service_with_one_line_and_leaves_the_rest
     assert len(lines) == 1 and "is down" in lines[0] and f"batch job {job} stopped" in lines[0]
     assert "3 traces left pending" in lines[0] and "Traceback" not in result.output
     assert batch_jobs(store).reserved(job) == ids
-    assert all(store.trace_info(i).status == "pending" for i in ids)
+    assert all(store.read(ops.trace_info, i).status == "pending" for i in ids)
 
 
 def test_requests_are_cut_into_batches_of_one_model_within_both_limits():

@@ -18,7 +18,7 @@ from veralith.config import ConfigError, settings
 from veralith.llm import tokens
 from veralith.observability.cost import CostWarning
 from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 QUERY = "When was the Eiffel Tower finished, and how tall is it?"
 CONTEXT = ["The Eiffel Tower was completed in 1889.", "It is 330 metres tall."]
@@ -74,7 +74,7 @@ def test_a_tiny_budget_refuses_before_any_call_or_write(openai_server, monkeypat
     assert "1e-06" in message and f"{err.estimated_usd:.6g}" in message
     assert "VERALITH_PER_TRACE_BUDGET_USD" in message
     assert isinstance(err, veralith.errors.VeralithError)
-    assert open_store().list_traces() == []
+    assert open_store().read(ops.list_traces) == []
 
 
 def test_a_sufficient_budget_lets_the_trace_through(openai_server):
