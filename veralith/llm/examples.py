@@ -156,10 +156,25 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
 }
 
 
-def example_text(task_name: str) -> str:
-    """The task's worked examples as the system prompt shows them."""
+def example_text(task_name: str, *, timed: bool = True) -> str:
+    """The task's worked examples as the system prompt shows them; not `timed`, without what is about time."""
+    pairs = EXAMPLES[task_name] if timed else [_untimed(p, o) for p, o in EXAMPLES[task_name]]
     return "\n".join(f"Example:\n{_input_lines(payload)}\n→\n" + "\n".join(_output_lines(task_name, output))
-                     for payload, output in EXAMPLES[task_name])
+                     for payload, output in pairs)
+
+
+def _untimed(payload: BaseModel, output: dict[str, Any]) -> tuple[BaseModel, dict[str, Any]]:
+    """A faithfulness example as a call where time cannot matter sees it: no date, no claim with a cutoff,
+    and no chunk only such a claim cites (the other tasks' examples hold no time)."""
+    if not isinstance(payload, FaithfulnessInput):
+        return payload, output
+    claims = [c for c in payload.claims if not c.cutoff]
+    kept = {c.id for c in claims}
+    items = [{k: v for k, v in i.items() if k != "dates"} for i in output["items"] if i["claim_id"] in kept]
+    cited = {e["chunk_id"] for i in items for e in i["evidence"]} | {
+        c for i in items for c in i["grounding_chunk_ids"] + i["contradicting_chunk_ids"]}
+    chunks = [c for c in payload.chunks if c.id in cited]
+    return payload.model_copy(update={"claims": claims, "chunks": chunks, "as_of": None}), {"items": items}
 
 
 def _chunk_line(c: ChunkIn) -> str:
