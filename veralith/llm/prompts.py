@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from veralith.llm.contract import rule_lines
 from veralith.llm.examples import EXAMPLES, example_text
 from veralith.llm.frames import asks_now
+from veralith.llm.prefix import grows
 from veralith.llm.tasks import (
     TASKS,
     ChunkIn,
@@ -201,10 +202,12 @@ _REMINDERS = {
 }
 
 
-def system_prompt(task_name: str, schema: dict[str, Any] | None = None, *, timed: bool = True) -> str:
+def system_prompt(task_name: str, schema: dict[str, Any] | None = None, *, timed: bool = True,
+                  more: int = 0) -> str:
     """The static instructions for `task_name`; with `schema`, also the schema (JSON-mode servers). Not
-    `timed` (tasks.timed), sufficiency and faithfulness leave out what is said about time."""
-    text = _static(task_name, timed or task_name not in _UNTIMED_TEXT)
+    `timed` (tasks.timed), sufficiency and faithfulness leave out what is said about time; `more` adds
+    that many further worked examples, to grow the prefix for the prompt cache (veralith.llm.prefix)."""
+    text = _static(task_name, timed or task_name not in _UNTIMED_TEXT, more)
     if schema is not None:
         # JSON mode cannot enforce a schema, so the server-side guarantee becomes an instruction.
         text += f"\nThe reply must be a JSON object valid against this JSON Schema:\n{json.dumps(schema)}\n"
@@ -212,12 +215,12 @@ def system_prompt(task_name: str, schema: dict[str, Any] | None = None, *, timed
 
 
 @functools.cache
-def _static(task_name: str, timed: bool = True) -> str:
+def _static(task_name: str, timed: bool = True, more: int = 0) -> str:
     # The first line names the task and version: what a reply is checked and cached against.
     checked = "\n".join(f"- {line}" for line in rule_lines(task_name, timed=timed))
     text = _TASK_TEXT[task_name] if timed else _UNTIMED_TEXT[task_name]
     return (f"Veralith judge task: {PROMPT_VERSIONS[task_name]}\n{_COMMON}\n"
-            f"{text}Checked:\n{checked}\n\n{example_text(task_name, timed=timed)}\n")
+            f"{text}Checked:\n{checked}\n\n{example_text(task_name, timed=timed, more=more)}\n")
 
 
 def boundary_token(shared: list[str], everything: list[str]) -> str:
@@ -254,10 +257,13 @@ class _Block:
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def render(task_name: str, payload: BaseModel, *, schema_in_prompt: dict[str, Any] | None = None
-           ) -> list[dict[str, str]]:
+def render(task_name: str, payload: BaseModel, *, schema_in_prompt: dict[str, Any] | None = None,
+           model: str | None = None) -> list[dict[str, str]]:
     """Chat messages for one call: [system (static), user (data, shared part first, then reminder)]; for
-    the single call's re-ask, that call's messages, its reply, and what to fix."""
+    the single call's re-ask, that call's messages, its reply, and what to fix. With the `model` the call
+    goes to and the schema sent apart (structured outputs), the system message shows further examples
+    when growing the static prefix past the prompt cache's minimum pays at that model's prices
+    (veralith.llm.prefix)."""
     if task_name == "fast_reask" and isinstance(payload, FastReaskInput):
         return [*render("fast", payload.fast, schema_in_prompt=schema_in_prompt),
                 {"role": "assistant", "content": payload.reply}, {"role": "user", "content": _reask_text(payload)}]
@@ -270,7 +276,8 @@ def render(task_name: str, payload: BaseModel, *, schema_in_prompt: dict[str, An
     token = boundary_token([s for b in shared for s in b.strings()],
                            [s for b in shared + per_call for s in b.strings()])
     parts = [f"Boundary token: {token}", *(b.render(token) for b in shared + per_call), _REMINDERS[task_name]]
-    return [{"role": "system", "content": system_prompt(task_name, schema_in_prompt, timed=timed(payload))},
+    more = grows(task_name, payload, model) if schema_in_prompt is None and model is not None else 0
+    return [{"role": "system", "content": system_prompt(task_name, schema_in_prompt, timed=timed(payload), more=more)},
             {"role": "user", "content": "\n".join(parts)}]
 
 
