@@ -55,7 +55,6 @@ def grows(task_name: str, payload: BaseModel, model: str) -> int:
 def _grows(task_name: str, timed: bool, model: str) -> int:
     """The fewest further examples that bring the prefix to the cache's next step, when that pays; else 0."""
     from veralith.llm.examples import MORE
-
     from veralith.observability.pricing import price_of
 
     price = price_of(model, warn=False)

@@ -17,10 +17,11 @@ from pydantic.json_schema import SkipJsonSchema
 __all__ = [
     "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
     "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote", "ExtractedClaim", "ExtractedGap",
-    "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "FaithfulnessUntimedOutput", "FastBareOutput", "FastInput",
-    "FastOutput", "FastReaskInput", "GapIn", "GapLink", "JudgedClaimIn", "JudgedSubQuestionIn", "QuestionItem",
-    "QuestionsInput", "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput",
-    "SufficiencyItem", "SufficiencyOutput", "UntimedItem", "fast_reask_output",
+    "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "FaithfulnessUntimedOutput",
+    "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink", "JudgedClaimIn",
+    "JudgedSubQuestionIn", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence", "SubQuestionIn",
+    "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "UntimedItem",
+    "fast_reask_output",
 ]
 
 
