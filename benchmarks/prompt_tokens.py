@@ -164,8 +164,8 @@ def measure(name: str, trace: dict[str, Any], model: str) -> dict[str, int]:
           f"output allowance {_change(estimate.output_tokens, before['output_allowance'])}.")
     contracts = CONTRACTS[name]
     print(f"change against the contracts' prompts (issue 41): prompt text "
-          f"{_change(totals['messages'], contracts['messages'])}, schemas {_change(totals['schema'], contracts['schema'])}"
-          f", prompt tokens {_change(totals['raw'], contracts['raw'])}.")
+          f"{_change(totals['messages'], contracts['messages'])}, schemas "
+          f"{_change(totals['schema'], contracts['schema'])}, prompt tokens {_change(totals['raw'], contracts['raw'])}.")
     totals["output_allowance"] = estimate.output_tokens
     return totals
 

@@ -45,22 +45,19 @@ def grows(task_name: str, payload: BaseModel, model: str) -> int:
     """How many further examples the call of `task_name` for `payload` sent to `model` shows (0: none)."""
     from veralith.llm.examples import MORE
     from veralith.llm.tasks import timed
+    from veralith.observability.pricing import price_of
 
-    if task_name not in MORE:
+    price = price_of(model, warn=False)   # looked up per call: VERALITH_PRICING may change it
+    if task_name not in MORE or price is None or not price.input or price.cached_input >= price.input:
         return 0
-    return _grows(task_name, timed(payload), model)
+    return _grows(task_name, timed(payload), model, 1 - price.cached_input / price.input)
 
 
 @functools.lru_cache(maxsize=256)
-def _grows(task_name: str, timed: bool, model: str) -> int:
-    """The fewest further examples that bring the prefix to the cache's next step, when that pays; else 0."""
+def _grows(task_name: str, timed: bool, model: str, discount: float) -> int:
+    """The fewest further examples that bring the prefix to the cache's next step, when that pays at
+    `discount` (1 - cached input price / input price); else 0."""
     from veralith.llm.examples import MORE
-    from veralith.observability.pricing import price_of
-
-    price = price_of(model, warn=False)
-    if price is None or not price.input or price.cached_input >= price.input:
-        return 0
-    discount = 1 - price.cached_input / price.input
 
     def cost(prefix: int) -> float:
         return prefix - HIT_SHARE * cacheable(prefix) * discount
@@ -68,13 +65,17 @@ def _grows(task_name: str, timed: bool, model: str) -> int:
     now = prefix_tokens(task_name, timed, model, more=0)
     for more in range(1, len(MORE[task_name]) + 1):
         grown = prefix_tokens(task_name, timed, model, more=more)
+        if now is None or grown is None:
+            return 0   # no exact count (tiktoken's encoding cannot be had): never decided on a guess
         if cacheable(grown) > cacheable(now):
             return more if cost(grown) < (1 - MIN_SAVING) * cost(now) else 0
     return 0
 
 
-def prefix_tokens(task_name: str, timed: bool, model: str, *, more: int) -> int:
-    """The static prefix's tokens: the strict schema as billed and the system message (3 + role + text)."""
+def prefix_tokens(task_name: str, timed: bool, model: str, *, more: int) -> int | None:
+    """The static prefix's tokens: the strict schema as billed and the system message (3 + role + text);
+    None without tiktoken's encoding, so that a process decides the same way for all its calls (the
+    decision is kept per task and model) and never on a characters / 4 guess."""
     import json
 
     from veralith.llm.client import strict_schema
@@ -86,8 +87,10 @@ def prefix_tokens(task_name: str, timed: bool, model: str, *, more: int) -> int:
     model_type = FaithfulnessUntimedOutput if task_name == "faithfulness" and not timed else task.output_model
     schema = strict_schema(task, None) if model_type is task.output_model else _strict(model_type)
     system = system_prompt(task_name, timed=timed, more=more)
-    return (count_tokens(json.dumps(schema, separators=(",", ":")), model)[0] + 3
-            + count_tokens("system" + system, model)[0])
+    counted = [count_tokens(text, model) for text in (json.dumps(schema, separators=(",", ":")), "system" + system)]
+    if any(method == "chars/4" for _, method in counted):
+        return None
+    return sum(n for n, _ in counted) + 3
 
 
 def _strict(model_type: type[BaseModel]) -> dict:
