@@ -165,7 +165,8 @@ def measure(name: str, trace: dict[str, Any], model: str) -> dict[str, int]:
     contracts = CONTRACTS[name]
     print(f"change against the contracts' prompts (issue 41): prompt text "
           f"{_change(totals['messages'], contracts['messages'])}, schemas "
-          f"{_change(totals['schema'], contracts['schema'])}, prompt tokens {_change(totals['raw'], contracts['raw'])}.")
+          f"{_change(totals['schema'], contracts['schema'])}, prompt tokens "
+          f"{_change(totals['raw'], contracts['raw'])}.")
     totals["output_allowance"] = estimate.output_tokens
     return totals
 
