@@ -347,9 +347,10 @@ def report(before: dict[str, Any], after: dict[str, Any], commit: str) -> None:
             print(_row(f"{label}, {mode}", runs[mode]["calls"]))
     print("\n### Per task (one model): input, schema, output tokens over the six traces\n")
     print("| task | calls | input before → after | schema before → after | output before → after | "
-          "cacheable prefix before → after |")
+          "largest static prefix before → after |")
     print("|---|---:|---:|---:|---:|---:|")
-    tasks = dict.fromkeys(c["task"] for c in before["one model"]["calls"] + after["one model"]["calls"])
+    seen = {c["task"] for c in before["one model"]["calls"] + after["one model"]["calls"]}
+    tasks = [t for t in ("questions", "claims", "sufficiency", "faithfulness", "completeness") if t in seen]
     for task in tasks:
         b = [c for c in before["one model"]["calls"] if c["task"] == task]
         a = [c for c in after["one model"]["calls"] if c["task"] == task]
