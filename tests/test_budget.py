@@ -143,6 +143,30 @@ def test_the_estimate_is_within_30_percent_of_what_the_server_counted(openai_ser
     assert abs(estimated - received) <= 0.30 * received
 
 
+def test_the_estimate_bounds_the_bill_with_the_untimed_schemas_and_a_prefix_grown_for_the_cache(openai_server):
+    """gpt-4.1 bills cached input at a quarter: its claims and faithfulness calls show further examples
+    (veralith.llm.prefix), and nothing here is dated, so faithfulness's schema asks for no dates. The
+    estimate renders the same prompts and schemas, so it still bounds what the server counted."""
+    _needs_tiktoken_files()
+    openai_server.count_tokens = True
+    rows = [{"id": "eiffel", "query": QUERY, "context": CONTEXT, "response": RESPONSE},
+            {"id": "two chunks", "query": "Who wrote Dracula, and when was it published?",
+             "context": ["Dracula is a novel by Bram Stoker.", "Dracula was first published in 1897."],
+             "response": "Bram Stoker wrote Dracula. It came out in 1897. It was an instant bestseller."}]
+    for row in rows:
+        with _judge(openai_server, cache=False, judge_model="gpt-4.1"):
+            est = estimate_trace(row["query"], row["context"], row["response"])
+            result = veralith.evaluate(row["query"], row["context"], row["response"], persist=False)
+        assert est.usd is not None and result.usage.usd is not None
+        assert est.usd >= result.usage.usd, row["id"]
+        assert abs(est.input_tokens - result.usage.input_tokens) <= 0.30 * result.usage.input_tokens, row["id"]
+    faith = [b for b in openai_server.requests if b["response_format"]["json_schema"]["name"] == "faithfulness"]
+    assert faith and all(b["messages"][0]["content"].count("Example:") == 2 for b in faith)
+    item = next(iter(faith[0]["response_format"]["json_schema"]["schema"]["$defs"].values()))
+    assert all("dates" not in d.get("properties", {}) for d in faith[0]["response_format"]["json_schema"]["schema"][
+        "$defs"].values()) and item
+
+
 def test_offline_fallback_is_fast_warns_once_and_never_fails(tmp_path, monkeypatch, fresh_encodings):
     # No cache file and no network: tiktoken's own download (no timeout) may only run in the
     # background; the count must come back at once, from the documented character estimate.

@@ -68,7 +68,7 @@ def test_a_failing_trace_is_explained_with_every_quote_found_in_the_trace(openai
     assert result.suggestion is not None   # beside the rule-based suggestion, never instead of it
     # Priced: the call's own usage, and the trace's total includes it.
     assert e.model == "gpt-4o" and e.usage.calls == 1 and e.usage.usd and e.usage.usd > 0
-    assert result.usage.calls == openai_server.count and result.prompt_versions["explain"] == "explain-v2"
+    assert result.usage.calls == openai_server.count and result.prompt_versions["explain"] == "explain-v3"
     stored = open_store().read(ops.load_result, result.trace_id)
     assert stored.explanation == e and stored.suggestion == result.suggestion
     shown = CliRunner().invoke(app, ["inspect", str(result.trace_id)])

@@ -43,7 +43,7 @@ def test_one_call_per_trace_a_result_like_the_full_modes_and_its_mode_stored(sto
     with settings.override(mode="fast"):
         fast = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert dict(judge.by_task()) == {"fast": 1}
-    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v2"}
+    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v3"}
     full = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert full.mode == "full" and full.usage.calls >= 4
     assert _form(fast) == _form(full)                    # the fake answers both alike: so must the pipeline
