@@ -225,3 +225,22 @@ def test_a_full_spool_disk_raises_writes_stopped_and_keeps_what_was_spooled(stor
     monkeypatch.undo()
     assert veralith.shutdown(wait=True, timeout=30) == 0
     assert sorted(statuses(store)) == sorted(logged)   # nothing spooled before was lost
+
+
+def test_a_spool_goes_on_past_a_segment_taken_by_another_process(tmp_path):
+    from veralith.store.errors import StoreUnavailable
+    from veralith.work.spool import Spool
+
+    spool = Spool(tmp_path, segment_bytes=1 << 16)
+    spool.append({"n": 1})
+
+    def away(entries):
+        raise StoreUnavailable("away")
+    with pytest.raises(StoreUnavailable):
+        spool.ship(away)
+    (taken,) = [p for p in tmp_path.glob("*.seg") if b'"n"' in p.read_bytes()]
+    taken.unlink()   # recovered by another host meanwhile
+    spool.append({"n": 2})
+    got: list[dict] = []
+    assert spool.ship(got.extend) == 1 and got == [{"n": 2}]
+    assert spool.ship(got.extend) == 0 and not spool.pending()
