@@ -6,9 +6,9 @@
 CREATE TABLE dead_letters (
     id              INTEGER PRIMARY KEY,
     uid             TEXT    NOT NULL UNIQUE,   -- the record's unique id (a spooled trace's uid): set aside once
-    source          TEXT    NOT NULL CHECK (source IN ('shipper', 'import', 'migrate', 'worker')),
+    source          TEXT    NOT NULL CHECK (source IN ('shipper', 'import', 'migrate', 'worker')),  -- who set it aside
     trace_id        INTEGER,                   -- the id it was logged or stored under, when it had one
-    knowledge_base  TEXT,
+    knowledge_base  TEXT,                      -- of the trace, when it had one (`stats --kb` counts by it)
     payload         TEXT    NOT NULL,          -- the record as JSON, non-ASCII escaped (any text fits)
     reason          TEXT    NOT NULL,          -- why it was set aside, one line
     created_at      TEXT    NOT NULL,          -- UTC ISO time it was set aside

@@ -34,8 +34,14 @@ def dead_letters_command(
                                                     show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="List them as JSON.")] = False,
 ) -> None:
-    """List the records the store refused and set aside with their reason (exit 0); with --retry,
-    store them again after a fix (exit 2 if the store still refuses one); --drop ID gives one up."""
+    """List the records the store refused and set aside with their reason; --retry stores them again
+    after a fix, --drop ID gives one up.
+
+    The shipper sets aside a spooled trace the store refuses (a constraint such as an external id
+    already taken, or text no store can hold from a spool an older version wrote), and `migrate --to` a
+    trace holding such text; everything around them is stored. Each keeps the trace id it was logged
+    under, which --retry reuses when it is free. Exit 2 when the store still refuses a record retried.
+    """
     from veralith.cli.runs import existing_db
 
     if clean and not retry:

@@ -179,7 +179,8 @@ def _storable(src: Db, dst: Db, fresh: list[dict[str, Any]], out: CopyReport) ->
     letters = [deadletters.Letter(
         uid=row["uid"], source="migrate", trace_id=row["id"], knowledge_base=row["knowledge_base"],
         reason=f"not copied: {bad[row['id']]}",
-        payload={"id": row["id"], "uid": row["uid"], "created_at": row["created_at"], **load_input(src, row["id"]).to_json()})
+        payload={"id": row["id"], "uid": row["uid"], "created_at": row["created_at"],
+                 **load_input(src, row["id"]).to_json()})
         for row in fresh if row["id"] in bad]
     deadletters.set_aside(dst, letters)
     out.set_aside += len(letters)

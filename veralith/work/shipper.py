@@ -110,7 +110,7 @@ def _write(store: Connected, entries: list[dict[str, Any]], *, queued: bool,
     for _ in range(_CLASH_RETRIES):
         clashed: list[int] = []
 
-        def write(part: list[repository.Entry]) -> None:
+        def write(part: list[repository.Entry], clashed: list[int] = clashed) -> None:
             clashed.extend(store.write(repository.create_traces, part)[1])
 
         refused = deadletter.write_each(rows, write, lambda row, exc: deadletter.letter(_entry(row), source, exc))
