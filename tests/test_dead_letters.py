@@ -244,3 +244,21 @@ def test_a_spool_goes_on_past_a_segment_taken_by_another_process(tmp_path):
     got: list[dict] = []
     assert spool.ship(got.extend) == 1 and got == [{"n": 2}]
     assert spool.ship(got.extend) == 0 and not spool.pending()
+
+
+def test_the_count_is_in_stats_the_worker_line_and_the_web_overview(store, store_url):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from veralith.cli import app
+    from veralith.web.app import create_app
+    from veralith.work.worker import WorkerReport, progress_line
+
+    for i in range(3):
+        spool_trace(store, _trace(i, query=f"{QUERY} {i}" + ("\x00" if i == 1 else "")))
+    ship(store)
+    assert store.stats()["dead_letters"] == 1 and store.stats(kb="default")["dead_letters"] == 1
+    assert "set aside  1 record(s)" in CliRunner().invoke(app, ["stats"]).output
+    assert ", 1 set aside" in progress_line(store, WorkerReport(), 0, None)
+    page = TestClient(create_app(store_url), base_url="http://127.0.0.1").get("/").text
+    assert "1 record(s) the store refused are set aside" in page and "veralith dead-letters" in page
