@@ -284,9 +284,10 @@ def _vanished_segment(fleet: Fleet, row: Row) -> None:
     for path in taken.iterdir():   # the other host ships them: here, `resume` finds them left by a process gone
         path.rename(folder / path.name)
     row.exits["resume"] = fleet.drain()
-    row.expected = {"app": 0, "resume": 0}
-    left = next((line["left"] for line in fleet.apps["a"] if "left" in line), None)
-    row.note = f"{moved} trace(s) in the {len(ours[:-1])} segment(s) taken; the app's shutdown() said {left} left"
+    # What the app's shutdown() says is left: the traces in the segments taken (its own, still to judge), no more.
+    row.exits["app's shutdown(): left"] = next((line["left"] for line in fleet.apps["a"] if "left" in line), None)
+    row.expected = {"app": 0, "resume": 0, "app's shutdown(): left": moved}
+    row.note = f"{moved} trace(s) in the {len(ours[:-1])} segment(s) taken"
 
 
 def _made(path: Path) -> int:
