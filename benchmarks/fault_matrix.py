@@ -269,8 +269,12 @@ def _vanished_segment(fleet: Fleet, row: Row) -> None:
     # A ship round fails (the store away) and leaves the app's retired segments to try again; then another
     # host takes them. SQLite's lock is waited for 1 s (not 60), PostgreSQL's connection 10 s: a round each.
     away_s = 4.0 if fleet.kind == "sqlite" else 16.0
-    app = fleet.start_app("a", 400, pause=0.05, env={"VERALITH_BUSY_TIMEOUT_S": "1"})
-    time.sleep(1.0)
+    app = fleet.start_app("a", 400, pause=0.05, env={"VERALITH_BUSY_TIMEOUT_S": "1", "FM_DRAIN_S": "120"})
+    deadline = time.monotonic() + 60
+    # Until the app ships: its store is open, and its segments are retired at every ship round.
+    while time.monotonic() < deadline and not (fleet.logged("a") >= 20
+                                               and fleet.sql("SELECT COUNT(*) FROM traces")[0][0]):
+        time.sleep(0.1)
     folder, taken = fleet.spool_folder(), fleet.tmp / "other-host"
     taken.mkdir()
     with _store_away(fleet, None):
