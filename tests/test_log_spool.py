@@ -274,3 +274,27 @@ def test_a_file_system_without_fallocate_gets_its_segment_written_out(tmp_path, 
     assert segment.stat().st_size == 1 << 17
     got: list[dict] = []
     assert spool.ship(got.extend) == 1 and got == [{"n": 1}]
+
+
+def test_a_process_has_one_lease_token_however_many_threads_ask_first(monkeypatch):
+    # The caller's first log() names its spool segment with the token while the shipper asks for it
+    # too; two tokens made the next append take the process for a forked child and forget the
+    # segment holding the first traces (one trace of fifteen missing from the sample app's store).
+    import threading
+
+    from veralith.work import leases
+
+    for _ in range(50):
+        monkeypatch.setattr(leases, "_TOKEN", None)
+        start, seen = threading.Barrier(8), []
+
+        def ask(start=start, seen=seen):
+            start.wait()
+            seen.append(leases.token())
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(set(seen)) == 1
