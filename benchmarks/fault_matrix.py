@@ -193,7 +193,8 @@ class Fleet:
         if latencies:
             row.worst_log_ms = round(max(latencies), 1)
             # Which call: a process's first (imports, its first segment) or one under the fault.
-            worst = max((line for lines in self.apps.values() for line in lines if "id" in line), key=lambda x: x["ms"])
+            worst = max((line for lines in self.apps.values() for line in lines
+                         if "id" in line and line.get("ms") is not None), key=lambda x: x["ms"])
             row.note = (row.note + f"; worst log() is call {worst['seq']}").lstrip("; ")
         return row
 
