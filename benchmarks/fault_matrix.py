@@ -144,6 +144,10 @@ class Fleet:
         self._readers[tag] = reader
         return proc
 
+    def spool_folder(self) -> Path:
+        """Where this host's spool of the store is (veralith.work.spooler)."""
+        return self.tmp / "v.db.spool" if self.kind == "sqlite" else self.tmp / "spool"
+
     def logged(self, tag: str) -> int:
         return sum(1 for line in self.apps.get(tag, []) if "id" in line)
 
@@ -191,6 +195,10 @@ class Fleet:
         row.set_aside = self._set_aside()
         if latencies:
             row.worst_log_ms = round(max(latencies), 1)
+            # Which call: a process's first (imports, its first segment) or one under the fault.
+            worst = max((line for lines in self.apps.values() for line in lines
+                         if "id" in line and line.get("ms") is not None), key=lambda x: x["ms"])
+            row.note = (row.note + f"; worst log() is call {worst['seq']}").lstrip("; ")
         return row
 
     def _set_aside(self) -> int:
@@ -259,6 +267,78 @@ def _fresh_host(fleet: Fleet, row: Row) -> None:
         row.exits["app"] = fleet.finish_app("a", app, timeout=120)
     row.exits["resume"] = fleet.drain()
     row.expected = {"app": 0, "resume": 0}
+
+
+@scenario("vanished-segment", "7. a spool segment taken by another host's recovery while the store is away")
+def _vanished_segment(fleet: Fleet, row: Row) -> None:
+    # A ship round fails (the store away) and leaves the app's retired segments to try again; then another
+    # host takes them. SQLite's lock is waited for 1 s (not 60), PostgreSQL's connection 10 s: a round each.
+    away_s = 4.0 if fleet.kind == "sqlite" else 16.0
+    app = fleet.start_app("a", 400, pause=0.05, env={"VERALITH_BUSY_TIMEOUT_S": "1", "FM_DRAIN_S": "120"})
+    deadline = time.monotonic() + 60
+    # Until the app ships: its store is open, and its segments are retired at every ship round.
+    while time.monotonic() < deadline and not (fleet.logged("a") >= 20
+                                               and fleet.sql("SELECT COUNT(*) FROM traces")[0][0]):
+        time.sleep(0.1)
+    folder, taken = fleet.spool_folder(), fleet.tmp / "other-host"
+    taken.mkdir()
+    with _store_away(fleet, None):
+        time.sleep(away_s - 1.0)
+        ours = sorted((p for p in folder.glob(f"*__{app.pid}__*.seg") if b'"seq"' in p.read_bytes()), key=_made)
+        for path in ours[:-1]:   # the retired ones (the newest is being written)
+            path.rename(taken / path.name)
+        time.sleep(1.0)
+    row.exits["app"] = fleet.finish_app("a", app)
+    moved = sum(len(spool_lines(p)) for p in taken.iterdir())
+    for path in taken.iterdir():   # the other host ships them: here, `resume` finds them left by a process gone
+        path.rename(folder / path.name)
+    row.exits["resume"] = fleet.drain()
+    # What the app's shutdown() says is left: the traces in the segments taken (its own, still to judge), no more.
+    row.exits["app's shutdown(): left"] = next((line["left"] for line in fleet.apps["a"] if "left" in line), None)
+    row.expected = {"app": 0, "resume": 0, "app's shutdown(): left": moved}
+    row.note = f"{moved} trace(s) in the {len(ours[:-1])} segment(s) taken"
+
+
+def _made(path: Path) -> int:
+    """When a segment was created (its name: <host>__<pid>__<token>.<ns>-<n>.seg)."""
+    return int(path.name.rsplit(".", 2)[-2].split("-")[0])
+
+
+def spool_lines(path: Path) -> list[bytes]:
+    return [line for line in path.read_bytes().split(b"\0")[0].splitlines() if line]
+
+
+# A full disk, met when log() needs a new spool segment: segments of 64 KB (about 200 traces) instead of
+# 4 MB so that it is met within the run, and the disk full while the file `disk-full` exists.
+_FULL_DISK = """
+import errno, os, veralith.work.spool as _spool
+_spool.Spool.__init__.__defaults__ = (64 << 10,)
+_allocate = _spool._allocate
+def _full(fd, size):
+    if os.path.exists("disk-full"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    _allocate(fd, size)
+_spool._allocate = _full
+"""
+
+
+@scenario("spool-disk-full", "10. the spool's disk full for 2 s while an app logs")
+def _spool_disk_full(fleet: Fleet, row: Row) -> None:
+    app = fleet.start_app("a", 1500, pause=0.002, prelude=_FULL_DISK)
+    deadline = time.monotonic() + 60
+    while fleet.logged("a") < 300 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    flag = fleet.tmp / "disk-full"
+    flag.touch()
+    time.sleep(2.0)
+    flag.unlink()
+    row.exits["app"] = fleet.finish_app("a", app)
+    row.exits["resume"] = fleet.drain()
+    refused = [line for line in fleet.apps["a"] if "refused" in line]
+    row.exits["log() refusals"] = sorted({line["refused"] for line in refused})
+    row.expected = {"app": 0, "resume": 0, "log() refusals": ["WritesStopped"]}
+    row.note = f"log() refused {len(refused)} while the disk was full" + (f": {refused[0]['why'][:90]}"
+                                                                          if refused else "")
 
 
 @scenario("clock-skew", "9. a worker whose clock runs 400 s ahead")

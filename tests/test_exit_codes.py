@@ -44,6 +44,7 @@ ROWS: dict[str, tuple[list[str], list[str] | None]] = {
     "migrate": (["--to", "sqlite:///{tmp}/copy.db"], ["--from", "{tmp}/missing.db", "--to", "sqlite:///{tmp}/copy.db"]),
     "import": (["{otlp}"], ["{tmp}/missing.json"]),
     "batch": (["status"], ["collect", "job-missing"]),
+    "dead-letters": ([], ["--drop", "999"]),
 }
 
 

@@ -264,8 +264,10 @@ def test_a_file_system_without_fallocate_gets_its_segment_written_out(tmp_path, 
         raise OSError(getattr(errno, code), os.strerror(getattr(errno, code)))
     monkeypatch.setattr(os, "posix_fallocate", refuse, raising=False)
     spool = Spool(tmp_path, segment_bytes=1 << 17)
-    if not kept:   # a full disk is a real answer: the caller hears it
-        with pytest.raises(OSError):
+    if not kept:   # a full disk is a real answer: the caller hears it, as the documented WritesStopped
+        from veralith.store.errors import WritesStopped
+
+        with pytest.raises(WritesStopped, match="No space left on device"):
             spool.append({"n": 1})
         return
     spool.append({"n": 1})   # NFS and some FUSE mounts refuse fallocate: the blocks are written out instead

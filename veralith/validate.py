@@ -4,6 +4,16 @@ Metadata is stored as JSON and shown by the CLI, so it must be JSON as SQLite an
 see it: string keys, finite numbers, text that is valid Unicode (no lone surrogates), bounded
 nesting and size. `evaluate()`, `log()` and `veralith eval` apply the same rule
 (`check_stored_inputs`, once per trace), so a value is refused before the first judge call.
+
+Text a store cannot hold is refused here, once, for both stores: a NUL character (PostgreSQL's
+text and jsonb cannot hold U+0000, so a NUL accepted on SQLite would be a trace that can never be
+moved to PostgreSQL) and a lone surrogate (not valid UTF-8, so neither SQLite, PostgreSQL nor the
+spool file can hold it). The policy is to refuse, not to rewrite: `log()`, `evaluate()` and an
+`eval`/`import` record raise or report one line naming the field and the index, and nothing of that
+trace reaches a spool. What reached a spool or a store before this rule (an older version's spool, a
+SQLite history being migrated) meets the same rule, `unstorable`, where it is moved and is set aside
+in the dead-letter place with its reason (veralith.work.shipper, veralith.store.copy);
+`veralith dead-letters --retry --clean` replaces such characters with U+FFFD and stores it.
 """
 
 from __future__ import annotations
@@ -13,12 +23,13 @@ from typing import Any
 
 from veralith.errors import InputError
 
-__all__ = ["MAX_JSON_CHARS", "MAX_JSON_DEPTH", "MAX_RUN_NAME", "check_flag", "check_json_value", "check_run_name",
-           "check_unicode"]
+__all__ = ["MAX_JSON_CHARS", "MAX_JSON_DEPTH", "MAX_RUN_NAME", "REPLACEMENT", "check_flag", "check_json_value",
+           "check_run_name", "check_unicode", "clean_text", "unstorable"]
 
 MAX_JSON_DEPTH = 32          # deeper metadata is a bug (or an attack on the recursive JSON code)
 MAX_JSON_CHARS = 1_000_000   # roughly the serialised size; metadata is a label, not a payload
 MAX_RUN_NAME = 200           # a run name is a label people type and read
+REPLACEMENT = "\ufffd"        # what `clean_text` puts where a character no store can hold was
 
 
 def check_json_value(name: str, value: Any) -> None:
@@ -59,13 +70,35 @@ def check_json_value(name: str, value: Any) -> None:
             raise InputError(f"{name} is larger than about {MAX_JSON_CHARS:,} characters as JSON")
 
 
-def check_unicode(name: str, text: str) -> None:
-    """Refuse text SQLite and UTF-8 files cannot hold: a lone surrogate such as '\\ud800'."""
+def unstorable(text: str) -> str | None:
+    """Why no store can hold `text` (a NUL character, a lone surrogate), or None when both can: the
+    one rule every way in applies (see the module docstring)."""
+    at = text.find("\x00")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InputError(f"{name} contains a lone surrogate ({text[exc.start]!a} at index {exc.start}); "
-                         "it is not valid Unicode") from None
+        if at < 0 or exc.start < at:
+            return (f"contains a lone surrogate ({text[exc.start]!a} at index {exc.start}); it is not valid "
+                    "Unicode")
+    if at >= 0:
+        return (f"contains a NUL character (\\x00 at index {at}), which no Veralith store holds (PostgreSQL "
+                "cannot): remove it or replace it")
+    return None
+
+
+def check_unicode(name: str, text: str) -> None:
+    """Refuse text no store can hold: a NUL character or a lone surrogate such as '\\ud800'."""
+    if "\x00" in text or not text.isascii():   # the common case (plain ASCII, no NUL) costs one scan
+        why = unstorable(text)
+        if why is not None:
+            raise InputError(f"{name} {why}")
+
+
+def clean_text(text: str) -> str:
+    """`text` with every character no store can hold (NUL, lone surrogates) replaced by U+FFFD."""
+    if unstorable(text) is None:
+        return text
+    return "".join(REPLACEMENT if ch == "\x00" or 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
 
 
 def check_flag(name: str, value: Any) -> bool:

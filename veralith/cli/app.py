@@ -29,6 +29,7 @@ from veralith.cli import (
     batch,
     batchjobs,
     compare,
+    deadletters,
     filters,
     importing,
     listing,
@@ -661,6 +662,8 @@ _command("patterns")(patterns.patterns_command)
 # Fleet mode: judging pending traces from any host, and copying a history into another store.
 _command("worker")(worker.worker_command)
 _command("migrate")(migrate.migrate_command)
+# Records a store refused, set aside with their reason (veralith.work.deadletter): listed, retried, dropped.
+_command("dead-letters")(deadletters.dead_letters_command)
 # Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
 _command("import")(importing.import_command)
 _command("batch")(batchjobs.batch_command)

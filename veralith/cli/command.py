@@ -44,6 +44,8 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "migrate": ("veralith migrate --to postgresql://veralith@db.internal/veralith",),
     "import": ("veralith import spans.json --run-name imported",),
     "batch": ("veralith batch status", "veralith batch collect job-3f2a9c1e7b04"),
+    "dead-letters": ("veralith dead-letters", "veralith dead-letters --retry --clean",
+                     "veralith dead-letters --drop 3"),
 }
 
 

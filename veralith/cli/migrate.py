@@ -54,8 +54,15 @@ def migrate_command(
                       + f"), {report.runs:,} runs, {report.cache_entries:,} cached replies"))
     table = Table("", "in the source", "in the target", title="Counts", title_justify="left")
     for what, (have, found) in report.counts.items():
-        table.add_row(what, f"{have:,}", literal(f"{found:,}", "green" if have == found else "red"))
+        aside = report.aside.get(what, 0)
+        table.add_row(what, f"{have:,}", literal(f"{found:,}" + (f" + {aside:,} set aside" if aside else ""),
+                                                 "green" if have == found + aside else "red"))
     out.print(table)
+    if report.aside.get("traces"):
+        err.print(literal(f"warning: {report.aside['traces']:,} trace(s) hold text no store can hold (a NUL "
+                          "character or a lone surrogate) and were set aside in the target's dead-letter place "
+                          "with the reason; `veralith dead-letters` lists them, `--retry --clean` stores them",
+                          "yellow"), soft_wrap=True)
     if report.mismatches:
         err.print(literal("error: the target does not hold everything the source does (see the counts); run the "
                           "same command again to finish the copy", "red"), soft_wrap=True)

@@ -476,6 +476,10 @@ def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
     review = stats.get("needs_review")  # a store that does not count them leaves the line out
     review_line = (f"review  {review} result(s) decided by a low-confidence verdict (`veralith list` marks "
                    "them; `inspect` shows which)\n" if review else "")
+    aside = stats.get("dead_letters")
+    if aside:
+        review_line += (f"set aside  {aside} record(s) the store refused, in the dead-letter place "
+                        "(`veralith dead-letters` lists them)\n")
     lines = Text(f"status  {status or '—'}\ngate    {gates or '—'}\n{review_line}"
                  f"mean sufficiency {fmt_fraction(stats['mean_sufficiency_fraction'])}  "
                  f"mean faithfulness {fmt_fraction(stats['mean_faithfulness_fraction'])}\n"

@@ -11,6 +11,7 @@ from typing import Any
 
 from veralith.errors import InputError
 from veralith.models import ContextChunk
+from veralith.validate import check_unicode
 
 __all__ = ["LATENCY_PARTS", "MAX_CHUNKS", "MAX_TEXT_CHARS", "as_of", "check_knowledge_base", "check_latency",
            "check_metadata", "check_query", "check_text", "chunk_fields", "normalize_context"]
@@ -64,6 +65,7 @@ def check_knowledge_base(value: Any) -> str:
         raise TypeError(f"knowledge_base must be a str, got {type(value).__name__}")
     if not value.strip():
         raise InputError("knowledge_base must not be empty")
+    check_unicode("knowledge_base", value)   # the rule of every stored text (veralith.validate)
     return value
 
 

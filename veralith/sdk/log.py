@@ -163,7 +163,8 @@ def shutdown(wait: bool = True, timeout: float | None = None) -> int:
     """Stop the background threads. With `wait`, first ship what is spooled and evaluate everything
     this process logged and has not evaluated yet (for at most `timeout` seconds, if given; what is
     left then stays pending, and what could not be shipped stays spooled for the next process or
-    `veralith resume`). Returns how many traces were left unevaluated.
+    `veralith resume`). Returns how many traces this process logged were left unevaluated: still to
+    judge, or still spooled (in remote mode too: no store took them yet).
 
     Registered to run (with `wait`, for at most settings.shutdown_timeout_s) at interpreter exit.
     """
@@ -173,7 +174,7 @@ def shutdown(wait: bool = True, timeout: float | None = None) -> int:
     if worker is None or worker.pid != os.getpid():
         return 0
     worker.stop(wait, timeout)
-    return len(worker.outstanding)
+    return worker.left()
 
 
 def _evaluate_claimed(store: Store, trace_id: int) -> EvaluationResult:

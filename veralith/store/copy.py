@@ -12,6 +12,11 @@ key. A trace keeps its id when the target has that id free; otherwise it gets a 
 target's counter (its children, runs and history follow it). Each batch of traces is written in
 one transaction, so an interrupted copy leaves whole traces only, and running it again finishes it.
 The copy ends by counting, in both stores, what should now be in both: `CopyReport.mismatches`.
+
+A trace holding text no store can hold (a NUL character or a lone surrogate, as an older SQLite
+history may: the rule of veralith.validate) is not copied: it is set aside in the target's dead-letter
+place with its reason (veralith.store.deadletters, source `migrate`), counted as such, and the rest
+is copied around it.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veralith.store import deadletters
 from veralith.store.outputsizes import copy_output_sizes
+from veralith.validate import unstorable
 
 if TYPE_CHECKING:
     from veralith.store.sql import Db
@@ -44,10 +51,12 @@ class CopyReport:
     cache_entries: int = 0
     output_sizes: int = 0    # (task, model, prompt version) sums the dry run learns from, copied
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # what: (in the source, found in the target)
+    set_aside: int = 0       # traces set aside by this run (text no store can hold)
+    aside: dict[str, int] = field(default_factory=dict)  # what: of the source's, how many are in the dead-letter place
 
     @property
     def mismatches(self) -> dict[str, tuple[int, int]]:
-        return {what: pair for what, pair in self.counts.items() if pair[0] != pair[1]}
+        return {what: pair for what, pair in self.counts.items() if pair[0] != pair[1] + self.aside.get(what, 0)}
 
 
 def copy_history(source: SqlStore, target: SqlStore, *, new_id: Callable[[], int],
@@ -67,6 +76,7 @@ def copy_history(source: SqlStore, target: SqlStore, *, new_id: Callable[[], int
         out.output_sizes = copy_output_sizes(src, dst)
         target.after_copy(dst)
         out.counts = _counts(src, dst)
+        out.aside = _aside(src, dst)
         out.counts["runs"] = (int(src.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), len(run_ids))
     return out
 
@@ -121,6 +131,7 @@ def _copy_traces(src: Db, dst: Db, new_id: Callable[[], int], batch: list[dict[s
     have = {r[0] for r in dst.execute(f"SELECT uid FROM traces WHERE uid IN ({marks})", uids).fetchall()}
     fresh = [row for row in batch if row["uid"] not in have]
     out.skipped += len(batch) - len(fresh)
+    fresh = _storable(src, dst, fresh, out)
     if not fresh:
         return
     ids = [row["id"] for row in fresh]
@@ -142,6 +153,64 @@ def _copy_traces(src: Db, dst: Db, new_id: Callable[[], int], batch: list[dict[s
                     [[ids_to[r["trace_id"]] if c == "trace_id" else run_ids.get(r[c], r[c]) if c == "run_id"
                       else r[c] for c in names] for r in rows])
     out.traces += len(fresh)
+
+
+def _storable(src: Db, dst: Db, fresh: list[dict[str, Any]], out: CopyReport) -> list[dict[str, Any]]:
+    """The traces of `fresh` every store can hold; the others set aside in the target, with the reason."""
+    if not fresh:
+        return fresh
+    bad: dict[int, str] = {}
+    for row in fresh:
+        why = _first_unstorable("traces", row)
+        if why:
+            bad[row["id"]] = why
+    ids = [row["id"] for row in fresh]
+    marks = ", ".join("?" for _ in ids)
+    for table in (*_CHILDREN, "trace_history"):
+        for child in src.query(f"SELECT * FROM {table} WHERE trace_id IN ({marks})", ids):
+            if child["trace_id"] not in bad:
+                why = _first_unstorable(table, child)
+                if why:
+                    bad[child["trace_id"]] = why
+    if not bad:
+        return fresh
+    from veralith.store.repository import load_input
+
+    letters = [deadletters.Letter(
+        uid=row["uid"], source="migrate", trace_id=row["id"], knowledge_base=row["knowledge_base"],
+        reason=f"not copied: {bad[row['id']]}",
+        payload={"id": row["id"], "uid": row["uid"], "created_at": row["created_at"],
+                 **load_input(src, row["id"]).to_json()})
+        for row in fresh if row["id"] in bad]
+    deadletters.set_aside(dst, letters)
+    out.set_aside += len(letters)
+    return [row for row in fresh if row["id"] not in bad]
+
+
+def _first_unstorable(table: str, row: dict[str, Any]) -> str | None:
+    for column, value in row.items():
+        if isinstance(value, str) and ("\x00" in value or not value.isascii()):
+            why = unstorable(value)
+            if why:
+                return f"{table}.{column} {why}"
+    return None
+
+
+def _aside(src: Db, dst: Db) -> dict[str, int]:
+    """Of what the source holds, how much is in the target's dead-letter place (not copied)."""
+    uids = [r[0] for r in dst.execute("SELECT uid FROM dead_letters WHERE source = 'migrate'").fetchall()]
+    out = {"traces": 0, "stored results": 0, "earlier outcomes": 0}
+    for start in range(0, len(uids), _BATCH):
+        chunk = uids[start:start + _BATCH]
+        marks = ", ".join("?" for _ in chunk)
+        row = src.execute(f"SELECT COUNT(*), SUM(CASE WHEN execution IS NOT NULL THEN 1 ELSE 0 END) FROM traces"
+                          f" WHERE uid IN ({marks})", chunk).fetchone()
+        out["traces"] += int(row[0])
+        out["stored results"] += int(row[1] or 0)
+        out["earlier outcomes"] += int(src.execute(
+            f"SELECT COUNT(*) FROM trace_history h JOIN traces t ON t.id = h.trace_id WHERE t.uid IN ({marks})",
+            chunk).fetchone()[0])
+    return {what: n for what, n in out.items() if n}
 
 
 def _copy_cache(src: Db, dst: Db, columns: list[str]) -> int:

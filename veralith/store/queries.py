@@ -11,6 +11,7 @@ from typing import Any
 
 from veralith.config import settings
 from veralith.models import cell_name
+from veralith.store import deadletters
 from veralith.store.calibration import CountedCalibration, calibrate, value_counts
 from veralith.store.histogram import app_latency_percentiles, histograms, percentiles
 from veralith.store.sql import Db
@@ -75,6 +76,7 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     as complete. `app_latency` holds, per knowledge base whose traces recorded the app's own
     latency, its p50 and p95 in ms, how many traces `n` they are over and the `relative_error` they
     are within: read from a histogram, they are approximate (veralith.store.histogram).
+    `dead_letters` counts the records set aside in the dead-letter place (veralith.store.deadletters).
     """
     sql = "SELECT * FROM trace_rollup"  # running totals kept by triggers (migrations/0002)
     params: list[Any] = []
@@ -127,4 +129,5 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
         "needs_review": sums["review_n"],
         "thresholds": thresholds,
         "app_latency": latency,
+        "dead_letters": deadletters.count(db, kb=kb),
     }

@@ -48,6 +48,17 @@ host, pid, a per-process token and a time renewed while it runs) → `done` (res
 transaction) or `error` (message kept). The outcomes a re-judged trace had before (a failure, or a
 result superseded by `eval --rejudge` or a changed record) stay in `trace_history`. A trace's
 `external_id` (the `id` of the record it came from) is unique within its knowledge base.
+
+Text no store can hold is refused once, at validation, the same on both stores: a NUL character
+(PostgreSQL's text cannot hold U+0000) and a lone surrogate (not valid UTF-8). `log()` and
+`evaluate()` raise a one-line `InputError` naming the field and the index; `eval` and `import` report
+that record by file and line and store the rest; nothing of it reaches a spool. A record that still
+meets a store with such text (a spool an older version wrote, a SQLite history being copied by
+`migrate --to`) or that the store refuses for another reason (a constraint, such as an external id
+already taken) is set aside in `dead_letters` with its reason and source (`shipper`, `migrate`), and
+everything around it is stored: one record never blocks its segment, later segments, or a dead
+process's spool. `veralith stats` counts them; `veralith dead-letters` lists them, `--retry` stores
+them again after a fix (`--clean` replaces such characters with U+FFFD), `--drop ID` gives one up.
 Lists keep their order in `position` columns; ids such as `claim_id` are the result model's ids.
 
 Code reaches a store only through the `Store` protocol (`veralith/store/protocol.py`); the SQL is

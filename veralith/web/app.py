@@ -192,6 +192,7 @@ class _Pages:
         kbs = dict(sorted(store.read(ops.kb_figures).items(), key=lambda kv: (-kv[1]["by_gate"].get("fail", 0), kv[0])))
         daily = store.read(ops.daily_figures, days=DAYS)
         figures = store.read(ops.stats) if kbs else {"thresholds": {}, "app_latency": {}}
+        set_aside = figures["dead_letters"] if kbs else store.read(ops.stats)["dead_letters"]
         runs = self._runs()
 
         def day_link(kb: str) -> Any:
@@ -203,7 +204,7 @@ class _Pages:
         cost_total = {"usd": sum(c["usd"] for _, c in cost_days), "unknown": sum(c["unknown"] for _, c in cost_days)}
         return self.render("overview.html", page="overview", kbs=kbs, charts=charts, thresholds=figures["thresholds"],
                            latency=figures["app_latency"], cost_days=cost_days, cost_total=cost_total,
-                           cost_shown=COST_DAYS_SHOWN, days=daily["days"], runs=runs,
+                           cost_shown=COST_DAYS_SHOWN, days=daily["days"], runs=runs, set_aside=set_aside,
                            kb_link=lambda kb, **extra: _link("/traces", browse.TraceFilter(kb=kb), **extra))
 
     def _runs(self) -> dict[str, Any]:

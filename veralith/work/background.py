@@ -67,6 +67,8 @@ class Background:
         # atomic under the GIL, and only counts and membership are read across threads.
         self.outstanding: dict[int, tuple[str, Settings]] = {}
         self.shipped: set[int] = set()   # of those, the ones in the store (the rest wait in the spool)
+        self.unshipped: set[int] = set()  # at stop: logged here and still spooled (no store took them)
+        self.set_aside = 0                # spooled traces the store refused (its dead-letter place)
         self._stores: dict[str, Store] = {}
         self._urls: set[str] = set()     # stores logged into; the shipper opens them (never the caller)
         self._swept: set[str] = set()
@@ -146,8 +148,20 @@ class Background:
         for url in list(self._urls):
             try:
                 spooler_for(url).close()
+                self.unshipped |= spooler_for(url).spool.unshipped()
             except Exception:  # the host must never see a background failure
                 logger.debug("veralith: could not close the spool of %s", url, exc_info=True)
+
+    def _set_aside(self, ids: list[int]) -> None:
+        """Spooled traces the store refused (now in its dead-letter place): nothing to evaluate here."""
+        self.set_aside += len(ids)
+        for trace_id in ids:
+            self._done(trace_id)
+
+    def left(self) -> int:
+        """After `stop`: how many traces this process logged are neither evaluated here nor handed on
+        (still to judge, or still spooled: not in the store yet)."""
+        return len(set(self.outstanding) | self.unshipped)
 
     def _ship_all(self) -> bool:
         """Ship every store's spool; queue what we are to judge. False if a store was unavailable."""
@@ -162,7 +176,7 @@ class Background:
                     shipper.recover(store)  # spools of processes on this host that are gone
                     if self._base.evaluate == "local":
                         self._submit_sweep(url, store)
-                for trace_id in shipper.ship(store):
+                for trace_id in shipper.ship(store, refused=self._set_aside):
                     self._submit(trace_id, url)
             except StoreError as exc:
                 ok = False

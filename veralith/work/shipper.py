@@ -6,36 +6,47 @@ reserved for it in the store). `recover(store)` ships the spools that processes 
 left behind (and another host's, once untouched for the lease timeout). A spooled trace keeps the id
 `log()` returned; an id the store already holds for another trace (only after a random id met an
 existing one: veralith.work.ids) gets a new one, logged with both numbers.
+
+A record the store refuses, or one that breaks the rule every stored text follows (a NUL from a spool
+written before that rule), is set aside in the dead-letter place with its reason
+(veralith.work.deadletter) and the rest of its segment is shipped, so one bad line never holds back
+the traces around it, later segments, or a dead process's spool. `retry` ships set-aside records
+again, after a fix (`veralith dead-letters --retry`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from veralith.errors import StoreError
-from veralith.store import repository
-from veralith.store.protocol import TraceInput
-from veralith.work import leases, spool
+from veralith.store import deadletters, repository
+from veralith.store.deadletters import Letter
+from veralith.work import deadletter, leases, spool
 from veralith.work.spooler import spooler_for
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Connected
 
-__all__ = ["recover", "ship", "spooled_here"]
+__all__ = ["Refused", "recover", "retry", "ship", "spooled_here"]
 
 logger = logging.getLogger("veralith.work")
 _CLASH_RETRIES = 5
 
 
-def ship(store: Connected) -> list[int]:
+Refused = Callable[[list[int]], object]   # told the ids of spooled traces set aside (not stored)
+
+
+def ship(store: Connected, refused: Refused | None = None) -> list[int]:
     """Move this process's spooled traces into `store`; the ids reserved for this process's own
-    evaluation. StoreUnavailable when the store cannot take them now (they stay spooled)."""
+    evaluation. StoreUnavailable when the store cannot take them now (they stay spooled). Traces set
+    aside instead (see the module docstring) are told to `refused`."""
     spooled = spooler_for(store.spool_url).spool
     if not spooled.pending():
         return []
     here: list[int] = []
-    spooled.ship(lambda entries: here.extend(_ingest(store, entries, queued=True)))
+    spooled.ship(lambda entries: here.extend(_ingest(store, entries, queued=True, refused=refused)))
     return here
 
 
@@ -50,22 +61,72 @@ def spooled_here(url: str) -> bool:
     return spool.has_files(spooler_for(url).folder)
 
 
-def _ingest(store: Connected, entries: list[dict[str, Any]], *, queued: bool) -> list[int]:
-    """Write spooled entries (one transaction per attempt); give clashing ids new ones. Returns
-    the ids of those to be evaluated here (spooled with `here`, when `queued`)."""
+def retry(store: Connected, ids: list[int] | None = None, *, clean: bool = False) -> tuple[list[int], list[int]]:
+    """Ship set-aside records again (`ids`, or every one), each under the id it had when it can keep it;
+    with `clean`, text no store can hold replaced by U+FFFD first. (The rows stored and dropped from
+    the dead-letter place, the rows set aside still, their reason and time updated.)"""
+    stored: list[int] = []
+    still: list[int] = []
+    for row in store.read(deadletters.taken, ids):
+        entry = dict(row["payload"])
+        entry.setdefault("uid", row["uid"])
+        if clean:
+            entry = deadletter.clean_entry(entry)
+        letters = _write(store, [entry], queued=False, source=row["source"])[1]
+        if letters:
+            store.write(deadletters.retried, row["id"], letters[0].reason)
+            still.append(row["id"])
+        else:
+            store.write(deadletters.drop, [row["id"]])
+            stored.append(row["id"])
+    return stored, still
+
+
+def _ingest(store: Connected, entries: list[dict[str, Any]], *, queued: bool,
+            refused: Refused | None = None) -> list[int]:
+    """Write spooled entries, setting aside what is refused (kept before the spool file is deleted).
+    Returns the ids of those to be evaluated here (spooled with `here`, when `queued`)."""
+    here, letters = _write(store, entries, queued=queued, source="shipper")
+    if letters:
+        added = store.write(deadletters.set_aside, letters)
+        first = letters[0]
+        logger.warning("veralith: %d spooled trace(s) set aside in the dead-letter place (%d new), e.g. trace %s: "
+                       "%s; `veralith dead-letters` lists them", len(letters), added, first.trace_id, first.reason)
+        if refused is not None:
+            refused([x.trace_id for x in letters if x.trace_id is not None])
+    return here
+
+
+def _write(store: Connected, entries: list[dict[str, Any]], *, queued: bool,
+           source: str) -> tuple[list[int], list[Letter]]:
+    """Write entries (one transaction per attempt, halved around a record the store refuses); give
+    clashing ids new ones. (The ids to be evaluated here, the letters of what was refused.)"""
     mine = leases.mine()
+    good, letters = deadletter.screen(entries, source)
     rows: list[repository.Entry] = [
-        (int(e["id"]), e.get("uid"), e.get("created_at"), TraceInput.from_json(e), e.get("run"),
-         mine if queued and bool(e.get("here", True)) else None) for e in entries]
+        (int(e["id"]), e.get("uid"), e.get("created_at"), trace, e.get("run"),
+         mine if queued and bool(e.get("here", True)) else None) for e, trace in good]
     here: list[int] = []
     for _ in range(_CLASH_RETRIES):
-        _written, clashed = store.write(repository.create_traces, rows)
-        lost = set(clashed)
+        clashed: list[int] = []
+
+        def write(part: list[repository.Entry], clashed: list[int] = clashed) -> None:
+            clashed.extend(store.write(repository.create_traces, part)[1])
+
+        refused = deadletter.write_each(rows, write, lambda row, exc: deadletter.letter(_entry(row), source, exc))
+        letters += refused
+        lost = set(clashed) | {x.trace_id for x in refused}
         here += [row[0] for row in rows if row[5] is not None and row[0] not in lost]
         if not clashed:
-            return here
+            return here, letters
         rows = _renumber(store, rows, clashed)
     raise StoreError(f"could not find free trace ids in {store.url} for {len(rows)} spooled trace(s)")
+
+
+def _entry(row: repository.Entry) -> dict[str, Any]:
+    """A row back as its spool line (what the dead-letter place keeps and a retry ships)."""
+    trace_id, uid, created_at, trace, run, _owner = row
+    return {"id": trace_id, "uid": uid, "created_at": created_at, "run": run, **trace.to_json()}
 
 
 def _renumber(store: Connected, rows: list[repository.Entry], clashed: list[int]) -> list[repository.Entry]:

@@ -11,7 +11,7 @@ the tail of `log()`'s time. Durability is what a `write()` gave: the mapping is 
 the file, so a line copied in survives a crash (kill -9) of the process the moment the copy is
 done; neither survives the machine losing power before the kernel writes it back (as SQLite's
 synchronous=NORMAL). The blocks are allocated before a segment is used, so a full disk shows as
-an OSError when a segment is created, never as a fault while copying.
+WritesStopped when a segment is created (never a plain OSError), never as a fault while copying.
 
 The unwritten rest of a segment is NUL bytes: a reader takes the lines before the first NUL and
 skips a line that does not parse (the last one, if a crash came in the middle of the copy). A line that does not
@@ -48,9 +48,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from veralith.store.errors import WritesStopped
 from veralith.work import leases
 
-__all__ = ["SEGMENT_BYTES", "Spool", "has_files", "read_lines", "recover"]
+__all__ = ["SEGMENT_BYTES", "Spool", "has_files", "read_lines", "recover", "spool_stopped"]
 
 logger = logging.getLogger("veralith.store")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
@@ -139,13 +140,17 @@ class Spool:
         return self.dir / f"{self.stem}.jsonl"
 
     def append(self, entry: dict[str, Any]) -> None:
-        """Make `entry` durable (one line copied into the mapped segment). Raises OSError when a
-        segment has to be created here and cannot be (folder not writable, disk full)."""
+        """Make `entry` durable (one line copied into the mapped segment). Raises WritesStopped when a
+        segment has to be created here and cannot be (disk full, folder not writable); what was
+        spooled before stays, and is shipped."""
         data = (_ENCODER.encode(entry) + "\n").encode("utf-8")
         with self._lock:
             segment = self._active
             if segment is None or segment.used + len(data) > segment.size or self._owner != _owner():
-                segment = self._next_segment(len(data))
+                try:
+                    segment = self._next_segment(len(data))
+                except OSError as exc:
+                    raise spool_stopped(self.dir, exc) from None
             segment.map[segment.used:segment.used + len(data)] = data
             segment.used += len(data)
             first, self._dirty = not self._dirty, True
@@ -206,6 +211,18 @@ class Spool:
             raise
         return shipped
 
+    def unshipped(self) -> set[int]:
+        """The ids of this process's traces still spooled, not in the store (read from its files)."""
+        with self._lock:
+            paths = list(self._unshipped) + [s.path for s in (*self._retired, self._active) if s is not None and s.used]
+        ids: set[int] = set()
+        for path in paths:
+            with contextlib.suppress(OSError):   # taken meanwhile by another process: it ships them
+                for raw in read_lines(path):
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        ids.add(int(json.loads(raw)["id"]))
+        return ids
+
     def close(self) -> None:
         """Unmap the segments and delete those holding nothing (at shutdown; a later append starts
         a new segment). A segment holding lines stays for the next ship or `recover`."""
@@ -247,6 +264,15 @@ class Spool:
         return _Segment(self.dir / f"{self.stem}.{time.time_ns()}-{next(self._numbers)}.seg", size)
 
 
+def spool_stopped(folder: Path, exc: OSError) -> WritesStopped:
+    """The error `log()` raises when its spool cannot take a trace (one line a person can act on)."""
+    why = exc.strerror or str(exc)
+    hint = "free space on that disk" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else \
+        "make it writable or set VERALITH_SPOOL_DIR"
+    return WritesStopped(f"cannot spool the trace in {folder} ({why}): {hint}; traces logged before are kept "
+                         "and shipped")
+
+
 def _owner() -> tuple[int, str]:
     return os.getpid(), leases.token()
 
@@ -272,14 +298,21 @@ def read_lines(path: Path) -> list[bytes]:
 
 def _ship_file(path: Path, sink: Sink) -> int:
     entries: list[dict[str, Any]] = []
-    for lineno, raw in enumerate(read_lines(path), start=1):
+    try:
+        lines = read_lines(path)
+    except FileNotFoundError:
+        # Taken by another process's `recover` (on a shared folder, another host may take a file
+        # untouched for the lease timeout): it ships those traces; this spool goes on with the rest.
+        logger.info("veralith: spool file %s was taken by another process; skipped", path)
+        return 0
+    for lineno, raw in enumerate(lines, start=1):
         try:
             entries.append(json.loads(raw))
         except ValueError:  # a line cut short by a crash mid-copy: nothing usable in it
             logger.warning("veralith: %s:%d: unreadable spool line skipped", path, lineno)
     for start in range(0, len(entries), _BATCH):
         sink(entries[start:start + _BATCH])
-    path.unlink()  # only once the store has every line
+    path.unlink(missing_ok=True)  # only once the store has every line (missing: another process shipped it too)
     return len(entries)
 
 
@@ -311,8 +344,5 @@ def recover(folder: str | os.PathLike[str], sink: Sink) -> int:
         same_host = their_host == _UNSAFE.sub("_", host)
         gone = (int(their_pid) == pid or not leases.process_alive(int(their_pid))) if same_host else False
         if gone or age > leases.LEASE_TIMEOUT_S:
-            try:
-                shipped += _ship_file(path, sink)
-            except FileNotFoundError:  # another process recovered it first
-                continue
+            shipped += _ship_file(path, sink)   # a file another process recovered first counts 0
     return shipped

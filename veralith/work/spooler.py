@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from veralith.store.protocol import TraceInput
 from veralith.store.rows import now_iso
 from veralith.work.ids import IdFile
-from veralith.work.spool import Spool, read_lines
+from veralith.work.spool import Spool, read_lines, spool_stopped
 
 __all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "new_id", "spooler_for"]
 
@@ -110,7 +110,10 @@ class Spooler:
             self._start_preparer()
             self._due.set()
         self._closed = False
-        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S, ahead=True)
+        try:
+            trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S, ahead=True)
+        except OSError as exc:   # its counter file could not be written: a full disk, a read-only folder
+            raise spool_stopped(self.folder, exc) from None
         self.spool.append({"id": trace_id, "uid": _uid(), "created_at": now_iso(), "run": run,
                            "here": evaluate_here, **trace.to_json()})
         return trace_id

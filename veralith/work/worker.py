@@ -244,8 +244,9 @@ def _claim(loop: _Loop, knowledge_base: str | None, *, sweep: bool) -> tuple[lis
 
 def progress_line(store: Store, totals: WorkerReport, in_flight: int, knowledge_base: str | None) -> str:
     try:
-        waiting = store.read(ops.stats, kb=knowledge_base)["by_status"].get("pending", 0)
-        queue = f", {waiting:,} waiting"
+        figures = store.read(ops.stats, kb=knowledge_base)
+        waiting, aside = figures["by_status"].get("pending", 0), figures.get("dead_letters", 0)
+        queue = f", {waiting:,} waiting" + (f", {aside:,} set aside" if aside else "")
     except StoreError:
         queue = ""
     return (f"{totals.judged:,} judged, {totals.failed:,} failed, {in_flight} running{queue} "
