@@ -31,6 +31,7 @@ from veralith.cli import (
     compare,
     filters,
     importing,
+    labelling,
     listing,
     migrate,
     patterns,
@@ -663,6 +664,9 @@ _command("migrate")(migrate.migrate_command)
 # Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
 _command("import")(importing.import_command)
 _command("batch")(batchjobs.batch_command)
+# Human review: labels, the judge's agreement with them (veralith.review, shared with the web view).
+_command("label")(labelling.label_command)
+_command("labels")(labelling.labels_command)
 
 
 def main() -> None:

@@ -44,6 +44,9 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "migrate": ("veralith migrate --to postgresql://veralith@db.internal/veralith",),
     "import": ("veralith import spans.json --run-name imported",),
     "batch": ("veralith batch status", "veralith batch collect job-3f2a9c1e7b04"),
+    "label": ("veralith label 42 --claim k2 unsupported --by alice", "veralith label 42 --cell incomplete_grounded "
+              "--note 'q2 is not in the docs'"),
+    "labels": ("veralith labels export -o labels.jsonl", "veralith labels import scores.json --format langfuse"),
 }
 
 
