@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 
 from veralith.cli import (
+    agreeing,
     batch,
     batchjobs,
     compare,
@@ -667,6 +668,7 @@ _command("batch")(batchjobs.batch_command)
 # Human review: labels, the judge's agreement with them (veralith.review, shared with the web view).
 _command("label")(labelling.label_command)
 _command("labels")(labelling.labels_command)
+_command("agreement")(agreeing.agreement_command)
 
 
 def main() -> None:
