@@ -38,6 +38,7 @@ from veralith.cli import (
     patterns,
     records,
     render,
+    reviewing,
     runs,
     serve,
     worker,
@@ -669,6 +670,7 @@ _command("batch")(batchjobs.batch_command)
 _command("label")(labelling.label_command)
 _command("labels")(labelling.labels_command)
 _command("agreement")(agreeing.agreement_command)
+_command("review")(reviewing.review_command)
 
 
 def main() -> None:

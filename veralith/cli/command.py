@@ -47,6 +47,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "label": ("veralith label 42 --claim k2 unsupported --by alice", "veralith label 42 --cell incomplete_grounded "
               "--note 'q2 is not in the docs'"),
     "labels": ("veralith labels export -o labels.jsonl", "veralith labels import scores.json --format langfuse"),
+    "review": ("veralith review --by alice", "veralith review --kb support --since 7d --limit 20"),
     "agreement": ("veralith agreement", "veralith agreement --kb support --markdown >> $GITHUB_STEP_SUMMARY"),
 }
 
