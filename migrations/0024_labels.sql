@@ -21,3 +21,7 @@ CREATE TABLE labels (
 );
 CREATE INDEX labels_by_trace ON labels (trace_id, target, item, labelled_at);
 CREATE INDEX labels_by_time ON labels (labelled_at);
+
+-- How many labelled traces a result's sufficiency threshold was fitted to (NULL: not fitted to
+-- labels), so `inspect` and the trace page say which was used (threshold_source stays 'calibrated').
+ALTER TABLE traces ADD COLUMN threshold_labels INTEGER;

@@ -17,3 +17,5 @@ CREATE TABLE labels (
 );
 CREATE INDEX labels_by_trace ON labels (trace_id, target, item, labelled_at);
 CREATE INDEX labels_by_time ON labels (labelled_at);
+
+ALTER TABLE traces ADD COLUMN threshold_labels bigint;

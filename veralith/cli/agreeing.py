@@ -37,6 +37,33 @@ def labelled_pairs(store: Any, *, kb: str | None = None, since: float | None = N
     return [(label, found) for label in labels if (found := results[label.trace_id]) is not None]
 
 
+def calibration_figures(db: Any, kb: str | None = None) -> dict[str, Any]:
+    """Per knowledge base with enough sufficiency labels: the threshold fitted to them, its balanced
+    accuracy out of fold (5 folds by trace), and the accuracy on the same labels of the threshold the
+    judge's own verdicts give (the percentile rule); the second is not fitted to labels at all."""
+    from veralith.config import settings
+    from veralith.store.calibration import (
+        CountedCalibration,
+        balanced_accuracy,
+        calibrate,
+        cross_validated,
+        fit_threshold,
+        labelled_sufficiency,
+        value_counts,
+    )
+
+    own = CountedCalibration(value_counts(db, settings.calibration_percentile, kb))
+    out: dict[str, Any] = {}
+    for name, pairs in labelled_sufficiency(db, kb).items():
+        oof, folds = cross_validated(pairs)
+        percentile = calibrate(own, name)
+        out[name] = {"labelled_traces": len(pairs), "threshold": fit_threshold(pairs), "out_of_fold": oof,
+                     "folds": folds, "own_threshold": percentile.threshold,
+                     "own_source": percentile.source.value,
+                     "own_accuracy": balanced_accuracy(pairs, percentile.threshold)}
+    return out
+
+
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value * 100:.1f} %"
 
@@ -122,6 +149,7 @@ def agreement_command(
     pairs = [] if store is None else labelled_pairs(store, kb=kb, since=start)
     report: Report = agreement(pairs, min_labels=min_labels or settings.labels_min)
     data = report.to_json()
+    data["calibration"] = {} if store is None else store.read(calibration_figures, kb)
     out = Console(highlight=False)
     if as_json:
         typer.echo(json.dumps(data, indent=2))
@@ -140,3 +168,8 @@ def agreement_command(
     out.print(table)
     for name, figures in data["judges"].items():
         out.print(_confusion(name, figures))
+    for name, c in data["calibration"].items():
+        out.print(literal(f"knowledge base {name}: sufficiency threshold fitted to {c['labelled_traces']} labelled "
+                          f"traces {c['threshold']}; balanced accuracy out of fold {_pct(c['out_of_fold'])} "
+                          f"({c['folds']} folds), against {_pct(c['own_accuracy'])} for the threshold from the "
+                          f"judge's own verdicts ({c['own_threshold']:.2f}, {c['own_source']})"), soft_wrap=True)

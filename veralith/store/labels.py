@@ -100,7 +100,7 @@ def labels_of(db: Db, trace_id: int) -> list[Label]:
 
 
 def current(db: Db, *, kb: str | None = None, since: float | None = None,
-            trace_ids: Sequence[int] | None = None) -> list[Label]:
+            trace_ids: Sequence[int] | None = None, target: str | None = None) -> list[Label]:
     """The label that counts for each (trace, target, item): the newest. Optionally only one
     knowledge base's traces, labels given at or after `since` (unix time), or some traces."""
     clauses: list[str] = []
@@ -108,6 +108,9 @@ def current(db: Db, *, kb: str | None = None, since: float | None = None,
     if kb is not None:
         clauses.append("t.knowledge_base = ?")
         params.append(kb)
+    if target is not None:
+        clauses.append("l.target = ?")
+        params.append(target)
     if since is not None:
         clauses.append("l.labelled_at >= ?")
         params.append(since)

@@ -166,6 +166,11 @@ class TraceStore(Protocol):
         """Their sufficiency fractions in ascending order, `limit` of them from rank `offset`."""
         ...
 
+    def calibration_labels(self, knowledge_base: str) -> list[tuple[float, bool]]:
+        """(sufficiency_fraction, reviewer found the context sufficient) per labelled trace, once the
+        knowledge base has `labels_min` of them; else [] (veralith.store.calibration)."""
+        ...
+
     # -- judge-reply cache ---------------------------------------------------------------------
     def output_sizes(self) -> list[OutputSize]:
         """What past real runs' calls wrote, summed per (task, model, prompt version): what

@@ -163,6 +163,11 @@ class SqlStore(abc.ABC):
             return SqlCalibration(db).calibration_count(knowledge_base)
 
     @_guarded
+    def calibration_labels(self, knowledge_base: str) -> list[tuple[float, bool]]:
+        with self.connection() as db:
+            return SqlCalibration(db).calibration_labels(knowledge_base)
+
+    @_guarded
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         with self.connection() as db:
             return SqlCalibration(db).calibration_values(knowledge_base, offset, limit)
