@@ -29,12 +29,13 @@ __all__ = ["EXAMPLES", "VeralithCommand", "VeralithGroup", "default_text", "epil
 # One or two lines a person can copy, per command; shown under its help and in docs/cli.md.
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "eval": ("veralith eval traces.jsonl --run-name main", "veralith eval traces.jsonl --batch",
-             "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0"),
+             "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0",
+             "veralith eval labelled.jsonl --expect --min-agreement 0.9"),
     "resume": ("veralith resume", "veralith resume --failed"),
     "inspect": ("veralith inspect 12", "veralith inspect my-record-id --json", "veralith inspect 12 --explain"),
     "list": ("veralith list --cell incomplete_ungrounded --since 24h",),
     "stats": ("veralith stats --kb default",),
-    "export": ("veralith export --format csv -o results.csv",),
+    "export": ("veralith export --format csv -o results.csv", "veralith export --labelled -o labelled.jsonl"),
     "serve": ("veralith serve --open",),
     "runs": ("veralith runs --limit 10",),
     "compare": ("veralith compare main feature-branch --format markdown",),
