@@ -36,7 +36,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "list": ("veralith list --cell incomplete_ungrounded --since 24h",),
     "stats": ("veralith stats --kb default",),
     "export": ("veralith export --format csv -o results.csv", "veralith export --labelled -o labelled.jsonl"),
-    "serve": ("veralith serve --open",),
+    "serve": ("veralith serve --open", "veralith serve --review"),
     "runs": ("veralith runs --limit 10",),
     "compare": ("veralith compare main feature-branch --format markdown",),
     "patterns": ("veralith patterns --kb default --since 7d", "veralith patterns --run main --markdown > patterns.md"),
