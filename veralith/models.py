@@ -264,6 +264,8 @@ class Diagnosis(_Model):
     faithfulness_fraction: float | None = Field(None, description="Grounded / claims; None if not judged.")
     threshold: float
     threshold_source: ThresholdSource
+    threshold_labels: int | None = Field(None, description="Labelled traces the threshold was fitted to (reviewers' "
+                                         "sufficiency labels, docs/review.md); None when it was not fitted to labels.")
     n_sub_questions: int
     n_claims: int
     n_uncovered_sub_questions: int | None = None

@@ -26,17 +26,20 @@ import typer
 from rich.console import Console
 
 from veralith.cli import (
+    agreeing,
     batch,
     batchjobs,
     compare,
     deadletters,
     filters,
     importing,
+    labelling,
     listing,
     migrate,
     patterns,
     records,
     render,
+    reviewing,
     runs,
     serve,
     worker,
@@ -236,6 +239,12 @@ def eval_command(
         "--batch", help="Send every judge call through the OpenAI Batch API (half price; replies within 24 h), "
         "one model per batch, as many batches as VERALITH_BATCH_MAX_REQUESTS / _MAX_BYTES need: waits and shows "
         "progress; if it stops, `veralith batch collect` finishes the job.")] = False,
+    expect: Annotated[bool, typer.Option(
+        "--expect", help="Compare each record's `expected` verdicts (a file from `veralith export --labelled`) with "
+        "what the judge says now, and report the agreement instead of quality.")] = False,
+    min_agreement: Annotated[float | None, typer.Option(
+        "--min-agreement", min=0.0, max=1.0, metavar="RATE", help="CI gate on the judge itself (implies --expect): "
+        "exit 3 when the agreement over every expected verdict is below RATE.")] = None,
 ) -> None:
     """Evaluate every trace in a JSONL or CSV file; bad lines are reported as FILE:LINE and skipped.
 
@@ -277,11 +286,16 @@ def eval_command(
                          markup=False)
         raise typer.Exit(ExitCode.ERROR if bad else ExitCode.OK)
     persist = not no_persist
+    expect = expect or min_agreement is not None
+    if expect and not persist:
+        raise _fail("--expect compares the stored results with the file; it cannot run with --no-persist",
+                    ExitCode.ERROR)
     if batch_api:
         _eval_batch(file, total=total, kb=kb, backend=backend, model=model, run_name=run_name, rejudge=rejudge,
                     refused=[name for name, given in (("--no-persist", no_persist), ("--output", output),
                                                       ("--fail-under", fail_under), ("--max-cell", max_cell),
                                                       ("--concurrency", concurrency), ("--explain", explain),
+                                                      ("--expect", expect),
                                                       ("--mode fast", mode is not None and mode.value == "fast"))
                              if given])
         return
@@ -316,9 +330,25 @@ def eval_command(
         return await asyncio.to_thread(hooks.record, record, result)
 
     # Closes the run whatever happens; raises Exit(3) when only the gate failed.
-    hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
-                              model=model, mode=mode, concurrency=concurrency, output=output,
-                              where=lambda r: f"{file}:{r.line}", explain=explain, awork=awork), _out())
+    def judge_all() -> None:
+        hooks.around(lambda: _run("veralith eval", jobs, work, total=total, persist=persist, backend=backend,
+                                  model=model, mode=mode, concurrency=concurrency, output=output,
+                                  where=lambda r: f"{file}:{r.line}", explain=explain, awork=awork), _out())
+
+    if not expect:
+        judge_all()
+        return
+    code = ExitCode.OK
+    try:
+        judge_all()
+    except typer.Exit as stop:
+        code = ExitCode(stop.exit_code)
+    if code in (ExitCode.ERROR, ExitCode.INTERRUPTED):
+        raise typer.Exit(code)
+    from veralith.cli.expect import check_expected
+
+    held = check_expected(_store(), file, default_kb=kb, min_agreement=min_agreement, out=_out(), err=_err())
+    raise typer.Exit(code if held else ExitCode.CHECK_FAILED)
 
 
 def _say_mode(client: Any, err: Console) -> None:
@@ -611,10 +641,17 @@ def export_command(
     = None,
     kb: Annotated[str | None, typer.Option("--kb", metavar="NAME", help="Knowledge base of the record ids given.")] \
         = None,
+    labelled: Annotated[bool, typer.Option(
+        "--labelled", help="Instead: every labelled trace as an `eval` record with the verdicts people gave "
+        "(`expected`), a regression set for `veralith eval FILE --expect --min-agreement X`.")] = False,
 ) -> None:
     """Export stored results (traces with a result), oldest first, with when each trace was created,
     updated and evaluated, its external id, backend, model, prompt versions and usage."""
     from veralith.cli.export import write_stored
+
+    if labelled:
+        _export_labelled(output, fmt, refs, since)
+        return
 
     try:
         when = filters.since(since)  # the same dates and durations as `list --since`
@@ -652,6 +689,25 @@ def export_command(
                     f"{', '.join(map(str, unreadable[:20]))}", ExitCode.ERROR)
 
 
+def _export_labelled(output: Path | None, fmt: Format, refs: list[str] | None, since: str | None) -> None:
+    from veralith.cli.expect import write_labelled
+
+    given = [name for name, value in (("--format csv", fmt is Format.csv), ("ID", refs), ("--since", since)) if value]
+    if given:
+        raise _fail(f"--labelled writes every labelled trace as JSONL; it takes no {', '.join(given)}", ExitCode.ERROR)
+    if output is not None:
+        _check_output(output)
+    store = _existing_db()
+    sink = _open_output(output, newline="") if output else sys.stdout
+    try:
+        count = 0 if store is None else write_labelled(store, sink)
+    finally:
+        if output:
+            sink.close()
+    if output:
+        _err().print(render.literal(f"exported {count} labelled traces to {output}"))
+
+
 # The web view lives in its own module (it needs the optional `web` extra, imported when it runs).
 _command("serve")(serve.serve_command)
 # Runs and their comparison; the comparison itself is veralith.compare, shared with the web view.
@@ -667,6 +723,11 @@ _command("dead-letters")(deadletters.dead_letters_command)
 # Traces people already have (OTLP JSON, Phoenix, Langfuse), judged as `eval` judges a file.
 _command("import")(importing.import_command)
 _command("batch")(batchjobs.batch_command)
+# Human review: labels, the judge's agreement with them (veralith.review, shared with the web view).
+_command("label")(labelling.label_command)
+_command("labels")(labelling.labels_command)
+_command("agreement")(agreeing.agreement_command)
+_command("review")(reviewing.review_command)
 
 
 def main() -> None:

@@ -29,13 +29,14 @@ __all__ = ["EXAMPLES", "VeralithCommand", "VeralithGroup", "default_text", "epil
 # One or two lines a person can copy, per command; shown under its help and in docs/cli.md.
 EXAMPLES: dict[str, tuple[str, ...]] = {
     "eval": ("veralith eval traces.jsonl --run-name main", "veralith eval traces.jsonl --batch",
-             "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0"),
+             "veralith eval traces.jsonl --fail-under 0.9 --max-cell extra_ungrounded=0",
+             "veralith eval labelled.jsonl --expect --min-agreement 0.9"),
     "resume": ("veralith resume", "veralith resume --failed"),
     "inspect": ("veralith inspect 12", "veralith inspect my-record-id --json", "veralith inspect 12 --explain"),
     "list": ("veralith list --cell incomplete_ungrounded --since 24h",),
     "stats": ("veralith stats --kb default",),
-    "export": ("veralith export --format csv -o results.csv",),
-    "serve": ("veralith serve --open",),
+    "export": ("veralith export --format csv -o results.csv", "veralith export --labelled -o labelled.jsonl"),
+    "serve": ("veralith serve --open", "veralith serve --review"),
     "runs": ("veralith runs --limit 10",),
     "compare": ("veralith compare main feature-branch --format markdown",),
     "patterns": ("veralith patterns --kb default --since 7d", "veralith patterns --run main --markdown > patterns.md"),
@@ -46,6 +47,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "batch": ("veralith batch status", "veralith batch collect job-3f2a9c1e7b04"),
     "dead-letters": ("veralith dead-letters", "veralith dead-letters --retry --clean",
                      "veralith dead-letters --drop 3"),
+    "label": ("veralith label 42 --claim k2 unsupported --by alice", "veralith label 42 --cell incomplete_grounded "
+              "--note 'q2 is not in the docs'"),
+    "labels": ("veralith labels export -o labels.jsonl", "veralith labels import scores.json --format langfuse"),
+    "review": ("veralith review --by alice", "veralith review --kb support --since 7d --limit 20"),
+    "agreement": ("veralith agreement", "veralith agreement --kb support --markdown >> $GITHUB_STEP_SUMMARY"),
 }
 
 

@@ -47,6 +47,9 @@ def serve_command(
         metavar="TOKEN", help=f"Require this token on every request (or set {TOKEN_ENV}; the variable keeps it out "
         "of the process list). Required for a non-loopback --host.", show_default=False)] = None,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the overview in the default browser.")] = False,
+    review: Annotated[bool, typer.Option("--review", help="Let reviewers label traces from the trace page and see "
+                                         "a review queue: the view's only writes (POST, same origin, a CSRF "
+                                         "token per session, the token when one is set).")] = False,
 ) -> None:
     """Browse the stored history in a web browser: overview, traces, one trace's evidence (read-only)."""
     from veralith.config import settings  # noqa: F401 - loads .env, which may hold the token
@@ -72,7 +75,7 @@ def serve_command(
     if where.startswith("sqlite:///") and not Path(where[len("sqlite:///"):]).exists():
         raise _fail(f"no database at {where[len('sqlite:///'):]} (run `veralith eval FILE.jsonl` first, or pass --db)",
                     ExitCode.NOT_FOUND)
-    app = create_app(where, token=token)  # a store it cannot read: StoreError, exit 2 (VeralithGroup)
+    app = create_app(where, token=token, review=review)  # a store it cannot read: StoreError, exit 2 (VeralithGroup)
     served = open_store(where, read_only=True).url  # a password masked
 
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,

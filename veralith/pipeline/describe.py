@@ -268,8 +268,10 @@ def _sufficiency(result: EvaluationResult) -> str:
     if d is None:
         return ""
     high = d.sufficiency_level is SufficiencyLevel.high
-    source = ("calibrated from this knowledge base's own healthy traces" if d.threshold_source is
-              ThresholdSource.calibrated else "the default until this knowledge base is calibrated")
+    source = (f"fitted to reviewers' labels on {d.threshold_labels} traces of this knowledge base"
+              if d.threshold_labels else "calibrated from this knowledge base's own healthy traces"
+              if d.threshold_source is ThresholdSource.calibrated else
+              "the default until this knowledge base is calibrated")
     if d.sufficiency_fraction is None or not d.n_sub_questions:
         return ("LOW: the Sufficiency judge gave no verdict, so retrieval is taken to have fallen short "
                 f"(threshold {d.threshold:.0%}, {source})")

@@ -215,14 +215,14 @@ class _Setting:
                  trace_id: int | None, knowledge_base: str, metadata: dict[str, Any] | None) -> None:
         self.store = store
         self.trace_id = trace_id
-        threshold, source = _threshold(knowledge_base, store)
+        threshold, source, labelled = _threshold(knowledge_base, store)
         created = None
         if store is not None and trace_id is not None:
             from veralith.store import ops
 
             # a stored trace is judged as of the day it was logged
             created = store.read(ops.trace_info, trace_id).created_at
-        self.pipeline: dict[str, Any] = dict(threshold=threshold, threshold_source=source,
+        self.pipeline: dict[str, Any] = dict(threshold=threshold, threshold_source=source, threshold_labels=labelled,
                                              knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
                                              as_of=as_of_date(metadata or {}, created))
 
@@ -238,12 +238,14 @@ class _Setting:
         return result
 
 
-def _threshold(knowledge_base: str, store: Store | None) -> tuple[float, ThresholdSource]:
+def _threshold(knowledge_base: str, store: Store | None) -> tuple[float, ThresholdSource, int | None]:
+    """(threshold, source, labelled traces it was fitted to or None)."""
     if store is None:
-        return settings.sufficiency_fallback, ThresholdSource.fallback
+        return settings.sufficiency_fallback, ThresholdSource.fallback, None
     from veralith.store import ops
 
-    return store.read(ops.current_threshold, knowledge_base)
+    found = store.read(ops.calibration, knowledge_base)
+    return found.threshold, found.source, found.labels
 
 
 def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
@@ -268,7 +270,8 @@ async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChu
 
 def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
               threshold: float, threshold_source: ThresholdSource, knowledge_base: str,
-              metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None) -> Steps[JudgedTrace]:
+              metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None,
+              threshold_labels: int | None = None) -> Steps[JudgedTrace]:
     """Every stage, written once: it yields the judge calls it needs and is sent their outcomes. It
     returns the result with what its calls wrote per task (for the dry run, once it is stored)."""
     started = time.perf_counter()
@@ -329,7 +332,7 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
     diagnosis = Diagnosis(
         failure_cell=cls.failure_cell, sufficiency_level=level, sufficiency_fraction=suff_fraction,
         faithfulness_fraction=cls.faithfulness_fraction, threshold=threshold, threshold_source=threshold_source,
-        n_sub_questions=len(parts.sub_questions), n_claims=len(parts.claims),
+        threshold_labels=threshold_labels, n_sub_questions=len(parts.sub_questions), n_claims=len(parts.claims),
         n_uncovered_sub_questions=cls.n_uncovered_sub_questions, n_extra_claims=cls.n_extra_claims,
         n_partial_sub_questions=cls.n_partial_sub_questions, coverage=cls.coverage,
         needs_review=bool(flagged), review_ids=flagged)

@@ -13,6 +13,15 @@ ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h
 rational arithmetic from the stored floats and rounded once, so the same data always gives the
 same, correctly rounded threshold.
 
+From labels: where reviewers have labelled the sufficiency of sub-questions on at least
+`settings.labels_min` traces of a knowledge base (veralith.store.labels), its threshold is fitted to
+those labels instead (`fit_threshold`): a trace's context is sufficient to its reviewer when no
+sub-question of it was labelled N, and the threshold is the one that best separates those traces by
+the judge's sufficiency_fraction (balanced accuracy; the stricter of equals). The result then says
+how many labelled traces it was fitted to (`Diagnosis.threshold_labels`); without enough labels
+nothing changes. How well a threshold fitted this way does is measured out of fold
+(`cross_validated`, shown by `veralith agreement`), never on the labels it was fitted to.
+
 Cost (`SqlCalibration`, either store): both reads come from `calibration_counts`, the number of
 calibration traces per (knowledge base, sufficiency fraction as stored) that triggers keep
 (migrations/0018; PostgreSQL 0010). A fraction is a ratio of small integers, so a knowledge base has
@@ -33,7 +42,8 @@ from veralith.models import ThresholdSource
 from veralith.store.sql import Db
 
 __all__ = ["CALIBRATION_CELL", "Calibration", "CalibrationData", "CountedCalibration", "SqlCalibration",
-           "calibrate", "linear_percentile", "rank_of", "value_counts"]
+           "balanced_accuracy", "calibrate", "cross_validated", "fit_threshold", "labelled_sufficiency",
+           "linear_percentile", "rank_of", "value_counts"]
 
 CALIBRATION_CELL = "complete_grounded"  # also written into the triggers that keep calibration_counts
 
@@ -51,10 +61,17 @@ class Calibration:
     threshold: float
     source: ThresholdSource
     traces: int        # results that count towards calibration (fewer than the minimum: fallback)
+    labels: int | None = None   # labelled traces the threshold was fitted to; None: not fitted to labels
 
 
 def calibrate(data: CalibrationData, knowledge_base: str) -> Calibration:
     """The threshold `knowledge_base` uses now, under the current settings (the rule above)."""
+    read_labels = getattr(data, "calibration_labels", None)   # SqlCalibration has it; a bare CalibrationData may not
+    pairs = read_labels(knowledge_base) if read_labels is not None else []
+    if len(pairs) >= settings.labels_min:
+        fitted = fit_threshold(pairs)
+        if fitted is not None:
+            return Calibration(fitted, ThresholdSource.calibrated, len(pairs), labels=len(pairs))
     found, n = _percentile(data, knowledge_base, percentile=settings.calibration_percentile,
                            min_traces=settings.calibration_min_traces)
     if found is not None:
@@ -73,6 +90,9 @@ class SqlCalibration:
                               [knowledge_base]).fetchone()
         return int(row[0])
 
+    def calibration_labels(self, knowledge_base: str) -> list[tuple[float, bool]]:
+        return labelled_sufficiency(self.db, knowledge_base).get(knowledge_base, [])
+
     def calibration_values(self, knowledge_base: str, offset: int, limit: int) -> list[float]:
         # Only the values whose ranks overlap [offset, offset + limit) leave the database.
         rows = self.db.execute(_RANKED.format(where=" WHERE knowledge_base = ?")
@@ -85,8 +105,13 @@ class CountedCalibration:
     """CalibrationData over the counts `value_counts` read for every knowledge base in one query
     (what `stats` needs): each knowledge base's total and the values around its percentile."""
 
-    def __init__(self, counts: dict[str, tuple[int, list[tuple[int, float, int]]]]) -> None:
+    def __init__(self, counts: dict[str, tuple[int, list[tuple[int, float, int]]]],
+                 labels: dict[str, list[tuple[float, bool]]] | None = None) -> None:
         self.counts = counts
+        self.labels = labels or {}
+
+    def calibration_labels(self, knowledge_base: str) -> list[tuple[float, bool]]:
+        return self.labels.get(knowledge_base, [])
 
     def calibration_count(self, knowledge_base: str) -> int:
         return self.counts.get(knowledge_base, (0, []))[0]
@@ -161,3 +186,75 @@ def _percentile(data: CalibrationData, knowledge_base: str, *, percentile: float
     lower = values[0]
     upper = values[1] if len(values) > 1 else lower
     return linear_percentile(lower, upper, n, percentile), n
+
+
+# -- from labels -------------------------------------------------------------------------------------
+
+def labelled_sufficiency(db: Db, knowledge_base: str | None = None) -> dict[str, list[tuple[float, bool]]]:
+    """{knowledge base: [(the judge's sufficiency_fraction, whether the reviewer found the context
+    sufficient), ...]} over done traces with a current sufficiency label and a fraction; one or (None)
+    every knowledge base. Only when some knowledge base could have enough does it read the labels."""
+    where, params = ("", []) if knowledge_base is None else (" AND t.knowledge_base = ?", [knowledge_base])
+    rows = db.execute("SELECT t.knowledge_base, COUNT(DISTINCT l.trace_id) FROM labels l JOIN traces t ON"
+                      f" t.id = l.trace_id WHERE l.target = 'sufficiency'{where} GROUP BY t.knowledge_base",
+                      params).fetchall()
+    wanted = [kb for kb, n in rows if int(n) >= settings.labels_min]
+    if not wanted:
+        return {}
+    from veralith.store.labels import current
+
+    out: dict[str, list[tuple[float, bool]]] = {}
+    for kb in wanted:
+        verdicts: dict[int, bool] = {}
+        for label in current(db, kb=kb, target="sufficiency"):
+            verdicts[label.trace_id] = verdicts.get(label.trace_id, True) and label.value == "Y"
+        ids = sorted(verdicts)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            for tid, fraction in db.execute(
+                    f"SELECT id, sufficiency_fraction FROM traces WHERE id IN ({', '.join('?' for _ in chunk)})"
+                    " AND status = 'done' AND sufficiency_fraction IS NOT NULL", chunk).fetchall():
+                out.setdefault(kb, []).append((float(fraction), verdicts[int(tid)]))
+    return out
+
+
+def balanced_accuracy(pairs: list[tuple[float, bool]], threshold: float) -> float | None:
+    """Mean recall of the two classes when `fraction >= threshold` is read as sufficient (None when
+    one class is missing)."""
+    pos = [f >= threshold for f, ok in pairs if ok]
+    neg = [f < threshold for f, ok in pairs if not ok]
+    if not pos or not neg:
+        return None
+    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
+
+
+def fit_threshold(pairs: list[tuple[float, bool]]) -> float | None:
+    """The threshold among the fractions seen (and 1.0) with the best balanced accuracy on `pairs`,
+    the highest of equals (strict wording is the safer mistake); None when the labels hold one class."""
+    best: tuple[float, float] | None = None
+    for candidate in sorted({f for f, _ in pairs} | {1.0}, reverse=True):
+        score = balanced_accuracy(pairs, candidate)
+        if score is not None and (best is None or score > best[0]):
+            best = (score, candidate)
+    return None if best is None else best[1]
+
+
+def cross_validated(pairs: list[tuple[float, bool]], folds: int = 5) -> tuple[float | None, int]:
+    """Balanced accuracy of `fit_threshold`, out of fold: the pairs are dealt into `folds` folds (in
+    their order: the caller orders them by trace), each fold judged by a threshold fitted on the
+    others. Returns (accuracy over every held-out prediction or None, folds that could be fitted)."""
+    predictions: list[tuple[bool, bool]] = []
+    fitted = 0
+    for k in range(folds):
+        train = [p for i, p in enumerate(pairs) if i % folds != k]
+        test = [p for i, p in enumerate(pairs) if i % folds == k]
+        threshold = fit_threshold(train)
+        if threshold is None or not test:
+            continue
+        fitted += 1
+        predictions += [(f >= threshold, ok) for f, ok in test]
+    pos = [said for said, ok in predictions if ok]
+    neg = [not said for said, ok in predictions if not ok]
+    if not pos or not neg:
+        return None, fitted
+    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2, fitted

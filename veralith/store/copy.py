@@ -1,7 +1,8 @@
 """Copy a whole history from one store into another (`veralith migrate --to URL`).
 
 Everything a store holds is copied: traces with their context and every judgment, run membership
-and runs, the history of superseded outcomes, the judge-reply cache, and the output sizes the dry
+and runs, the history of superseded outcomes, reviewers' labels (veralith.store.labels), the judge-reply
+cache, and the output sizes the dry
 run learns from (veralith.store.outputsizes; a sum the target already has is kept as it is). The running totals and the
 counts by value (calibration, app latency) are not copied: the target's own triggers build them as
 the traces arrive.
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veralith.store import deadletters
+from veralith.store.labels import copy_labels
 from veralith.store.outputsizes import copy_output_sizes
 from veralith.validate import unstorable
 
@@ -74,9 +76,11 @@ def copy_history(source: SqlStore, target: SqlStore, *, new_id: Callable[[], int
             say(f"{out.traces + out.skipped:,} traces looked at, {out.traces:,} copied")
         out.cache_entries = _copy_cache(src, dst, columns["llm_cache"])
         out.output_sizes = copy_output_sizes(src, dst)
+        labels = copy_labels(src, dst)  # after the traces: a label finds its trace by the trace's uid
         target.after_copy(dst)
         out.counts = _counts(src, dst)
         out.aside = _aside(src, dst)
+        out.counts["labels"] = labels
         out.counts["runs"] = (int(src.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), len(run_ids))
     return out
 

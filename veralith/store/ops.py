@@ -58,9 +58,10 @@ from veralith.store.runs import (
 
 if TYPE_CHECKING:
     from veralith.models import EvaluationResult, ThresholdSource
+    from veralith.store.calibration import Calibration
     from veralith.store.sql import Db
 
-__all__ = ["bad_claims", "calibration_count", "calibration_values",
+__all__ = ["bad_claims", "calibration", "calibration_count", "calibration_labels", "calibration_values",
            "common_suggestions", "count_traces", "current_threshold", "daily_figures", "discard_if_empty",
            "document_examples", "document_figures", "failure_details", "find_external", "finish_run", "get_run",
            "history", "iter_results", "kb_figures", "knowledge_bases", "list_runs", "list_traces", "load_input",
@@ -81,6 +82,15 @@ def calibration_count(db: Db, knowledge_base: str) -> int:
 
 def calibration_values(db: Db, knowledge_base: str, offset: int, limit: int) -> list[float]:
     return SqlCalibration(db).calibration_values(knowledge_base, offset, limit)
+
+
+def calibration_labels(db: Db, knowledge_base: str) -> list[tuple[float, bool]]:
+    return SqlCalibration(db).calibration_labels(knowledge_base)
+
+
+def calibration(db: Db, knowledge_base: str) -> Calibration:
+    """The sufficiency threshold `knowledge_base` has earned, where from, and the labels it was fitted to."""
+    return calibrate(SqlCalibration(db), knowledge_base)
 
 
 def current_threshold(db: Db, knowledge_base: str) -> tuple[float, ThresholdSource]:

@@ -12,7 +12,7 @@ from typing import Any
 from veralith.config import settings
 from veralith.models import cell_name
 from veralith.store import deadletters
-from veralith.store.calibration import CountedCalibration, calibrate, value_counts
+from veralith.store.calibration import CountedCalibration, calibrate, labelled_sufficiency, value_counts
 from veralith.store.histogram import app_latency_percentiles, histograms, percentiles
 from veralith.store.sql import Db
 
@@ -104,11 +104,11 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
         usd += row["usd"] or 0.0
     thresholds, latency = {}, {}
     # One read each for every knowledge base's counts by value and latency histogram.
-    counted = CountedCalibration(value_counts(db, settings.calibration_percentile, kb))
+    counted = CountedCalibration(value_counts(db, settings.calibration_percentile, kb), labelled_sufficiency(db, kb))
     timed = histograms(db, kb)
     for name in sorted(kbs if kb is None else {kb}):
         found = calibrate(counted, name)
-        thresholds[name] = {"threshold": found.threshold, "source": found.source.value,
+        thresholds[name] = {"threshold": found.threshold, "source": "labels" if found.labels else found.source.value,
                             "calibration_traces": found.traces}
         figures = percentiles(timed.get(name))
         if figures is not None:

@@ -5,7 +5,9 @@ It reads the store only through the shared SQL functions (veralith.store.ops, ru
 
 Safety contract (tests/test_web*.py check each in a browser or over HTTP):
 - Read-only: the store is opened `read_only` (SQLite: `mode=ro` and `query_only`; PostgreSQL:
-  read-only transactions), and only GET and HEAD are routed.
+  read-only transactions), and only GET and HEAD are routed. The one exception is review
+  (`create_app(..., review=True)`, `veralith serve --review`): one POST route for labels, with its
+  own checks (veralith.web.review).
 - Every value reaches the page through Jinja2 autoescape; no URL is ever built from trace text.
 - Every response carries a strict Content-Security-Policy: no script at all, styles and images
   only from this server, no framing, no form posts elsewhere; the pages need no script (a claim's
@@ -71,7 +73,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_size: int = PAGE_SIZE) -> ASGIApp:
+def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_size: int = PAGE_SIZE,
+               review: bool = False) -> ASGIApp:
     """The ASGI app serving the store at `where` (a SQLite file or a store URL) read-only,
     `page_size` traces per page.
 
@@ -81,6 +84,10 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
     store = open_store(where, read_only=True)
     store.read(ops.knowledge_bases)  # a first read: a store that cannot be read fails here, not on the first page
     pages = _Pages(store, page_size)
+    if review:
+        from veralith.web.review import Review
+
+        pages.review = Review(where)
     routes = [
         Route("/", pages.overview, name="overview"),
         Route("/traces", pages.traces, name="traces"),
@@ -90,6 +97,11 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/favicon.ico", pages.favicon, name="favicon"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    if pages.review is not None:
+        routes += [Route("/review", pages.review_queue, name="review"),
+                   Route("/traces/{trace_id:int}/labels", pages.review.post_label, methods=["POST"], name="label")]
+    else:  # the path exists only for GET, so a POST to it is 405 like every POST without --review
+        routes.append(Route("/traces/{trace_id:int}/labels", pages.no_review, methods=["GET"], name="label"))
     from veralith.store.runs import RunNotFound
 
     # Starlette picks the handler of the most specific class: an unknown run is a 404, not an outage.
@@ -162,6 +174,7 @@ class _Pages:
         # Starlette runs the sync handlers on worker threads that come and go; a store serves any
         # thread, each call on a connection of its read-only pool.
         self.store, self.page_size = store, page_size
+        self.review: Any = None   # veralith.web.review.Review with --review
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(
             enabled_extensions=("html",), default_for_string=True, default=True), undefined=StrictUndefined,
             trim_blocks=True, lstrip_blocks=True)
@@ -169,7 +182,7 @@ class _Pages:
         # that could spoof written out (veralith.safe_text.laid_out).
         self.env.filters.update(visible=laid_out, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER,
-                                NO_CELL=browse.NO_CELL)
+                                NO_CELL=browse.NO_CELL, reviewing=lambda: self.review is not None)
 
     def _filter(self, request: Request) -> browse.TraceFilter:
         """The request's filter, its `run` given by id or by name as /compare takes it (a name the
@@ -290,7 +303,18 @@ class _Pages:
                 detailed={c.index for c in claims}, all_claims_link=_link(f"/traces/{trace_id}", flt, claims="all"),
                 # (line, sufficiency judgment, whether its text is the whole query: then it is not repeated)
                 sub_questions=[(q, judged.get(q.id), _gist(q.text) == query) for q in said.questions])
-        return self.render("trace.html", **context)
+        if self.review is None:
+            return self.render("trace.html", **context)
+        context.update(self.review.context(request, result, trace_id))
+        return self.review.with_cookie(request, self.render("trace.html", **context))
+
+    def no_review(self, request: Request) -> Response:
+        return self.render("error.html", 404, page="traces", title="Review is off",
+                           message="Labels are taken only when the server runs with `veralith serve --review`.")
+
+    def review_queue(self, request: Request) -> Response:
+        """The traces to review next (--review): needs-review, failing, then a sample of the rest."""
+        return self.render("review.html", page="review", rows=self.review.queue_rows(request))
 
     def compare(self, request: Request) -> Response:
         """Two runs side by side: the content of `veralith compare A B` (veralith.compare), each list
