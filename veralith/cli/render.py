@@ -82,6 +82,10 @@ def result_view(result: EvaluationResult, *, external_id: str | None = None, cre
     parts += [_section("Response"), _response(result), _legend(result), _claims(result)]
     parts += [_section("Completeness"), _completeness(result, said)]
     parts += [_section("Context"), _context(result)]
+    if result.reference is not None:
+        from veralith.cli.render_reference import reference_view
+
+        parts += [_section("Reference"), reference_view(result.reference)]
     if said.fix:
         actions = Table.grid(padding=(0, 1))  # a bullet list whose wrapped lines stay indented
         actions.add_column(justify="right", width=3)
