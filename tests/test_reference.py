@@ -229,3 +229,27 @@ def test_trace_decorator_passes_the_reference_arguments():
     finally:
         trace_module.log = saved
     assert seen["reference"] == "Acme was founded in 1947." and "reference_contexts" not in seen
+
+
+def test_the_ci_gate_checks_min_correct_and_min_recall(tmp_path):
+    from typer.testing import CliRunner
+
+    from veralith.cli.app import app
+
+    path = tmp_path / "golden.jsonl"
+    rows = [{"id": "a", "query": QUERY, "context": CHUNKS, "response": "Acme was founded in 1947.",
+             "reference": "Acme was founded in 1947."},
+            {"id": "b", "query": QUERY, "context": ["Acme was founded in 1952."], "response": "Acme was founded in 1952.",
+             "reference": "Acme was founded in 1947."}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runner = CliRunner()
+    failed = runner.invoke(app, ["eval", str(path), "--min-correct", "0.9"], env={"COLUMNS": "200"})
+    assert failed.exit_code == 3, failed.output
+    assert "correct rate 50.0% (1/2 traces with a reference) is under --min-correct 0.9" in failed.output
+    held = runner.invoke(app, ["eval", str(path), "--min-correct", "0.5", "--min-recall", "0.5"],
+                         env={"COLUMNS": "200"})
+    assert held.exit_code == 0, held.output
+    none = tmp_path / "plain.jsonl"
+    none.write_text(json.dumps({"query": QUERY, "context": CHUNKS, "response": "Acme was founded in 1947."}) + "\n")
+    out = runner.invoke(app, ["eval", str(none), "--min-recall", "0.1"], env={"COLUMNS": "200"})
+    assert out.exit_code == 3 and "not judged: --min-recall" in out.output
