@@ -56,8 +56,13 @@ def extraction_calls(query: str, reference: Reference | None) -> list[Call]:
     return [(CLAIMS, payload)] if payload.sentences else []
 
 
-def facts_of(outcomes: Sequence[Outcome]) -> tuple[list[ReferenceFact], str | None, CallUsage]:
-    """The facts f1, f2, ... from the extraction call's outcome, with why there are none when it failed."""
+def facts_of(outcomes: Sequence[Outcome], answer: str | None = None
+             ) -> tuple[list[ReferenceFact], str | None, CallUsage]:
+    """The facts f1, f2, ... from the extraction call's outcome, with why there are none when it failed.
+
+    A reference answer in which the splitter finds no claim and no gap statement is a bare answer
+    ("1989", "Ruth Calder"): a reference is an answer by definition, so it is one fact, whole, and is
+    judged as a short answer to the query."""
     usage = CallUsage()
     if not outcomes:
         return [], None, usage
@@ -72,6 +77,8 @@ def facts_of(outcomes: Sequence[Outcome]) -> tuple[list[ReferenceFact], str | No
     out = result.output
     assert isinstance(out, ClaimsOutput)
     texts = [c.text.strip() for c in out.claims if c.text.strip()][:MAX_FACTS]
+    if not texts and not out.gaps and answer is not None and answer.strip():
+        texts = [answer.strip()]
     return [ReferenceFact(id=f"f{n}", text=t) for n, t in enumerate(texts, 1)], None, usage
 
 
@@ -107,7 +114,7 @@ class Riding:
     def __init__(self, query: str, chunks: list[ContextChunk], claims: list[Claim], reference: Reference,
                  extra: Sequence[Outcome], as_of: str | None, batch_size: int) -> None:
         self.reference, self.chunks, self.claims = reference, chunks, claims
-        self.facts, self.error, self.usage = facts_of(extra)
+        self.facts, self.error, self.usage = facts_of(extra, reference.answer)
         self.pending = verdict_calls(query, chunks, claims, self.facts, as_of, batch_size)
         self.calls = self.pending.calls
         self.outcomes: list[Outcome] = []
@@ -133,7 +140,7 @@ def reference_steps(query: str, chunks: list[ContextChunk], claims: list[Claim],
     usage = CallUsage()
     if facts is None:
         calls = extraction_calls(query, reference)
-        found, error, spent = facts_of((yield Batch(calls)) if calls else [])
+        found, error, spent = facts_of((yield Batch(calls)) if calls else [], reference.answer)
         usage.add(spent)
     else:
         found, error = facts
