@@ -253,3 +253,15 @@ def test_the_ci_gate_checks_min_correct_and_min_recall(tmp_path):
     none.write_text(json.dumps({"query": QUERY, "context": CHUNKS, "response": "Acme was founded in 1947."}) + "\n")
     out = runner.invoke(app, ["eval", str(none), "--min-recall", "0.1"], env={"COLUMNS": "200"})
     assert out.exit_code == 3 and "not judged: --min-recall" in out.output
+
+
+def test_assert_diagnosis_checks_correctness_against_a_reference():
+    from veralith.testing import DiagnosisMismatch, assert_diagnosis
+
+    assert_diagnosis(QUERY, CHUNKS, "Acme was founded in 1947.", reference="Acme was founded in 1947.",
+                     correctness="correct")
+    with pytest.raises(DiagnosisMismatch, match=r"(?s)gate fail, expected pass.*reference: incorrect.*f1 context"):
+        assert_diagnosis(QUERY, ["Acme was founded in 1952."], "Acme was founded in 1952.",
+                         reference="Acme was founded in 1947.")
+    with pytest.raises(ValueError, match="pass reference="):
+        assert_diagnosis(QUERY, CHUNKS, "x", correctness="correct")
