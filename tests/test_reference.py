@@ -265,3 +265,21 @@ def test_assert_diagnosis_checks_correctness_against_a_reference():
                          reference="Acme was founded in 1947.")
     with pytest.raises(ValueError, match="pass reference="):
         assert_diagnosis(QUERY, CHUNKS, "x", correctness="correct")
+
+
+def test_the_budget_guard_and_the_dry_run_count_the_reference_and_nothing_without_one():
+    from veralith.llm.estimate import planned_calls
+    from veralith.pipeline.budget import estimate_trace
+    from veralith.pipeline.inputs import normalize_context
+
+    chunks = normalize_context(CHUNKS)
+    plain = planned_calls(QUERY, chunks, "Acme was founded in 1947.", batch_size=6)
+    assert planned_calls(QUERY, chunks, "Acme was founded in 1947.", batch_size=6, reference=None) == plain
+    with_ref = planned_calls(QUERY, chunks, "Acme was founded in 1947.", batch_size=6,
+                             reference="Acme was founded in 1947. Ruth Calder founded it.")
+    assert with_ref[:len(plain)] == plain
+    assert [task for task, _ in with_ref[len(plain):]] == ["claims", "faithfulness", "faithfulness"]
+    with settings.override(backend="openai", judge_model="gpt-4o-mini", api_key="sk-test"):
+        base = estimate_trace(QUERY, CHUNKS, "Acme was founded in 1947.")
+        more = estimate_trace(QUERY, CHUNKS, "Acme was founded in 1947.", reference="Acme was founded in 1947.")
+    assert more.calls == base.calls + 3 and more.input_tokens > base.input_tokens and more.usd > base.usd

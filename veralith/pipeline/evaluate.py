@@ -145,7 +145,8 @@ class _Prepared:
         if settings.per_trace_budget_usd is not None:
             from veralith.pipeline.budget import enforce_budget
             # Priced for the client that will run, before anything is written or called.
-            enforce_budget(self.query, self.chunks, self.response, client=client)
+            enforce_budget(self.query, self.chunks, self.response, client=client,
+                           reference=self.reference.answer if self.reference else None)
         self.store = None
         if persist:
             from veralith.store import open_store

@@ -107,7 +107,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
         run = check_run_name(run)
     if settings.per_trace_budget_usd is not None:
         from veralith.pipeline.budget import enforce_budget  # loads tiktoken; only when a budget is set
-        enforce_budget(query, chunks, response)
+        enforce_budget(query, chunks, response, reference=given.answer if given else None)
     trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
                        metadata=metadata, app_latency_ms=app_latency_ms, reference=given)
     url = _url()
