@@ -317,7 +317,7 @@ class EvalHooks:
 
         lines = {o.trace_id: o.line for o in self.outcomes.outcomes if o.trace_id is not None}
         # The reference's figures of the traces judged by this invocation; the others' are read back.
-        judged = {o.trace_id: o for o in self.outcomes.outcomes if o.trace_id is not None}
+        judged: dict[int, Outcome] = {o.trace_id: o for o in self.outcomes.outcomes if o.trace_id is not None}
         out = []
         assert self.run is not None
         for raw in self.run.db.trace_rows(run):
@@ -329,7 +329,7 @@ class EvalHooks:
                                **self._reference_of(r.id, judged)))
         return sorted(out, key=lambda o: (o.line is None, o.line or 0, o.trace_id or 0))
 
-    def _reference_of(self, trace_id: int, judged: dict[int | None, Outcome]) -> dict[str, Any]:
+    def _reference_of(self, trace_id: int, judged: dict[int, Outcome]) -> dict[str, Any]:
         if not (self.spec.min_correct is not None or self.spec.min_recall is not None):
             return {}
         if trace_id in judged:

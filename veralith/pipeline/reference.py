@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -27,7 +28,16 @@ from veralith.errors import JudgeCallError
 from veralith.llm.base import CallResult, CallUsage
 from veralith.llm.calls import Batch, Outcome, Steps
 from veralith.llm.frames import chunks_in
-from veralith.llm.tasks import CLAIMS, FAITHFULNESS, ChunkIn, ClaimIn, ClaimsOutput, FaithfulnessInput, Task
+from veralith.llm.tasks import (
+    CLAIMS,
+    FAITHFULNESS,
+    ChunkIn,
+    ClaimIn,
+    ClaimsOutput,
+    FaithfulnessInput,
+    FaithfulnessItem,
+    Task,
+)
 from veralith.models import (
     Claim,
     ContextChunk,
@@ -186,8 +196,9 @@ def assess(reference: Reference, chunks: list[ContextChunk], claims: list[Claim]
     return out, usage
 
 
-def _items(outcomes: Sequence[Outcome], usage: CallUsage, errors: list[str], what: str) -> dict[str, BaseModel]:
-    items: dict[str, BaseModel] = {}
+def _items(outcomes: Sequence[Outcome], usage: CallUsage, errors: list[str],
+           what: str) -> dict[str, FaithfulnessItem]:
+    items: dict[str, FaithfulnessItem] = {}
     for outcome in outcomes:
         if isinstance(outcome, Exception):
             spent = getattr(outcome, "usage", None)
@@ -282,11 +293,12 @@ def _layer(out: ReferenceAssessment) -> tuple[Correctness, str]:
 
 
 # The first cause the reference reveals, in the order a RAG pipeline runs: retrieval, then generation.
-_CAUSES = ("never_retrieved", "stated_wrongly", "retrieved_unused")
+Cause = Literal["never_retrieved", "retrieved_unused", "stated_wrongly"]
+_CAUSES: tuple[Cause, ...] = ("never_retrieved", "stated_wrongly", "retrieved_unused")
 
 
-def _cause(facts: list[ReferenceFact]) -> str | None:
-    found = set()
+def _cause(facts: list[ReferenceFact]) -> Cause | None:
+    found: set[Cause] = set()
     for f in facts:
         if f.correctness in (None, FactCorrectness.stated) or f.recall is None:
             continue
