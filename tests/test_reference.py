@@ -283,3 +283,22 @@ def test_the_budget_guard_and_the_dry_run_count_the_reference_and_nothing_withou
         base = estimate_trace(QUERY, CHUNKS, "Acme was founded in 1947.")
         more = estimate_trace(QUERY, CHUNKS, "Acme was founded in 1947.", reference="Acme was founded in 1947.")
     assert more.calls == base.calls + 3 and more.input_tokens > base.input_tokens and more.usd > base.usd
+
+
+def test_stats_count_the_correctness_layer(store):
+    from veralith.cli.render import stats_view
+
+    assert store.stats()["reference"] == {}
+    veralith.log(QUERY, CHUNKS, "Acme was founded in 1947.", sync=True, reference="Acme was founded in 1947.")
+    veralith.log(QUERY, ["Acme was founded in 1952."], "Acme was founded in 1952.", sync=True,
+                 reference="Acme was founded in 1947.", knowledge_base="other")
+    veralith.log(QUERY, CHUNKS, "Acme was founded in 1947.", sync=True)
+    ref = store.stats()["reference"]
+    assert ref["traces"] == 2 and ref["by_correctness"] == {"correct": 1, "incorrect": 1}
+    assert ref["mean_context_recall"] == 0.5 and ref["mean_answer_correctness"] == 0.5
+    assert store.stats(kb="other")["reference"]["by_correctness"] == {"incorrect": 1}
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(stats_view(store.stats()))
+    assert "reference  correct 1  incorrect 1  (of 2 with a reference answer)" in console.export_text()
