@@ -113,9 +113,11 @@ def test_a_refusal_with_a_reference_names_retrieval():
 
 
 def test_log_stores_the_reference_and_it_reads_back(store):
-    veralith.log(QUERY, CHUNKS, "Acme was founded in 1952.", sync=False, evaluate=False,
-                 reference="Acme was founded in 1947.", reference_contexts=["c0"])
-    veralith.shutdown()
+    spooled = veralith.log(QUERY, CHUNKS, "Acme was founded in 1952.", sync=False, evaluate=False,
+                           reference="Acme was founded in 1947.", reference_contexts=["c0"])
+    veralith.shutdown()   # shipped from the spool into the store (the bulk insert)
+    assert store.load_input(spooled).reference == Reference(answer="Acme was founded in 1947.", contexts=["c0"])
+    assert veralith.resume() == 1 and store.load_result(spooled).reference.correctness is Correctness.incorrect
     result = veralith.log(QUERY, CHUNKS, "Acme was founded in 1947.", sync=True,
                           reference="Acme was founded in 1947.", reference_contexts=["c0"])
     back = store.load_result(result.trace_id)
