@@ -304,3 +304,16 @@ def test_stats_count_the_correctness_layer(store):
     console = Console(width=200, record=True)
     console.print(stats_view(store.stats()))
     assert "reference  correct 1  incorrect 1  (of 2 with a reference answer)" in console.export_text()
+
+
+def test_migrate_copies_the_reference_out_of_postgresql(pg_url, tmp_path):
+    from veralith.store import open_store
+    from veralith.work.migrate import copy as copy_history
+
+    result = veralith.evaluate(QUERY, CHUNKS, "Acme was founded in 1952.", reference="Acme was founded in 1947.",
+                               reference_contexts=["c0", "an expected chunk never retrieved"])
+    target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
+    report = copy_history(open_store(pg_url), target)
+    assert not report.mismatches
+    assert target.load_result(result.trace_id) == open_store(pg_url).load_result(result.trace_id)
+    assert target.load_result(result.trace_id).reference == result.reference
