@@ -356,9 +356,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("local", "openai"), default="local",
                         help="local: cross-validate the offline judges; openai: score the configured LLM judge")
     parser.add_argument("--model", default=None, help="judge model for --backend openai (else VERALITH_JUDGE_MODEL)")
+    parser.add_argument("--reference", action="store_true", help="context recall and answer correctness against "
+                        "reference answers (SQuAD 2.0, ClapNQ, RAGChecker pairs): benchmarks/reference_quality.py")
     args = parser.parse_args(argv)
     if no_data(args.data):
         return 1
+    if args.reference:
+        import reference_quality
+
+        print(reference_quality.report(args.data, args.limit))
+        return 0
     if args.backend == "openai":
         print(with_llm(args.data, args.limit, args.model))
         return 0

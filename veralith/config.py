@@ -187,6 +187,11 @@ class Settings(BaseModel):
         description="Failure cells that fail the quality gate, comma-separated (default: every cell but "
         "complete_grounded, which always passes). A cell left out passes; a trace without a cell stays "
         "indeterminate and a response without claims still fails. Applies when a trace is judged (veralith.policy).")
+    gate_require_correct: bool = Field(
+        False, description="When a trace has a reference answer, its quality gate also requires the correctness "
+        "layer to be `correct` (every reference fact stated): `partly_correct` and `incorrect` fail, and a reference "
+        "whose verdicts are missing makes the gate indeterminate. Off: only a response that contradicts the "
+        "reference fails for it. Traces without a reference are never affected.")
     pricing: dict[str, dict[str, float]] | None = Field(
         None, description='JSON price overrides in USD per 1M tokens, e.g. '
         '{"my-model": {"input": 0.5, "cached_input": 0.25, "output": 1.5}}.')

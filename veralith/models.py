@@ -11,10 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 # Results written under these versions still read back (new fields take their defaults; claim ids
 # of results before 1.2 are renumbered k1, k2, ... on read, see EvaluationResult._upgrade).
-READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
+READABLE_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5")
 # Claim ids are k1, k2, ... in response order (1.2 on): "c" is the default chunk prefix (c0, c1, ...).
 CLAIM_ID_PREFIX = "k"
 
@@ -344,6 +344,85 @@ class Explanation(_Model):
     usage: Usage = Field(default_factory=Usage)
 
 
+class Reference(_Model):
+    """What the team expects: an answer a person wrote, and the chunks that should have been retrieved
+    (their texts or ids). Either may be absent; both absent is no reference at all (None)."""
+
+    answer: str | None = None
+    contexts: list[str] = Field(default_factory=list, description="Expected chunks: ids or texts, as given.")
+
+
+class FactRecall(str, Enum):
+    """Is a reference fact supported by the retrieved context (RAGAS's context recall, per fact)?"""
+
+    retrieved = "retrieved"          # the context states it
+    not_retrieved = "not_retrieved"  # no chunk states it
+
+
+class FactCorrectness(str, Enum):
+    """What the response does with a reference fact."""
+
+    stated = "stated"                # a claim of the response states it
+    contradicted = "contradicted"    # a claim says otherwise
+    missing = "missing"              # the response leaves it out
+
+
+class Correctness(str, Enum):
+    """The correctness layer, beside the six cells (which stay reference-free)."""
+
+    correct = "correct"              # every reference fact stated, none contradicted
+    partly_correct = "partly_correct"  # some stated, the rest left out, none contradicted
+    incorrect = "incorrect"          # a fact contradicted, or none stated
+    not_assessed = "not_assessed"    # no reference answer, no fact in it, or its verdicts are missing
+
+
+class ReferenceFact(_Model):
+    """One fact of the reference answer with its two verdicts (None: that verdict was not given)."""
+
+    id: str = Field(description="f1, f2, ... in the reference's order.")
+    text: str
+    recall: FactRecall | None = None
+    recall_chunk_ids: list[str] = Field(default_factory=list, description="Chunks that state it.")
+    recall_reasoning: str = ""
+    correctness: FactCorrectness | None = None
+    claim_ids: list[str] = Field(default_factory=list,
+                                 description="Response claims that state it (stated) or contradict it (contradicted).")
+    correctness_reasoning: str = ""
+
+
+class ExpectedContext(_Model):
+    """An expected chunk of the reference and whether the retriever returned it."""
+
+    given: str = Field(description="The chunk id or text the reference named.")
+    chunk_id: str | None = Field(None, description="The retrieved chunk it matched; None: not retrieved.")
+    rank: int | None = Field(None, ge=1, description="That chunk's rank, when the retriever gave one.")
+
+
+class ReferenceAssessment(_Model):
+    """The reference given with the trace and what it reveals. The fractions are None when nothing
+    was judged (never a NaN); `cause` names the first reason the reference shows for a wrong answer:
+    `never_retrieved` (retrieval), `stated_wrongly` or `retrieved_unused` (generation)."""
+
+    answer: str | None = None
+    contexts: list[str] = Field(default_factory=list)
+    facts: list[ReferenceFact] = Field(default_factory=list)
+    expected: list[ExpectedContext] = Field(default_factory=list)
+    correctness: Correctness = Correctness.not_assessed
+    cause: Literal["never_retrieved", "retrieved_unused", "stated_wrongly"] | None = None
+    context_recall: float | None = Field(None, description="Retrieved facts / judged facts.")
+    answer_correctness: float | None = Field(None, description="Stated facts / judged facts.")
+    expected_recall: float | None = Field(None, description="Expected chunks retrieved / expected chunks.")
+    contradicted_claim_ids: list[str] = Field(default_factory=list,
+                                              description="Response claims that contradict a reference fact.")
+    summary: str = ""
+    error: str | None = Field(None, description="Why some verdicts are missing (a judge call failed); None when "
+                              "every call ran.")
+
+    @property
+    def given(self) -> Reference:
+        return Reference(answer=self.answer, contexts=self.contexts)
+
+
 class EvaluationResult(_Model):
     schema_version: str = SCHEMA_VERSION
     trace_id: int | None = None
@@ -375,6 +454,9 @@ class EvaluationResult(_Model):
     backend: str
     judge_model: str
     prompt_versions: dict[str, str] = Field(default_factory=dict)
+    reference: ReferenceAssessment | None = Field(
+        None, description="The reference answer / expected chunks given with the trace and their verdicts; "
+        "None when no reference was given.")
     mode: Literal["full", "fast"] = Field(
         "full", description="How the trace was judged: `full` (two decomposition calls, then three isolated "
         "judges) or `fast` (one call that decomposes and judges at once, for screening; VERALITH_MODE).")

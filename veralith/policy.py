@@ -19,17 +19,20 @@ from collections.abc import Iterable, Mapping
 
 from veralith.models import (
     Availability,
+    Correctness,
     Coverage,
     Execution,
+    FactCorrectness,
     FailureCell,
     Gate,
     JudgeError,
     Phase,
+    ReferenceAssessment,
     ResponseKind,
     Status,
 )
 
-__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "fail_cells", "quality_gate", "status"]
+__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "fail_cells", "quality_gate", "reference_gate", "status"]
 
 REFUSAL_KINDS = frozenset({ResponseKind.full_refusal, ResponseKind.partial_refusal})
 # Judge error kinds that say the judge declined the input itself (the offline judge: too large for
@@ -156,3 +159,34 @@ def status(*, errors: Iterable[JudgeError], failure_cell: FailureCell | None, re
     if errors:
         summary = f"{summary} (Failed: {', '.join(sorted(p.value for p in phases))}.)"
     return Status(execution=execution, availability=availability, quality_gate=gate, reason=reason, summary=summary)
+
+
+def reference_gate(st: Status, reference: ReferenceAssessment | None, *,
+                   require_correct: bool | None = None) -> Status:
+    """The gate with the team's reference answer taken into account; without one, `st` unchanged.
+
+    A response that contradicts a reference fact fails, whatever its cell: it is grounded in, or
+    complete against, the wrong thing. With `require_correct` (default: VERALITH_GATE_REQUIRE_CORRECT)
+    anything but `correct` fails too, and a reference whose verdicts are missing turns a pass into
+    indeterminate: the gate never passes on a reference nobody judged. A fail is never turned into
+    anything else."""
+    if reference is None or reference.answer is None or st.quality_gate is Gate.fail:
+        return st
+    if require_correct is None:
+        from veralith.config import settings
+        require_correct = settings.gate_require_correct
+    layer = reference.correctness
+    if any(f.correctness is FactCorrectness.contradicted for f in reference.facts):
+        return st.model_copy(update={"quality_gate": Gate.fail, "reason": "contradicts_reference",
+                                     "summary": f"{reference.summary} {st.summary}"})
+    if not require_correct or layer is Correctness.correct:
+        return st
+    if layer is Correctness.not_assessed:
+        if st.quality_gate is not Gate.pass_:
+            return st
+        return st.model_copy(update={"quality_gate": Gate.indeterminate, "reason": "reference_not_assessed",
+                                     "summary": f"{reference.summary} The gate requires a correct answer "
+                                                "(VERALITH_GATE_REQUIRE_CORRECT)."})
+    return st.model_copy(update={"quality_gate": Gate.fail, "reason": f"reference_{layer.value}",
+                                 "summary": f"{reference.summary} The gate requires every reference fact "
+                                            "(VERALITH_GATE_REQUIRE_CORRECT)."})

@@ -22,6 +22,7 @@ from veralith.models import EvaluationResult, FailureCell
 __all__ = ["DiagnosisMismatch", "assert_diagnosis", "explain", "uncovered_sub_questions"]
 
 _GATES = ("pass", "fail", "indeterminate")
+_CORRECTNESS = ("correct", "partly_correct", "incorrect", "not_assessed")
 
 
 class DiagnosisMismatch(AssertionError):
@@ -34,11 +35,14 @@ class DiagnosisMismatch(AssertionError):
 
 def assert_diagnosis(query: str, context: Any, response: str, *, cell: str | FailureCell | None = None,
                      gate: str | None = "pass", knowledge_base: str = "default",
-                     metadata: dict[str, Any] | None = None) -> EvaluationResult:
+                     metadata: dict[str, Any] | None = None, reference: str | None = None,
+                     reference_contexts: Any = None, correctness: str | None = None) -> EvaluationResult:
     """Evaluate (query, context, response) and check its failure cell and quality gate.
 
     `cell` (a cell name or FailureCell; None: any) and `gate` ("pass", "fail", "indeterminate";
-    None: any) are what the trace must get. Returns the result when both hold; raises
+    None: any) are what the trace must get. With a `reference` answer (and `reference_contexts`), the
+    gate counts it (a contradicted reference fact fails) and `correctness` ("correct", "partly_correct",
+    "incorrect", "not_assessed"; None: any) is checked too. Returns the result when all hold; raises
     DiagnosisMismatch (an AssertionError) explaining the diagnosis otherwise. Bad arguments raise
     ValueError before anything is evaluated. Nothing is written to the database.
     """
@@ -46,10 +50,14 @@ def assert_diagnosis(query: str, context: Any, response: str, *, cell: str | Fai
     expected_cell = _cell(cell)
     if gate is not None and gate not in _GATES:
         raise ValueError(f"gate must be one of {', '.join(_GATES)} or None, got {gate!r}")
+    if correctness is not None and correctness not in _CORRECTNESS:
+        raise ValueError(f"correctness must be one of {', '.join(_CORRECTNESS)} or None, got {correctness!r}")
+    if correctness is not None and reference is None:
+        raise ValueError("correctness is judged against a reference answer: pass reference=...")
     import veralith
 
     result = veralith.evaluate(query, context, response, persist=False, knowledge_base=knowledge_base,
-                               metadata=metadata)
+                               metadata=metadata, reference=reference, reference_contexts=reference_contexts)
     found_cell = result.failure_cell.value if result.failure_cell else None
     found_gate = result.status.quality_gate.value
     wrong = []
@@ -57,6 +65,9 @@ def assert_diagnosis(query: str, context: Any, response: str, *, cell: str | Fai
         wrong.append(f"cell {found_cell or 'none (indeterminate)'}, expected {expected_cell}")
     if gate is not None and found_gate != gate:
         wrong.append(f"gate {found_gate}, expected {gate}")
+    found_correctness = result.reference.correctness.value if result.reference else None
+    if correctness is not None and found_correctness != correctness:
+        wrong.append(f"correctness {found_correctness}, expected {correctness}")
     if wrong:
         raise DiagnosisMismatch("veralith: " + "; ".join(wrong) + "\n" + explain(result), result)
     return result
@@ -94,6 +105,11 @@ def explain(result: EvaluationResult) -> str:
     if result.errors:
         lines.append("  judge errors:")
         lines += [f"    - {e.phase.value} {e.kind}: {_one_line(e.message)}" for e in result.errors]
+    ref = result.reference
+    if ref is not None:
+        lines.append(f"  reference: {ref.correctness.value}: {_one_line(ref.summary, 200)}")
+        lines += [f"    - {f.id} context {f.recall.value if f.recall else 'not judged'}, response "
+                  f"{f.correctness.value if f.correctness else 'not judged'}: {_one_line(f.text)}" for f in ref.facts]
     if result.suggestion is not None:
         lines.append(f"  suggestion: {result.suggestion.title}: {_one_line(result.suggestion.summary, 200)}")
     lines.append(f"  backend:  {result.backend} ({result.judge_model})")

@@ -222,6 +222,14 @@ def eval_command(
     max_cell: Annotated[list[str] | None, typer.Option(
         "--max-cell", metavar="CELL=N", help="CI gate: exit 3 when more than N traces land in CELL (one of the "
         "six cells or indeterminate). Repeatable.")] = None,
+    min_correct: Annotated[float | None, typer.Option(
+        "--min-correct", min=0.0, max=1.0, metavar="RATE",
+        help="CI gate: exit 3 when, of the traces with a reference answer, the share judged `correct` (0-1; not "
+        "assessed counts as not correct) is below RATE, or no trace has a reference.")] = None,
+    min_recall: Annotated[float | None, typer.Option(
+        "--min-recall", min=0.0, max=1.0, metavar="RATE",
+        help="CI gate: exit 3 when the share of reference facts the retrieved context states (context recall, "
+        "0-1, pooled over the run) is below RATE, or no reference fact was judged.")] = None,
     rejudge: Annotated[bool, typer.Option(
         "--rejudge", help="Re-evaluate records whose id is already stored even when nothing changed (in place; "
         "the earlier outcome stays in the trace's history).")] = False,
@@ -294,6 +302,7 @@ def eval_command(
         _eval_batch(file, total=total, kb=kb, backend=backend, model=model, run_name=run_name, rejudge=rejudge,
                     refused=[name for name, given in (("--no-persist", no_persist), ("--output", output),
                                                       ("--fail-under", fail_under), ("--max-cell", max_cell),
+                                                      ("--min-correct", min_correct), ("--min-recall", min_recall),
                                                       ("--concurrency", concurrency), ("--explain", explain),
                                                       ("--expect", expect),
                                                       ("--mode fast", mode is not None and mode.value == "fast"))
@@ -302,7 +311,8 @@ def eval_command(
     from veralith.cli.gate import EvalHooks
 
     try:  # the run (--run-name) and the CI gate (--fail-under, --max-cell)
-        hooks = EvalHooks(file, persist=persist, run_name=run_name, fail_under=fail_under, max_cell=max_cell)
+        hooks = EvalHooks(file, persist=persist, run_name=run_name, fail_under=fail_under, max_cell=max_cell,
+                          min_correct=min_correct, min_recall=min_recall)
     except (TypeError, ValueError) as exc:
         raise _fail(str(exc), ExitCode.ERROR) from None
 

@@ -315,7 +315,7 @@ def _input(record: Record) -> TraceInput:
 
     return TraceInput(query=record.query, context=record.context, response=record.response,
                       knowledge_base=record.knowledge_base, metadata=record.metadata, external_id=record.external_id,
-                      app_latency_ms=record.latency_ms)
+                      app_latency_ms=record.latency_ms, reference=record.reference)
 
 
 def existing_trace(store: Store, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
@@ -365,7 +365,7 @@ def resume_jobs(store: Store, trace_ids: Iterable[int]) -> Iterator[Record]:
         found = store.read(ops.load_input, trace_id)
         yield Record(line=0, query=found.query, context=found.context, response=found.response,
                      knowledge_base=found.knowledge_base, metadata=found.metadata, trace_id=trace_id,
-                     external_id=found.external_id, latency_ms=found.app_latency_ms)
+                     external_id=found.external_id, latency_ms=found.app_latency_ms, reference=found.reference)
 
 
 async def aevaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,
@@ -381,7 +381,8 @@ async def aevaluate_record(record: Record, *, persist: bool, client: Any, failed
     from veralith.pipeline.evaluate import aevaluate_checked
 
     return await aevaluate_checked(record.query, record.context, record.response, store=None, client=client,
-                                   trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata)
+                                   trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata,
+                                   reference=record.reference)
 
 
 def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool = False,
@@ -405,7 +406,8 @@ def evaluate_record(record: Record, *, persist: bool, client: Any, failed: bool 
 
     # The record was validated when read and budget-checked in eval_jobs.
     return evaluate_checked(record.query, record.context, record.response, store=None, client=client,
-                            trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata)
+                            trace_id=None, knowledge_base=record.knowledge_base, metadata=record.metadata,
+                            reference=record.reference)
 
 
 def _runner(store: Store, client: Any) -> Any:

@@ -101,10 +101,11 @@ def estimate_file(path: Path, *, default_kb: str, report: Any, skip: SkipRule | 
         if skip is not None and skip(item):   # before the estimate: a skipped record is never budget-checked
             skipped += 1
             continue
-        est = estimate_trace(item.query, item.context, item.response, learnt=learnt)
+        answer = item.reference.answer if item.reference else None   # its split and verdicts are counted
+        est = estimate_trace(item.query, item.context, item.response, learnt=learnt, reference=answer)
         method = est.method
         guard = est if budget is None or not est.learnt_calls else estimate_trace(item.query, item.context,
-                                                                                    item.response)
+                                                                                    item.response, reference=answer)
         over = budget is not None and guard.usd is not None and guard.usd > budget
         rows.append(DryRunRow(line=item.line, label=item.external_id or f"line {item.line}", calls=est.calls,
                               input_tokens=est.input_tokens, output_tokens=est.output_tokens, usd=est.usd,

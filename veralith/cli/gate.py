@@ -1,4 +1,5 @@
-"""The CI gate of `veralith eval`: `--fail-under RATE` and `--max-cell CELL=N`.
+"""The CI gate of `veralith eval`: `--fail-under RATE`, `--max-cell CELL=N`, and with reference answers
+`--min-correct RATE` and `--min-recall RATE`.
 
 The gate is checked over the run's traces: those it evaluated and those of a re-run file whose
 stored result stands (without the database, `--no-persist`, over the records evaluated). The pass
@@ -8,6 +9,11 @@ with no trace at all, or none with a verdict ("not judged"), the gate fails, and
 (record or judge errors) never prints "passed". `--max-cell indeterminate=N` bounds traces without
 a cell. When the gate fails, the command exits 3 and names the worst traces, worst cell first
 (veralith.models.cell_severity).
+
+`--min-correct` is the share of the traces with a reference answer whose correctness layer is
+`correct`; one whose reference was not assessed counts as not correct. `--min-recall` is the share of
+their judged reference facts that the retrieved context states (context recall, pooled over facts).
+Either fails as "not judged" when no trace of the run has a reference answer (or no fact was judged).
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ _CELL_NAMES = (*CELLS, NO_CELL)  # what --max-cell accepts
 class GateSpec:
     fail_under: float | None = None
     max_cells: dict[str, int] = field(default_factory=dict)
+    min_correct: float | None = None
+    min_recall: float | None = None
 
     @property
     def active(self) -> bool:
-        return self.fail_under is not None or bool(self.max_cells)
+        return (self.fail_under is not None or bool(self.max_cells) or self.min_correct is not None
+                or self.min_recall is not None)
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,9 @@ class Outcome:
     gate: str                     # pass | fail | indeterminate
     faithfulness: float | None
     reason: str | None            # why it did not pass, one line
+    correctness: str | None = None  # the reference's layer; None: no reference answer (or not known here)
+    facts_judged: int = 0           # reference facts with a context-recall verdict
+    facts_recalled: int = 0         # of which the context states
 
 
 @dataclass(frozen=True)
@@ -66,7 +78,8 @@ class GateResult:
     worst: list[Outcome]          # the worst non-passing traces, worst first
 
 
-def parse_spec(fail_under: float | None, max_cell: Iterable[str] | None) -> GateSpec:
+def parse_spec(fail_under: float | None, max_cell: Iterable[str] | None, min_correct: float | None = None,
+               min_recall: float | None = None) -> GateSpec:
     """The gate from the command's options; ValueError naming the option when one is malformed."""
     limits: dict[str, int] = {}
     for item in max_cell or ():
@@ -83,7 +96,7 @@ def parse_spec(fail_under: float | None, max_cell: Iterable[str] | None) -> Gate
         if limits.get(cell, limit) != limit:  # which one was meant? a gate must not guess
             raise ValueError(f"--max-cell {item!r}: {cell} is already limited to {limits[cell]}; give it once")
         limits[cell] = limit
-    return GateSpec(fail_under=fail_under, max_cells=limits)
+    return GateSpec(fail_under=fail_under, max_cells=limits, min_correct=min_correct, min_recall=min_recall)
 
 
 class Collector:
@@ -104,7 +117,8 @@ class Collector:
             line=record.line, trace_id=result.trace_id, key=str(external) if external is not None else result.query,
             cell=cell_name(result.failure_cell),
             gate=result.status.quality_gate.value,
-            faithfulness=diagnosis.faithfulness_fraction if diagnosis else None, reason=result_reason(result))
+            faithfulness=diagnosis.faithfulness_fraction if diagnosis else None, reason=result_reason(result),
+            **reference_fields(result))
         with self._lock:
             self._items.append(outcome)
 
@@ -112,6 +126,41 @@ class Collector:
     def outcomes(self) -> list[Outcome]:
         with self._lock:
             return sorted(self._items, key=lambda o: o.line or 0)
+
+
+def reference_fields(result: Any) -> dict[str, Any]:
+    """The Outcome fields of a result's reference (their defaults without a reference answer)."""
+    ref = result.reference
+    if ref is None or ref.answer is None:
+        return {}
+    judged = [f for f in ref.facts if f.recall is not None]
+    return {"correctness": ref.correctness.value, "facts_judged": len(judged),
+            "facts_recalled": sum(f.recall.value == "retrieved" for f in judged)}
+
+
+def _reference_failures(outcomes: Sequence[Outcome], spec: GateSpec) -> list[str]:
+    with_ref = [o for o in outcomes if o.correctness is not None]
+    failures = []
+    if spec.min_correct is not None:
+        if not with_ref:
+            failures.append("not judged: --min-correct needs traces with a reference answer; the run has none")
+        else:
+            correct = sum(o.correctness == "correct" for o in with_ref)
+            rate = correct / len(with_ref)
+            if rate < spec.min_correct:
+                failures.append(f"correct rate {rate:.1%} ({correct}/{len(with_ref)} traces with a reference) is "
+                                f"under --min-correct {spec.min_correct:g}")
+    if spec.min_recall is not None:
+        judged = sum(o.facts_judged for o in with_ref)
+        if not judged:
+            failures.append("not judged: --min-recall needs reference facts with a context-recall verdict; "
+                            "the run has none")
+        else:
+            recalled = sum(o.facts_recalled for o in with_ref)
+            if recalled / judged < spec.min_recall:
+                failures.append(f"context recall {recalled / judged:.1%} ({recalled}/{judged} reference facts) "
+                                f"is under --min-recall {spec.min_recall:g}")
+    return failures
 
 
 def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
@@ -133,6 +182,7 @@ def check_gate(outcomes: Sequence[Outcome], spec: GateSpec) -> GateResult:
     for cell, limit in spec.max_cells.items():
         if cells[cell] > limit:
             failures.append(f"{cells[cell]} trace(s) in {cell}, more than --max-cell {cell}={limit}")
+    failures += _reference_failures(outcomes, spec)
     bad = [o for o in outcomes if o.gate != "pass"]
     # The cells a broken --max-cell names come first, then the usual worst-first order.
     named = {cell for cell, limit in spec.max_cells.items() if cells[cell] > limit}
@@ -184,10 +234,11 @@ class EvalHooks:
     """
 
     def __init__(self, file: Any, *, persist: bool, run_name: str | None, fail_under: float | None,
-                 max_cell: Iterable[str] | None) -> None:
+                 max_cell: Iterable[str] | None, min_correct: float | None = None,
+                 min_recall: float | None = None) -> None:
         from veralith.cli.runs import EvalRun
 
-        self.spec = parse_spec(fail_under, max_cell)
+        self.spec = parse_spec(fail_under, max_cell, min_correct, min_recall)
         if run_name is not None:
             from veralith.validate import check_run_name
 
@@ -266,6 +317,8 @@ class EvalHooks:
         from veralith.compare import TraceRow
 
         lines = {o.trace_id: o.line for o in self.outcomes.outcomes if o.trace_id is not None}
+        # The reference's figures of the traces judged by this invocation; the others' are read back.
+        judged: dict[int, Outcome] = {o.trace_id: o for o in self.outcomes.outcomes if o.trace_id is not None}
         out = []
         assert self.run is not None
         for raw in self.run.db.read(ops.trace_rows, run):
@@ -273,5 +326,18 @@ class EvalHooks:
             out.append(Outcome(line=lines.get(r.id), trace_id=r.id,
                                key=r.external_id if r.external_id is not None else r.query,
                                cell=cell_name(r.failure_cell), gate=r.quality_gate or "indeterminate",
-                               faithfulness=r.faithfulness_fraction, reason=r.reason))
+                               faithfulness=r.faithfulness_fraction, reason=r.reason,
+                               **self._reference_of(r.id, judged)))
         return sorted(out, key=lambda o: (o.line is None, o.line or 0, o.trace_id or 0))
+
+    def _reference_of(self, trace_id: int, judged: dict[int, Outcome]) -> dict[str, Any]:
+        if not (self.spec.min_correct is not None or self.spec.min_recall is not None):
+            return {}
+        if trace_id in judged:
+            o = judged[trace_id]
+            return {"correctness": o.correctness, "facts_judged": o.facts_judged, "facts_recalled": o.facts_recalled}
+        assert self.run is not None
+        try:   # a re-run record whose stored result stands
+            return reference_fields(self.run.db.load_result(trace_id))
+        except Exception:   # no result to read: it has no reference verdict to count
+            return {}

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from veralith.models import ContextChunk, EvaluationResult
+from veralith.models import ContextChunk, EvaluationResult, Reference
 from veralith.pipeline.inputs import MAX_TEXT_CHARS
 
-__all__ = ["ALIASES", "CSV_FIELDS", "BadLine", "Record", "count_lines", "csv_row", "is_csv", "is_json_array",
-           "parse_line", "parse_object", "read_records", "write_export"]
+__all__ = ["ALIASES", "CSV_FIELDS", "REFERENCE_ALIASES", "BadLine", "Record", "count_lines", "csv_row", "is_csv",
+           "is_json_array", "parse_line", "parse_object", "read_records", "write_export"]
 
 REQUIRED = ("query", "context", "response")
 MAX_ID_CHARS = 256  # a record's own id: a key to find the trace by, not a place for text
@@ -35,6 +35,14 @@ ALIASES = {
     "query": ("query", "user_input", "question", "input"),
     "context": ("context", "retrieved_contexts", "contexts", "retrieval_context"),
     "response": ("response", "answer", "actual_output"),
+}
+# The optional reference of a golden set, under the same tools' names: RAGAS `reference` (older
+# `ground_truth`, and `ground_truths`, a list), DeepEval `expected_output`, RAGAS's example CSVs
+# `expected_answer`; the chunks that should have been retrieved: RAGAS `reference_contexts`, DeepEval
+# `expected_context`, `ground_truth_contexts`.
+REFERENCE_ALIASES = {
+    "reference": ("reference", "ground_truth", "expected_output", "expected_answer", "ground_truths"),
+    "reference_contexts": ("reference_contexts", "expected_context", "ground_truth_contexts"),
 }
 
 
@@ -52,6 +60,7 @@ class Record:
     external_id: str | None = None   # the record's own `id`, as text: its trace's external id
     unchanged: bool = False          # a re-run record whose stored result (trace_id's) stands
     latency_ms: dict[str, float] = dataclasses.field(default_factory=dict)  # the app's own time, if given
+    reference: Reference | None = None   # the golden set's reference answer and expected chunks, if given
 
 
 @dataclass(frozen=True)
@@ -127,6 +136,7 @@ def parse_object(lineno: int, obj: dict[str, Any], *, default_kb: str) -> Record
             metadata=metadata,
             external_id=None if ident is None else str(ident),
             latency_ms=check_latency(obj.get("latency_ms")),
+            reference=_reference(obj),
         )
         # What log() and evaluate() refuse: lone surrogates ("a\ud800"), 1e400 (inf), deep nesting.
         check_stored_inputs(record.query, record.context, record.response, record.metadata)
@@ -160,6 +170,27 @@ def _required_fields(obj: dict[str, Any]) -> dict[str, Any] | str:
         return (f"missing required field{'s' if len(missing) > 1 else ''} "
                 + "; ".join(f'"{f}" (or {_names(ALIASES[f][1:], "or")})' for f in missing))
     return found
+
+
+def _reference(obj: dict[str, Any]) -> Reference | None:
+    """The record's reference, each part under whichever of its REFERENCE_ALIASES it uses (two names
+    for one part must agree); raises ValueError/TypeError naming the field."""
+    from veralith.pipeline.reference_inputs import check_reference
+
+    found: dict[str, Any] = {}
+    for field, names in REFERENCE_ALIASES.items():
+        given = [name for name in names if name in obj and obj[name] not in (None, "")]
+        if not given:
+            continue
+        clash = next((name for name in given[1:] if obj[name] != obj[given[0]]), None)
+        if clash is not None:
+            raise ValueError(f'"{given[0]}" and "{clash}" both give the {field}, with different values; keep one '
+                             f"(they are aliases: {_names(names)})")
+        found[field] = obj[given[0]]
+    answer = found.get("reference")
+    if isinstance(answer, list) and all(isinstance(a, str) for a in answer):   # RAGAS 0.1 `ground_truths`
+        answer = "\n".join(answer)
+    return check_reference(answer, found.get("reference_contexts"))
 
 
 def _names(names: Iterable[str], conjunction: str = "") -> str:
@@ -278,7 +309,7 @@ def _csv_record(lineno: int, row: dict[str, str], *, default_kb: str) -> Record 
     context); metadata a JSON object; an empty optional cell is absent."""
     obj: dict[str, Any] = {}
     for name, value in row.items():
-        if name in ALIASES["context"]:
+        if name in ALIASES["context"] or name in REFERENCE_ALIASES["reference_contexts"]:
             obj[name] = _csv_context(value)
         elif name in _CSV_OPTIONAL and not value.strip():
             continue
@@ -328,7 +359,7 @@ CSV_FIELDS = ["trace_id", "knowledge_base", "failure_cell", "quality_gate", "exe
               "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims", "refusal", "needs_review",
               "errors",
               "calls", "cache_hits", "input_tokens", "output_tokens", "usd", "backend", "judge_model",
-              "suggestion", "query", "response", "metadata"]
+              "suggestion", "query", "response", "metadata", "correctness", "context_recall", "answer_correctness"]
 
 
 def csv_row(result: EvaluationResult) -> dict[str, Any]:
@@ -353,6 +384,10 @@ def csv_row(result: EvaluationResult) -> dict[str, Any]:
         "judge_model": result.judge_model, "suggestion": result.suggestion.title if result.suggestion else None,
         "query": result.query, "response": result.response,
         "metadata": json.dumps(result.metadata, ensure_ascii=False, sort_keys=True) if result.metadata else None,
+        # Empty without a reference (the layer is not_assessed only when a reference was given).
+        "correctness": result.reference.correctness.value if result.reference else None,
+        "context_recall": result.reference.context_recall if result.reference else None,
+        "answer_correctness": result.reference.answer_correctness if result.reference else None,
     }
     return {k: _cell_safe(v) for k, v in row.items()}
 

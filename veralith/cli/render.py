@@ -82,6 +82,10 @@ def result_view(result: EvaluationResult, *, external_id: str | None = None, cre
     parts += [_section("Response"), _response(result), _legend(result), _claims(result)]
     parts += [_section("Completeness"), _completeness(result, said)]
     parts += [_section("Context"), _context(result)]
+    if result.reference is not None:
+        from veralith.cli.render_reference import reference_view
+
+        parts += [_section("Reference"), reference_view(result.reference)]
     if said.fix:
         actions = Table.grid(padding=(0, 1))  # a bullet list whose wrapped lines stay indented
         actions.add_column(justify="right", width=3)
@@ -485,6 +489,12 @@ def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
                  f"mean faithfulness {fmt_fraction(stats['mean_faithfulness_fraction'])}\n"
                  f"calls {stats['calls']}  tokens {stats['input_tokens']} in / {stats['output_tokens']} out  "
                  f"cost {usd}")
+    ref = stats.get("reference")   # traces judged against a reference answer, when there are any
+    if ref:
+        lines.append("\nreference  " + "  ".join(f"{name} {n}" for name, n in ref["by_correctness"].items())
+                     + f"  (of {ref['traces']} with a reference answer)  mean context recall "
+                     f"{fmt_fraction(ref['mean_context_recall'])}  answer correctness "
+                     f"{fmt_fraction(ref['mean_answer_correctness'])}")
     thresholds = Table("knowledge base", "threshold", "source", "complete_grounded traces", box=None,
                        pad_edge=False, title="Sufficiency threshold", title_justify="left")
     for kb, info in stats["thresholds"].items():

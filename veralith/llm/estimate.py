@@ -156,19 +156,23 @@ def claim_count(text: str) -> int:
 
 
 def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, batch_size: int,
-                  as_of: str | None = None, mode: str = "full") -> list[tuple[str, Any]]:
-    """(task name, input model) for every call the trace would make, as the pipeline makes them."""
+                  as_of: str | None = None, mode: str = "full",
+                  reference: str | None = None) -> list[tuple[str, Any]]:
+    """(task name, input model) for every call the trace would make, as the pipeline makes them;
+    with a `reference` answer, its split and its facts' two verdicts too (veralith.pipeline.reference)."""
     chunk_in = chunks_in(chunks)
     sentences = _sentences(response)
     as_of = as_of or datetime.date.today().isoformat()   # the judges get a date; its tokens count
     days = settings.stale_after_days
-    if mode == "fast":
-        return [("fast", t.FastInput(query=query, chunks=chunk_in, as_of=as_of, fresh_from=fresh_from(as_of, days),
-                                     sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]))]
     asked = _sentences(query)
-    sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s, cutoff=cutoff(s, as_of, days)) for n, s in enumerate(asked, 1)]
     claims = [t.ClaimIn(id=claim_id(n), text=s, cutoff=claim_cutoff(s, None, asked, query, as_of, days))
               for n, s in enumerate(_claim_texts(sentences), 1)]
+    extra = _reference_calls(query, chunk_in, claims, reference, batch_size, as_of) if reference else []
+    if mode == "fast":
+        return [("fast", t.FastInput(query=query, chunks=chunk_in, as_of=as_of, fresh_from=fresh_from(as_of, days),
+                                     sentences=[t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)])),
+                *extra]
+    sub_questions = [t.SubQuestionIn(id=f"q{n}", text=s, cutoff=cutoff(s, as_of, days)) for n, s in enumerate(asked, 1)]
     calls: list[tuple[str, Any]] = [("questions", t.QuestionsInput(query=query))]
     if sentences:  # an empty response has no claims or gaps, decided without a call
         calls.append(("claims", t.ClaimsInput(
@@ -188,6 +192,24 @@ def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, 
             sub_questions=[t.JudgedSubQuestionIn(id=q.id, text=q.text, coverage="unanswered", sufficient="no")
                            for q in sub_questions],
             claims=[t.JudgedClaimIn(id=c.id, text=c.text, relation="unsupported") for c in claims])))
+    return calls + extra
+
+
+def _reference_calls(query: str, chunk_in: list[t.ChunkIn], claims: list[t.ClaimIn], reference: str,
+                     batch_size: int, as_of: str) -> list[tuple[str, Any]]:
+    """The reference's calls: its split (claims task), its facts against the chunks (recall) and against
+    the response's claims (correctness), both by the faithfulness task; a fact per claim-like sentence."""
+    sentences = _sentences(reference)
+    if not sentences:
+        return []
+    facts = [t.ClaimIn(id=f"f{n}", text=s) for n, s in enumerate(_claim_texts(sentences) or [reference.strip()], 1)]
+    numbered = [t.Sentence(id=f"S{n}", text=s) for n, s in enumerate(sentences, 1)]
+    calls: list[tuple[str, Any]] = [("claims", t.ClaimsInput(query=query, response=reference, sentences=numbered))]
+    said = [t.ChunkIn(id=c.id, text=c.text) for c in claims]
+    for chunks, dated in ((chunk_in, as_of), (said, None)):
+        if chunks:
+            calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunks, as_of=dated))
+                      for b in _batches(facts, batch_size)]
     return calls
 
 
@@ -289,7 +311,8 @@ def output_sizes(query: str, chunks: Sequence[ContextChunk], response: str,
 
 def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *, model: str,
                     schema: Callable[[t.Task, Any], dict[str, Any]] | None = None,
-                    decomposer_model: str | None = None, learnt: LearntOutput | None = None) -> TokenEstimate:
+                    decomposer_model: str | None = None, learnt: LearntOutput | None = None,
+                    reference: str | None = None) -> TokenEstimate:
     """Calls and tokens of judging one trace (validated chunks) with judge `model` (and `decomposer_model`
     for the decomposition calls; default `model`) on an OpenAI-compatible server.
 
@@ -305,7 +328,8 @@ def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *
         from veralith.llm.client import strict_schema
 
         schema = strict_schema
-    calls = planned_calls(query, chunks, response, batch_size=settings.batch_size, mode=settings.mode)
+    calls = planned_calls(query, chunks, response, batch_size=settings.batch_size, mode=settings.mode,
+                          reference=reference)
     per_model: dict[str, list[float]] = {}   # model -> [calls, input tokens, output tokens]
     sizes: dict[str, tuple[int, int]] = {}
     method = "chars/4"

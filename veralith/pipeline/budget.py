@@ -64,7 +64,7 @@ class TraceEstimate:
 
 def estimate_trace(query: str, context: Sequence[Any], response: str, *, client: Any = None,
                    model: str | None = None, decomposer_model: str | None = None,
-                   learnt: LearntOutput | None = None) -> TraceEstimate:
+                   learnt: LearntOutput | None = None, reference: str | None = None) -> TraceEstimate:
     """Estimated calls, tokens and USD of evaluating one trace with `client` (default: the settings').
 
     Output tokens are the generous allowance (an upper bound: what the budget guard checks), or with
@@ -73,8 +73,9 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
 
     `model` is the judge model and `decomposer_model` the decomposition calls' (default: the
     client's, else the settings'; unset, the judge model). `context` takes any form evaluate()
-    accepts (normalised the same way, so a malformed context raises the same error). No model is
-    called and nothing is written.
+    accepts (normalised the same way, so a malformed context raises the same error). `reference`, a
+    reference answer, adds its calls (its split and its facts' verdicts). No model is called and
+    nothing is written.
     """
     model = model or getattr(client, "model", None) or settings.judge_model
     if decomposer_model is None:
@@ -88,7 +89,7 @@ def estimate_trace(query: str, context: Sequence[Any], response: str, *, client:
 
     tokens = estimate_tokens(query, normalize_context(context), response, model=model,
                              schema=getattr(client, "schema", None), decomposer_model=decomposer_model,
-                             learnt=learnt)
+                             learnt=learnt, reference=reference)
     by_model = tuple(ModelCost(m.model, m.calls, m.input_tokens, m.output_tokens,
                                _usd(m.model, m.input_tokens, m.output_tokens)) for m in tokens.by_model)
     usd: float | None = 0.0
@@ -142,7 +143,7 @@ def _usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
 
 
 def enforce_budget(query: str, context: Sequence[Any], response: str, *, budget_usd: float | None = None,
-                   client: Any = None) -> TraceEstimate | None:
+                   client: Any = None, reference: str | None = None) -> TraceEstimate | None:
     """Raise BudgetExceeded when the trace's estimated cost is above the budget; return the estimate.
 
     `budget_usd` defaults to settings.per_trace_budget_usd; with no budget this returns None at once.
@@ -151,7 +152,7 @@ def enforce_budget(query: str, context: Sequence[Any], response: str, *, budget_
     budget = settings.per_trace_budget_usd if budget_usd is None else budget_usd
     if budget is None:
         return None
-    estimate = estimate_trace(query, context, response, client=client)
+    estimate = estimate_trace(query, context, response, client=client, reference=reference)
     if estimate.usd is None:
         unknown = estimate.unpriced()[0] if estimate.unpriced() else estimate.model
         role = "decomposer" if unknown != estimate.model else "judge"

@@ -9,12 +9,13 @@ can be located even when it was reworded.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
 from veralith.llm.base import CallResult, CallUsage, JudgeClient
-from veralith.llm.calls import Batch, Steps, drive, settled
+from veralith.llm.calls import Batch, Outcome, Steps, drive, settled
 from veralith.llm.tasks import (
     CLAIMS,
     QUESTIONS,
@@ -42,6 +43,8 @@ class Decomposition:
     repairs: list[tuple[str, str]] = field(default_factory=list)   # (kind, message), see veralith.llm.salvage
     remarks: list[Remark] = field(default_factory=list)   # conversational sentences: shown, not graded
     by_task: list[tuple[str, CallUsage]] = field(default_factory=list)   # each call's usage, by task name
+    # The outcomes of the calls that rode the decomposition's batch (`extra`), in order; none made: [].
+    extra: list[Outcome] = field(default_factory=list)
 
 
 def claims_input(query: str, response: str) -> ClaimsInput:
@@ -59,14 +62,18 @@ def decompose(client: JudgeClient, query: str, response: str) -> Decomposition:
     return drive(decompose_steps(query, response, concurrent=client.concurrent), client)
 
 
-def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Decomposition]:
-    """`decompose` as pipeline steps (veralith.llm.calls): the calls are yielded, the parts returned."""
+def decompose_steps(query: str, response: str, *, concurrent: bool,
+                    extra: Sequence[tuple[Task, BaseModel]] = ()) -> Steps[Decomposition]:
+    """`decompose` as pipeline steps (veralith.llm.calls): the calls are yielded, the parts returned.
+    `extra` calls ride the same batch (the reference's facts): their outcomes, failed or not, are
+    handed back in `Decomposition.extra` and never fail the decomposition."""
     claims_in = claims_input(query, response)
     calls: list[tuple[Task, BaseModel]] = [(QUESTIONS, QuestionsInput(query=query))]
     if claims_in.sentences:
         calls.append((CLAIMS, claims_in))
     # One after the other on a client that is not concurrent: the second is not made once the first failed.
-    results = settled((yield Batch(calls, stop_at_failure=not concurrent)))
+    outcomes = (yield Batch([*calls, *extra], stop_at_failure=not concurrent))
+    results = settled(outcomes[:len(calls)])
     q_call = results[0]
     c_call = results[1] if claims_in.sentences else CallResult(ClaimsOutput(claims=[], gaps=[],
                                                                              asks_clarification=False))
@@ -76,6 +83,7 @@ def decompose_steps(query: str, response: str, *, concurrent: bool) -> Steps[Dec
     parts = decomposition_of(response, claims_in, q_call.output, c_call.output,  # type: ignore[arg-type]
                              usage=usage, repairs=[*q_call.repairs, *c_call.repairs])
     parts.by_task = [(QUESTIONS.name, q_call.usage)] + ([(CLAIMS.name, c_call.usage)] if claims_in.sentences else [])
+    parts.extra = list(outcomes[len(calls):])
     return parts
 
 

@@ -31,12 +31,13 @@ from veralith.models import (
     Gate,
     JudgeError,
     Phase,
+    Reference,
     Repair,
     Status,
     ThresholdSource,
     Verdict,
 )
-from veralith.pipeline import classify as classify_mod, explain as explain_mod
+from veralith.pipeline import classify as classify_mod, explain as explain_mod, reference as reference_mod
 from veralith.pipeline.decompose import Decomposition, decompose_steps
 from veralith.pipeline.fast import FastReply, ask_steps, effective_mode, verdict_steps
 from veralith.pipeline.inputs import (
@@ -49,9 +50,10 @@ from veralith.pipeline.inputs import (
 )
 from veralith.pipeline.judges import completeness, faithfulness, sufficiency
 from veralith.pipeline.partial import Judged, Missing, decide
+from veralith.pipeline.reference_inputs import check_reference
 from veralith.pipeline.review import review
-from veralith.pipeline.suggest import suggest
-from veralith.policy import REFUSAL_KINDS, status
+from veralith.pipeline.suggest import suggest, with_cause
+from veralith.policy import REFUSAL_KINDS, reference_gate, status
 from veralith.usage import CallUsage, OutputSize
 from veralith.validate import check_flag, check_stored_inputs
 from veralith.work.judged import Judged as JudgedTrace
@@ -66,12 +68,17 @@ __all__ = ["TraceJudge", "aevaluate", "aevaluate_checked", "ajudge_checked", "ar
 def evaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
              knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
              sync: bool | None = None, client: JudgeClient | None = None,
-             explain: bool | None = None) -> EvaluationResult:
+             explain: bool | None = None, reference: str | None = None,
+             reference_contexts: Any = None) -> EvaluationResult:
     """Evaluate one trace synchronously and return the typed result (stored when `persist`).
 
     `explain=True` adds, for a failing trace, one more judge call that explains what went wrong in it
     (`result.explanation`, beside the rule-based suggestion; counted by the budget guard); default:
     the `explain` setting (VERALITH_EXPLAIN, off).
+
+    `reference` (the answer a person wrote) and `reference_contexts` (the chunks that should have been
+    retrieved: texts or ids) add `result.reference`: per reference fact, context recall and answer
+    correctness, and the correctness layer (veralith.pipeline.reference); the six cells stay reference-free.
 
     `sync` exists for symmetry with `log()` and has no effect: evaluate() is always synchronous.
     `trace_id` re-evaluates that stored trace in place.
@@ -80,17 +87,20 @@ def evaluate(query: str, context: Any, response: str, *, persist: bool = True, t
     if explain is not None:
         with settings.override(explain=check_flag("explain", explain)):
             return evaluate(query, context, response, persist=persist, trace_id=trace_id,
-                            knowledge_base=knowledge_base, metadata=metadata, client=client)
+                            knowledge_base=knowledge_base, metadata=metadata, client=client, reference=reference,
+                            reference_contexts=reference_contexts)
     run = _Prepared(query, context, response, persist=persist, trace_id=trace_id, knowledge_base=knowledge_base,
-                    metadata=metadata, client=client)
+                    metadata=metadata, client=client, reference=(reference, reference_contexts))
     return evaluate_checked(run.query, run.chunks, run.response, store=run.store, client=run.client,
-                            trace_id=trace_id, knowledge_base=run.knowledge_base, metadata=run.metadata)
+                            trace_id=trace_id, knowledge_base=run.knowledge_base, metadata=run.metadata,
+                            reference=run.reference)
 
 
 async def aevaluate(query: str, context: Any, response: str, *, persist: bool = True, trace_id: int | None = None,
                     knowledge_base: str = "default", metadata: dict[str, Any] | None = None,
                     sync: bool | None = None, client: JudgeClient | None = None,
-                    explain: bool | None = None) -> EvaluationResult:
+                    explain: bool | None = None, reference: str | None = None,
+                    reference_contexts: Any = None) -> EvaluationResult:
     """`evaluate` for asyncio code: the same arguments, checks and result, the judge calls awaited on the
     running event loop (AsyncOpenAI), so many traces can be judged at once without a thread each.
 
@@ -101,11 +111,13 @@ async def aevaluate(query: str, context: Any, response: str, *, persist: bool = 
     if explain is not None:
         with settings.override(explain=check_flag("explain", explain)):
             return await aevaluate(query, context, response, persist=persist, trace_id=trace_id,
-                                   knowledge_base=knowledge_base, metadata=metadata, client=client)
+                                   knowledge_base=knowledge_base, metadata=metadata, client=client,
+                                   reference=reference, reference_contexts=reference_contexts)
     run = _Prepared(query, context, response, persist=persist, trace_id=trace_id, knowledge_base=knowledge_base,
-                    metadata=metadata, client=client)
+                    metadata=metadata, client=client, reference=(reference, reference_contexts))
     return await aevaluate_checked(run.query, run.chunks, run.response, store=run.store, client=run.client,
-                                   trace_id=trace_id, knowledge_base=run.knowledge_base, metadata=run.metadata)
+                                   trace_id=trace_id, knowledge_base=run.knowledge_base, metadata=run.metadata,
+                                   reference=run.reference)
 
 
 class _Prepared:
@@ -113,12 +125,14 @@ class _Prepared:
     passed, the store opened: everything before the first judge call, shared by evaluate and aevaluate."""
 
     def __init__(self, query: str, context: Any, response: str, *, persist: bool, trace_id: int | None,
-                 knowledge_base: str, metadata: dict[str, Any] | None, client: JudgeClient | None) -> None:
+                 knowledge_base: str, metadata: dict[str, Any] | None, client: JudgeClient | None,
+                 reference: tuple[Any, Any] = (None, None)) -> None:
         self.query = check_query(query)
         self.response = check_text("response", response)
         self.chunks = normalize_context(context)
         self.knowledge_base = check_knowledge_base(knowledge_base)
         self.metadata = check_metadata(metadata)
+        self.reference = check_reference(*reference)
         if trace_id is not None and (isinstance(trace_id, bool) or not isinstance(trace_id, int)):
             raise TypeError(f"trace_id must be an int or None, got {type(trace_id).__name__}")
         persist = check_flag("persist", persist)
@@ -131,7 +145,8 @@ class _Prepared:
         if settings.per_trace_budget_usd is not None:
             from veralith.pipeline.budget import enforce_budget
             # Priced for the client that will run, before anything is written or called.
-            enforce_budget(self.query, self.chunks, self.response, client=client)
+            enforce_budget(self.query, self.chunks, self.response, client=client,
+                           reference=self.reference.answer if self.reference else None)
         self.store = None
         if persist:
             from veralith.store import open_store, ops
@@ -143,7 +158,7 @@ class _Prepared:
 def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                      client: JudgeClient,
                      trace_id: int | None = None, knowledge_base: str = "default",
-                     metadata: dict[str, Any] | None = None) -> EvaluationResult:
+                     metadata: dict[str, Any] | None = None, reference: Reference | None = None) -> EvaluationResult:
     """Evaluate inputs that were already validated and budget-checked, storing into `store` if given
     (`trace_id`: that stored trace, re-judged in place without a claim, refused while another
     process evaluates it; else a new trace).
@@ -152,42 +167,44 @@ def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, s
     runner (veralith.work.runner), which writes the outcome only while the claim is ours.
     """
     setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
-                       metadata=metadata)
+                       metadata=metadata, reference=reference)
     return setting.saved(drive(_pipeline(client, query, chunks, response, **setting.pipeline), client))
 
 
 async def aevaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                             client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
-                            metadata: dict[str, Any] | None = None) -> EvaluationResult:
+                            metadata: dict[str, Any] | None = None,
+                            reference: Reference | None = None) -> EvaluationResult:
     """`evaluate_checked` with the judge calls awaited on the running event loop. The store's reads and
     the write of the result run on a thread (the store is shared by threads already): a database round
     trip never stalls the loop and the other traces' replies waiting on it."""
     if store is None:
         setting = _Setting(query, chunks, response, store=None, trace_id=trace_id, knowledge_base=knowledge_base,
-                           metadata=metadata)
+                           metadata=metadata, reference=reference)
         return setting.saved(await adrive(_pipeline(client, query, chunks, response, **setting.pipeline), client))
     setting = await asyncio.to_thread(_Setting, query, chunks, response, store=store, trace_id=trace_id,
-                                      knowledge_base=knowledge_base, metadata=metadata)
+                                      knowledge_base=knowledge_base, metadata=metadata, reference=reference)
     judged = await adrive(_pipeline(client, query, chunks, response, **setting.pipeline), client)
     return await asyncio.to_thread(setting.saved, judged)
 
 
 def judge_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                   client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
-                  metadata: dict[str, Any] | None = None) -> JudgedTrace:
+                  metadata: dict[str, Any] | None = None, reference: Reference | None = None) -> JudgedTrace:
     """Judge checked inputs against what `store` knows of the trace (its knowledge base's threshold,
     the day it was logged), writing nothing: the caller writes the outcome (veralith.work.runner)."""
     setting = _Setting(query, chunks, response, store=store, trace_id=trace_id, knowledge_base=knowledge_base,
-                       metadata=metadata)
+                       metadata=metadata, reference=reference)
     return drive(_pipeline(client, query, chunks, response, **setting.pipeline), client)
 
 
 async def ajudge_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
                          client: JudgeClient, trace_id: int | None = None, knowledge_base: str = "default",
-                         metadata: dict[str, Any] | None = None) -> JudgedTrace:
+                         metadata: dict[str, Any] | None = None,
+                         reference: Reference | None = None) -> JudgedTrace:
     """`judge_checked` with the judge calls awaited; the store's reads on a thread."""
     setting = await asyncio.to_thread(_Setting, query, chunks, response, store=store, trace_id=trace_id,
-                                      knowledge_base=knowledge_base, metadata=metadata)
+                                      knowledge_base=knowledge_base, metadata=metadata, reference=reference)
     return await adrive(_pipeline(client, query, chunks, response, **setting.pipeline), client)
 
 
@@ -200,19 +217,21 @@ class TraceJudge:
 
     def judge(self, store: Store, trace_id: int, inputs: TraceInput) -> JudgedTrace:
         return judge_checked(inputs.query, inputs.context, inputs.response, store=store, client=self.client,
-                             trace_id=trace_id, knowledge_base=inputs.knowledge_base, metadata=inputs.metadata)
+                             trace_id=trace_id, knowledge_base=inputs.knowledge_base, metadata=inputs.metadata,
+                             reference=inputs.reference)
 
     async def ajudge(self, store: Store, trace_id: int, inputs: TraceInput) -> JudgedTrace:
         return await ajudge_checked(inputs.query, inputs.context, inputs.response, store=store, client=self.client,
                                     trace_id=trace_id, knowledge_base=inputs.knowledge_base,
-                                    metadata=inputs.metadata)
+                                    metadata=inputs.metadata, reference=inputs.reference)
 
 
 class _Setting:
     """What a checked evaluation is judged against (threshold, as-of date) and where it is stored."""
 
     def __init__(self, query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
-                 trace_id: int | None, knowledge_base: str, metadata: dict[str, Any] | None) -> None:
+                 trace_id: int | None, knowledge_base: str, metadata: dict[str, Any] | None,
+                 reference: Reference | None = None) -> None:
         self.store = store
         self.trace_id = trace_id
         threshold, source, labelled = _threshold(knowledge_base, store)
@@ -224,7 +243,7 @@ class _Setting:
             created = store.read(ops.trace_info, trace_id).created_at
         self.pipeline: dict[str, Any] = dict(threshold=threshold, threshold_source=source, threshold_labels=labelled,
                                              knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
-                                             as_of=as_of_date(metadata or {}, created))
+                                             as_of=as_of_date(metadata or {}, created), reference=reference)
 
     def saved(self, judged: JudgedTrace) -> EvaluationResult:
         """The result, written first when there is a store: a new trace under an id from the work
@@ -251,27 +270,29 @@ def _threshold(knowledge_base: str, store: Store | None) -> tuple[float, Thresho
 def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
                  threshold: float, threshold_source: ThresholdSource, knowledge_base: str = "default",
                  metadata: dict[str, Any] | None = None, trace_id: int | None = None,
-                 as_of: str | None = None) -> EvaluationResult:
+                 as_of: str | None = None, reference: Reference | None = None) -> EvaluationResult:
     """Run every stage on validated inputs. Never raises for a judge failure; records it instead."""
     return drive(_pipeline(client, query, chunks, response, threshold=threshold, threshold_source=threshold_source,
-                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id, as_of=as_of),
+                           knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id, as_of=as_of,
+                           reference=reference),
                  client).result
 
 
 async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
                         threshold: float, threshold_source: ThresholdSource, knowledge_base: str = "default",
                         metadata: dict[str, Any] | None = None, trace_id: int | None = None,
-                        as_of: str | None = None) -> EvaluationResult:
+                        as_of: str | None = None, reference: Reference | None = None) -> EvaluationResult:
     """`run_pipeline` on the running event loop (the same stages; calls awaited, see veralith.llm.calls)."""
     return (await adrive(_pipeline(client, query, chunks, response, threshold=threshold,
                                    threshold_source=threshold_source, knowledge_base=knowledge_base,
-                                   metadata=metadata, trace_id=trace_id, as_of=as_of), client)).result
+                                   metadata=metadata, trace_id=trace_id, as_of=as_of, reference=reference),
+                         client)).result
 
 
 def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
               threshold: float, threshold_source: ThresholdSource, knowledge_base: str,
               metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None,
-              threshold_labels: int | None = None) -> Steps[JudgedTrace]:
+              threshold_labels: int | None = None, reference: Reference | None = None) -> Steps[JudgedTrace]:
     """Every stage, written once: it yields the judge calls it needs and is sent their outcomes. It
     returns the result with what its calls wrote per task (for the dry run, once it is stored)."""
     started = time.perf_counter()
@@ -295,7 +316,8 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
             reply = yield from ask_steps(query, chunks, response, as_of)
             parts = reply.parts
         else:
-            parts = yield from decompose_steps(query, response, concurrent=client.concurrent)
+            parts = yield from decompose_steps(query, response, concurrent=client.concurrent,
+                                               extra=reference_mod.extraction_calls(query, reference))
         usage.add(parts.usage)
         spent += parts.by_task
         repairs += [Repair(phase=Phase.decompose, kind=k, message=m) for k, m in parts.repairs]
@@ -312,12 +334,20 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
             judge_model=client.model))
     latency["decompose"] = _ms(t0)
 
+    riding = (reference_mod.Riding(query, chunks, parts.claims, reference, parts.extra, as_of, settings.batch_size)
+              if reply is None and reference is not None else None)
     if reply is None:
         judged, missing = yield from _judge_steps(client, query, chunks, parts, latency, usage, errors, versions,
-                                                  repairs, as_of, spent)
+                                                  repairs, as_of, spent, riding)
     else:
         judged, missing = yield from _judges_of(reply, query, chunks, parts, latency, usage, errors, repairs, as_of,
                                                 spent)
+    assessment = None
+    if reference is not None:   # the single-call mode has no batches to ride: its own steps
+        assessment, ref_usage = riding.assessment() if riding is not None else (
+            yield from reference_mod.reference_steps(query, chunks, parts.claims, reference, as_of,
+                                                     settings.batch_size))
+        usage.add(ref_usage)
     suff, faith, comp = judged.sufficiency, judged.faithfulness, judged.completeness
 
     t0 = time.perf_counter()
@@ -345,13 +375,14 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
                 coverage=shown.coverage, sufficient=sufficient, n_extra_claims=shown.n_extra_claims or 0)
     if missing and not decision.gate_decided and (cls.failure_cell is not None or _only_missing(errors)):
         st = _undecided(st, cls.failure_cell, missing)
+    st, suggestion = reference_gate(st, assessment), with_cause(suggestion, assessment)
     latency["classify"] = _ms(t0)
     result = EvaluationResult(
         **base, sub_questions=parts.sub_questions, claims=parts.claims, gaps=parts.gaps, remarks=parts.remarks,
         response_kind=kind,
         refusal=refusal, sufficiency=suff or [], faithfulness=faith or [], completeness=comp, diagnosis=diagnosis,
         suggestion=suggestion, status=st, errors=errors, repairs=repairs, latency_ms=latency,
-        usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model)
+        usage=usage.as_usage(), prompt_versions=versions, judge_model=client.model, reference=assessment)
     # What `--dry-run` learns output sizes from, worked out only when the result is stored (the explain
     # call is left out: its allowance stays as it is).
     measured = _output_sizes(client, query, chunks, response, mode, as_of, spent)
@@ -445,7 +476,8 @@ def _plans(query: str, chunks: list[ContextChunk], parts: Decomposition, size: i
 def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], parts: Decomposition,
                  latency: dict[str, float], usage: CallUsage, errors: list[JudgeError], versions: dict[str, str],
                  repairs: list[Repair], as_of: str | None,
-                 spent: list[tuple[str, CallUsage | None]]) -> Steps[tuple[Judged, Missing]]:
+                 spent: list[tuple[str, CallUsage | None]],
+                 riding: reference_mod.Riding | None = None) -> Steps[tuple[Judged, Missing]]:
     """Ask every judge's batches at once (judges and batches all run concurrently on an I/O-bound
     backend), then assemble each judge from its own batches only. A judge with nothing to ask a
     model (no context, no claims) is decided in code and makes no call."""
@@ -455,8 +487,13 @@ def _judge_steps(client: JudgeClient, query: str, chunks: list[ContextChunk], pa
         if payloads:
             versions[phase.value] = client.prompt_version(task.name)
         asked += [(task, p) for p in payloads]
+    own = len(asked)
+    asked += riding.calls if riding is not None else []   # the reference's verdicts ride this batch
     started = time.perf_counter()
-    outcomes = iter((yield Batch(asked)) if asked else [])
+    sent = (yield Batch(asked)) if asked else []
+    if riding is not None:
+        riding.outcomes = list(sent[own:])
+    outcomes = iter(sent[:own])
     by_phase = {phase: [next(outcomes) for _ in payloads] for phase, (_, payloads, _, _) in plans.items()}
     return _gather(plans, by_phase, started, latency, usage, errors, repairs, spent=spent)
 

@@ -9,9 +9,18 @@ veralith.pipeline.describe: an incomplete trace leaves part of the query "withou
 
 from __future__ import annotations
 
-from veralith.models import FailureCell, FaithfulnessJudgment, Relation, SufficiencyLevel, Suggestion
+from veralith.models import (
+    FactCorrectness,
+    FactRecall,
+    FailureCell,
+    FaithfulnessJudgment,
+    ReferenceAssessment,
+    Relation,
+    SufficiencyLevel,
+    Suggestion,
+)
 
-__all__ = ["CONFLICT", "STALE", "SUGGESTIONS", "suggest"]
+__all__ = ["CONFLICT", "STALE", "SUGGESTIONS", "suggest", "with_cause"]
 
 H, L = SufficiencyLevel.high, SufficiencyLevel.low
 C = FailureCell
@@ -158,3 +167,43 @@ def suggest(cell: FailureCell, level: SufficiencyLevel, *, refusal: bool,
     if conflicting:
         extra.append(_CONFLICT.format(ids=", ".join(conflicting)))
     return base.model_copy(update={"actions": [*base.actions, *extra]})
+
+
+# The first cause the team's reference reveals (veralith.pipeline.reference), as the first action line:
+# the six cells' texts stay reference-free; this line names the stage to fix first.
+_CAUSE = {
+    "never_retrieved": "Reference check (retrieval): the reference's fact {ids} was never retrieved. Check that "
+                       "the document holding it is indexed, then raise retrieval-K or add hybrid / multi-query "
+                       "retrieval and a reranker so it reaches the context.",
+    "stated_wrongly": "Reference check (generation): the context holds the reference's fact {ids}, but the response "
+                      "states it otherwise. Instruct the generator to quote figures and names from the context and "
+                      "to cite a chunk per sentence.",
+    "retrieved_unused": "Reference check (generation): the context holds the reference's fact {ids}, but the "
+                        "response leaves it out. Instruct the generator to cover every part of the question from "
+                        "the context, and check the context is not truncated before it reaches the model.",
+}
+
+
+def with_cause(suggestion: Suggestion | None, reference: ReferenceAssessment | None) -> Suggestion | None:
+    """The suggestion with the reference's first cause as its first action (unchanged without one)."""
+    if suggestion is None or reference is None or reference.cause is None:
+        return suggestion
+    ids = _cause_facts(reference)
+    line = _CAUSE[reference.cause].format(ids=", ".join(ids) if ids else "")
+    return suggestion.model_copy(update={"actions": [line, *suggestion.actions]})
+
+
+def _cause_facts(reference: ReferenceAssessment) -> list[str]:
+    cause = reference.cause
+    out = []
+    for f in reference.facts:
+        if f.correctness in (None, FactCorrectness.stated) or f.recall is None:
+            continue
+        if cause == "never_retrieved":
+            wanted = f.recall is FactRecall.not_retrieved
+        else:   # a generation cause: the fact was retrieved, then contradicted (stated_wrongly) or left out
+            wanted = f.recall is FactRecall.retrieved and (
+                (f.correctness is FactCorrectness.contradicted) == (cause == "stated_wrongly"))
+        if wanted:
+            out.append(f.id)
+    return out

@@ -42,6 +42,7 @@ from veralith.errors import StoreError
 from veralith.models import EvaluationResult
 from veralith.pipeline import inputs
 from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
+from veralith.pipeline.reference_inputs import check_reference
 
 # log()'s own path, loaded with the SDK: none of it loads a database library (veralith.work.spooler).
 from veralith.store import store_url
@@ -72,7 +73,8 @@ def _url() -> str:
 
 def log(query: str, context: Any, response: str, *, sync: bool | None = None, knowledge_base: str = "default",
         metadata: dict[str, Any] | None = None, run: str | None = None,
-        evaluate: bool | None = None, latency_ms: float | dict[str, float] | None = None) -> int | EvaluationResult:
+        evaluate: bool | None = None, latency_ms: float | dict[str, float] | None = None,
+        reference: str | None = None, reference_contexts: Any = None) -> int | EvaluationResult:
     """Record the trace and return its id; evaluation follows in the background.
 
     Never waits on the store: the trace is made durable in a local spool under its final id and
@@ -82,6 +84,8 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     process judges it; False records it for a `veralith worker`. `latency_ms` is the app's own
     time for the call: a number of milliseconds, or {"total": ..., "retrieval": ..., "generation": ...}
     (any of them); it is stored beside the trace and shown by inspect, stats, export and the web view.
+    `reference` (the answer a person wrote) and `reference_contexts` (the chunks that should have been
+    retrieved: texts or ids) are stored with the trace and judged with it (see `evaluate`).
 
     With `sync=True` (or settings.sync) the trace is written to the store and evaluated now, and
     the EvaluationResult is returned. Bad arguments raise TypeError/ValueError and an over-budget
@@ -92,6 +96,7 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
     chunks = normalize_context(context)
     knowledge_base, metadata = check_knowledge_base(knowledge_base), check_metadata(metadata)
     app_latency_ms = inputs.check_latency(latency_ms)
+    given = check_reference(reference, reference_contexts)
     check_stored_inputs(query, chunks, response, metadata)
     for name, flag in (("sync", sync), ("evaluate", evaluate)):
         if flag is not None and not isinstance(flag, bool):
@@ -102,9 +107,9 @@ def log(query: str, context: Any, response: str, *, sync: bool | None = None, kn
         run = check_run_name(run)
     if settings.per_trace_budget_usd is not None:
         from veralith.pipeline.budget import enforce_budget  # loads tiktoken; only when a budget is set
-        enforce_budget(query, chunks, response)
+        enforce_budget(query, chunks, response, reference=given.answer if given else None)
     trace = TraceInput(query=query, context=chunks, response=response, knowledge_base=knowledge_base,
-                       metadata=metadata, app_latency_ms=app_latency_ms)
+                       metadata=metadata, app_latency_ms=app_latency_ms, reference=given)
     url = _url()
     if settings.sync if sync is None else sync:
         store = _open(url)

@@ -60,12 +60,14 @@ def trace(fn: F, /) -> F: ...
 @overload
 def trace(*, query_arg: str | None = None, context_arg: str | None = None, sync: bool | None = None,
           on_error: OnError = "warn", knowledge_base: str | None = None,
-          run: str | None = None) -> Callable[[F], F]: ...
+          run: str | None = None, reference_arg: str | None = None,
+          reference_contexts_arg: str | None = None) -> Callable[[F], F]: ...
 
 
 def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = None, context_arg: str | None = None,
           sync: bool | None = None, on_error: OnError = "warn", knowledge_base: str | None = None,
-          run: str | None = None) -> Any:
+          run: str | None = None, reference_arg: str | None = None,
+          reference_contexts_arg: str | None = None) -> Any:
     """Decorate a sync or async RAG function or generator, bare (`@trace`) or configured (`@trace(...)`).
 
     The query is the `query_arg` argument, else the first argument (after self/cls). A function
@@ -79,12 +81,16 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
     `metadata={"partial": True}` when the consumer stops early. `knowledge_base` and `run` say
     where the traces go (passed on to log()); left unset, each trace takes those of the adapter
     whose call it hands over (its install() or wrap() options), else log()'s defaults ("default",
-    VERALITH_RUN). The call's duration goes to log() as `latency_ms`.
+    VERALITH_RUN). The call's duration goes to log() as `latency_ms`. `reference_arg` and
+    `reference_contexts_arg` name arguments that carry the team's reference answer and expected chunks
+    (an evaluation harness passing a golden set's `expected_output`): they go to log() as `reference`
+    and `reference_contexts` when passed (None or absent: no reference).
     """
     if on_error not in _ON_ERROR:
         raise ValueError(f"on_error must be one of {list(_ON_ERROR)}, got {on_error!r}")
-    for name, value in (("query_arg", query_arg), ("context_arg", context_arg), ("knowledge_base", knowledge_base),
-                        ("run", run)):
+    arg_names = (("query_arg", query_arg), ("context_arg", context_arg), ("reference_arg", reference_arg),
+                 ("reference_contexts_arg", reference_contexts_arg))
+    for name, value in (*arg_names, ("knowledge_base", knowledge_base), ("run", run)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
 
@@ -92,7 +98,7 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
         if not callable(func):
             raise TypeError(f"@trace decorates a function, got {type(func).__name__}")
         signature = inspect.signature(func)
-        for name, value in (("query_arg", query_arg), ("context_arg", context_arg)):
+        for name, value in arg_names:
             if value is not None and value not in signature.parameters:
                 raise ValueError(f"{name} {value!r} is not a parameter of {func.__qualname__}")
         options: dict[str, Any] = dict(sync=sync)
@@ -100,7 +106,7 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
         options.update({name: value for name, value in (("knowledge_base", knowledge_base), ("run", run))
                         if value is not None})
         owner = f"trace:{func.__qualname__}"
-        find = Finder(signature, query_arg, context_arg)
+        find = Finder(signature, query_arg, context_arg, reference_arg, reference_contexts_arg)
 
         def record(call: Call, value: Any) -> tuple[Any, dict[str, Any] | None]:
             """(what the caller gets, log() keywords or None). A call that is not the outermost
@@ -122,7 +128,8 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
                 _handle(on_error, exc, func)
                 return out, None
             # A str subclass (LangChain's TextAccessor) is logged as the plain text it holds.
-            return out, call.finish(query, context, str.__str__(response))
+            item = call.finish(query, context, str.__str__(response))
+            return out, None if item is None else {**item, **find.reference(call.args, call.kwargs)}
 
         def stream_item(call: Call, stream: Stream) -> dict[str, Any] | None:
             """What to log for a finished or abandoned stream, or None (after handling why not)."""
@@ -148,6 +155,8 @@ def trace(fn: Callable[..., Any] | None = None, /, *, query_arg: str | None = No
                 _handle(on_error, exc, func, stacklevel=5)
                 return None
             item = call.finish(query, stream.context, "".join(stream.chunks))
+            if item is not None:
+                item.update(find.reference(call.args, call.kwargs))
             if item is not None and not stream.finished:
                 item["metadata"] = {"partial": True}
             return item

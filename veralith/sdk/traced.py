@@ -87,8 +87,18 @@ class Call:
 class Finder:
     """Where a call's query comes from, and the context and answer of a bare response."""
 
-    def __init__(self, signature: inspect.Signature, query_arg: str | None, context_arg: str | None) -> None:
+    def __init__(self, signature: inspect.Signature, query_arg: str | None, context_arg: str | None,
+                 reference_arg: str | None = None, reference_contexts_arg: str | None = None) -> None:
         self.signature, self.query_arg, self.context_arg = signature, query_arg, context_arg
+        self.reference_args = (("reference", reference_arg), ("reference_contexts", reference_contexts_arg))
+
+    def reference(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """log() keywords for the reference arguments that were passed (and not None)."""
+        if not any(arg for _, arg in self.reference_args):
+            return {}
+        bound = self.signature.bind_partial(*args, **kwargs)
+        return {key: bound.arguments[arg] for key, arg in self.reference_args
+                if arg is not None and bound.arguments.get(arg) is not None}
 
     def query(self, args: tuple, kwargs: dict) -> Any:
         bound = self.signature.bind_partial(*args, **kwargs)

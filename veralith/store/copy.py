@@ -41,7 +41,7 @@ _BATCH = 500
 # A trace's child tables, in the order foreign keys allow (completeness before its two children).
 _CHILDREN = ("context_chunks", "sub_questions", "claims", "gaps", "remarks", "sufficiency_judgments",
              "faithfulness_judgments", "grounding", "judge_errors", "completeness", "completeness_mappings",
-             "completeness_extras", "explanations")
+             "completeness_extras", "explanations", "trace_references", "reference_facts", "expected_contexts")
 
 
 @dataclass

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-from veralith.models import ContextChunk, EvaluationResult
+from veralith.models import ContextChunk, EvaluationResult, Reference
 
 if TYPE_CHECKING:
     from veralith.store.sql import Db
@@ -48,25 +48,29 @@ class TraceInput:
     # The app's own time for the call, {part: ms} with parts from pipeline.inputs.LATENCY_PARTS
     # (checked there). Kept beside the trace; the judges never read it.
     app_latency_ms: dict[str, float] = field(default_factory=dict)
+    # The team's reference answer and expected chunks (veralith.pipeline.reference_inputs); None: none given.
+    reference: Reference | None = None
 
     def same_inputs(self, other: TraceInput) -> bool:
         """Whether `other` logs the same thing: query, context, response, knowledge base and
         metadata. Metadata counts because the judges read it (metadata["as_of"] is the date they
         take as today) and because a trace found unchanged keeps what was stored before."""
-        return (self.query, self.context, self.response, self.knowledge_base, self.metadata) == (
-            other.query, other.context, other.response, other.knowledge_base, other.metadata)
+        return (self.query, self.context, self.response, self.knowledge_base, self.metadata, self.reference) == (
+            other.query, other.context, other.response, other.knowledge_base, other.metadata, other.reference)
 
     def to_json(self) -> dict[str, Any]:
         """As plain JSON values (the spool's line format)."""
         return {"query": self.query, "context": [c.model_dump() for c in self.context], "response": self.response,
                 "knowledge_base": self.knowledge_base, "metadata": self.metadata, "external_id": self.external_id,
-                "app_latency_ms": self.app_latency_ms}
+                "app_latency_ms": self.app_latency_ms,
+                **({"reference": self.reference.model_dump()} if self.reference is not None else {})}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TraceInput:
         return cls(query=data["query"], context=[ContextChunk(**c) for c in data["context"]],
                    response=data["response"], knowledge_base=data["knowledge_base"], metadata=data["metadata"],
-                   external_id=data.get("external_id"), app_latency_ms=data.get("app_latency_ms") or {})
+                   external_id=data.get("external_id"), app_latency_ms=data.get("app_latency_ms") or {},
+                   reference=Reference(**data["reference"]) if data.get("reference") else None)
 
 
 @dataclass(frozen=True)

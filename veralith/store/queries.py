@@ -130,4 +130,28 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
         "thresholds": thresholds,
         "app_latency": latency,
         "dead_letters": deadletters.count(db, kb=kb),
+        "reference": reference_stats(db, kb=kb),
     }
+
+
+def reference_stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
+    """Over the judged traces that carry a reference answer: counts by correctness layer, and the mean
+    context recall and answer correctness of those where they were judged (None when none: never NaN).
+    Empty when no judged trace has a reference answer (through the correctness index)."""
+    sql = ("SELECT r.correctness, COUNT(*), SUM(r.context_recall), COUNT(r.context_recall),"
+           " SUM(r.answer_correctness), COUNT(r.answer_correctness) FROM trace_references r")
+    params: list[Any] = []
+    if kb is not None:
+        sql += " JOIN traces t ON t.id = r.trace_id"
+    sql += " WHERE r.correctness IS NOT NULL AND r.answer IS NOT NULL"
+    if kb is not None:
+        sql += " AND t.knowledge_base = ?"
+        params.append(kb)
+    rows = db.execute(sql + " GROUP BY r.correctness", params).fetchall()
+    if not rows:
+        return {}
+    recall = (sum(r[2] or 0 for r in rows), sum(r[3] for r in rows))
+    correct = (sum(r[4] or 0 for r in rows), sum(r[5] for r in rows))
+    return {"traces": sum(r[1] for r in rows), "by_correctness": {r[0]: r[1] for r in sorted(rows)},
+            "mean_context_recall": recall[0] / recall[1] if recall[1] else None,
+            "mean_answer_correctness": correct[0] / correct[1] if correct[1] else None}

@@ -27,6 +27,7 @@ from veralith.models import ContextChunk, EvaluationResult, Explanation
 from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
 from veralith.store.outputsizes import add_output_sizes
 from veralith.store.protocol import StoredResult, TraceInfo, TraceInput
+from veralith.store.reference_rows import REFERENCE_TABLES, given_reference, given_row
 from veralith.store.rows import (
     APP_LATENCY_COLUMNS,
     app_latency,
@@ -69,9 +70,11 @@ _CHILD_TABLES = {  # table -> its columns in insert order (matches rows.to_rows)
     "completeness_extras": ("trace_id", "position", "claim_id"),
     "explanations": ("trace_id", "what_went_wrong", "change_to_try", "quotes", "missing_fact", "dropped", "backend",
                      "model", "prompt_version", "call_usage"),
+    **REFERENCE_TABLES,
 }
 _APP_LATENCY = ", ".join(APP_LATENCY_COLUMNS.values())   # the app's own timing columns, in order
-_ORDER = {"completeness": "trace_id", "explanations": "trace_id", "completeness_mappings": "sq_position, position",
+_ORDER = {"completeness": "trace_id", "explanations": "trace_id", "trace_references": "trace_id",
+          "completeness_mappings": "sq_position, position",
           "grounding": "judgment_position, kind, position"}
 
 
@@ -136,7 +139,7 @@ def create_traces(db: Db, entries: list[Entry]) -> tuple[list[int], list[int]]:
             elif uid is None or taken[trace_id] != uid:
                 clashed.append(trace_id)
         runs: dict[str, int] = {}
-        rows, chunks = [], []
+        rows, chunks, references = [], [], []
         for trace_id, uid, created_at, trace, run, owner in fresh:
             lease = owner or (None, None, None)
             run_id = None
@@ -150,6 +153,8 @@ def create_traces(db: Db, entries: list[Entry]) -> tuple[list[int], list[int]]:
                          dumps(trace.metadata, what="metadata"), trace.query, trace.response, trace.external_id,
                          run_id, *app_latency_values(trace.app_latency_ms)))
             chunks += chunk_rows(trace_id, trace.context)
+            if trace.reference is not None:
+                references.append(given_row(trace_id, trace.reference))
             written.append(trace_id)
         if rows:
             db.executemany(
@@ -158,6 +163,7 @@ def create_traces(db: Db, entries: list[Entry]) -> tuple[list[int], list[int]]:
                 f" VALUES (?, ?, ?, ?, 'pending', ?, ?, ?, {_lease_at(db)}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (id) DO NOTHING", rows)
             _insert(db, "context_chunks", chunks)
+            _insert(db, "trace_references", references)
     return written, clashed
 
 
@@ -191,6 +197,8 @@ def _create(db: Db, trace: TraceInput, *, trace_id: int, uid: str | None, create
             return False
         raise IdClash(trace_id)
     _insert(db, "context_chunks", chunk_rows(trace_id, trace.context))
+    if trace.reference is not None:
+        _insert(db, "trace_references", [given_row(trace_id, trace.reference)])
     if run is not None:
         from veralith.store.runs import sdk_run_id
 
@@ -274,10 +282,12 @@ def load_input(db: Db, trace_id: int) -> TraceInput:
         trace = rows[0]
         chunks = [ContextChunk(**chunk_from_row(c))
                   for c in db.query("SELECT * FROM context_chunks WHERE trace_id = ? ORDER BY position", [trace_id])]
+        given = [*db.query("SELECT answer, contexts FROM trace_references WHERE trace_id = ?", [trace_id]), None][0]
     return TraceInput(query=trace["query"], context=chunks, response=trace["response"],
                       knowledge_base=trace["knowledge_base"], metadata=json.loads(trace["metadata"]),
                       external_id=trace["external_id"],
-                      app_latency_ms=app_latency(trace[c] for c in APP_LATENCY_COLUMNS.values()))
+                      app_latency_ms=app_latency(trace[c] for c in APP_LATENCY_COLUMNS.values()),
+                      reference=given_reference(given))
 
 
 _INFO = ("SELECT id, knowledge_base, external_id, status, created_at, updated_at, evaluated_at, execution,"

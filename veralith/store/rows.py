@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from veralith.models import ContextChunk, EvaluationResult, Explanation, FailureCell
+from veralith.store.reference_rows import reference_from_rows, reference_rows
 
 __all__ = ["APP_LATENCY_COLUMNS", "RESULT_COLUMNS", "app_latency", "app_latency_values", "chunk_from_row",
            "chunk_rows", "dumps", "from_rows", "now_iso", "result_columns", "to_rows"]
@@ -144,6 +145,7 @@ def to_rows(trace_id: int, result: EvaluationResult) -> dict[str, list[tuple]]:
                          for i, e in enumerate(result.errors)],
         "completeness": [], "completeness_mappings": [], "completeness_extras": [],
         "explanations": explanation_rows(trace_id, result.explanation) if result.explanation else [],
+        **reference_rows(trace_id, result.reference),
     }
     comp = result.completeness
     if comp is not None:
@@ -253,4 +255,5 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
         "judge_model": trace["judge_model"],
         "prompt_versions": json.loads(trace["prompt_versions"]),
         "mode": trace.get("mode") or "full",
+        "reference": reference_from_rows(children),
     })
