@@ -31,7 +31,7 @@ def worker_command(
     App servers that only record set VERALITH_EVALUATE=remote; any number of workers share the work
     (VERALITH_DB_URL names the store).
     """
-    from veralith.config import ConfigError, settings
+    from veralith.config import ConfigError, redact_configured, settings
     from veralith.errors import StoreError
     from veralith.sdk.worker import run_worker
     from veralith.store import open_store
@@ -39,7 +39,8 @@ def worker_command(
     err = Console(stderr=True, highlight=False)
 
     def say(line: str) -> None:
-        err.print(literal(f"veralith worker: {line}"), soft_wrap=True)
+        # A progress line may quote a store's or a judge server's error: masked like every error line.
+        err.print(literal(redact_configured(f"veralith worker: {line}")), soft_wrap=True)
 
     stop = threading.Event()
     interrupts = [0]
@@ -69,12 +70,7 @@ def worker_command(
             + ("" if once else "; SIGTERM or Ctrl-C stops"))
         totals = run_worker(store, concurrency=workers, stop=stop, knowledge_base=kb, once=once, client=client,
                             report=say, every_s=every, grace_s=settings.shutdown_timeout_s)
-    except ConfigError as exc:
-        err.print(literal(f"error: {exc}", "red"), soft_wrap=True)
-        raise typer.Exit(2) from None
-    except StoreError as exc:
-        from veralith.config import redact_configured
-
+    except (ConfigError, StoreError) as exc:
         err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
         raise typer.Exit(2) from None
     finally:
@@ -82,8 +78,9 @@ def worker_command(
             signal.signal(sig, handler)
     if totals.judge_down is not None:
         # A drain (--once) stops on a dead judge server as `eval` does: one line, the rest pending, exit 2.
-        err.print(literal(f"error: {totals.judge_down}; stopped after {totals.judged:,} judged: the rest stay "
-                          "pending, run `veralith worker --once` again once it answers", "red"), soft_wrap=True)
+        line = (f"error: {totals.judge_down}; stopped after {totals.judged:,} judged: the rest stay pending, run "
+                "`veralith worker --once` again once it answers")
+        err.print(literal(redact_configured(line), "red"), soft_wrap=True)
         _leave(2, totals.given_back)
     say(f"stopped: {totals.judged:,} judged, {totals.failed:,} failed"
         + (f", {totals.given_back} given back to pending" if totals.given_back else ""))
