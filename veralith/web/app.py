@@ -39,6 +39,7 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from veralith.config import redact_configured
 from veralith.errors import StoreError
 from veralith.llm.local.about import about
 from veralith.models import EvaluationResult
@@ -167,7 +168,10 @@ class _Pages:
             trim_blocks=True, lstrip_blocks=True)
         # `visible`: user text as the page lays it out (line breaks, direction marks), every character
         # that could spoof written out (veralith.safe_text.laid_out).
-        self.env.filters.update(visible=laid_out, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
+        # `masked`: error text (stored before a password was masked at the source, or a store's error
+        # naming its URL) with secrets masked by the one rule (veralith.redact), then laid out.
+        self.env.filters.update(visible=laid_out, masked=_masked, pct=_pct, usd=_usd, num=_num, ms=_ms,
+                                jsonish=_jsonish)
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER,
                                 NO_CELL=browse.NO_CELL)
 
@@ -184,6 +188,8 @@ class _Pages:
         return _filter(request)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        if "message" in context:  # an error page's message may quote a store's error, and its URL
+            context["message"] = redact_configured(context["message"])
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
 
     def overview(self, request: Request) -> Response:
@@ -488,6 +494,10 @@ def _link(path: str, flt: browse.TraceFilter, **extra: Any) -> str:
 def _jsonish(value: Any) -> str:
     """A metadata value as text: strings as they are, anything else as JSON (escaped later, as all text)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _masked(text: object) -> str:
+    return laid_out(redact_configured(text))
 
 
 def _pct(value: float | None) -> str:
