@@ -89,6 +89,7 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/compare", pages.compare, name="compare"),
         Route("/patterns", pages.patterns, name="patterns"),
         Route("/favicon.ico", pages.favicon, name="favicon"),
+        Route("/metrics", pages.metrics, name="metrics"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     from veralith.store.runs import RunNotFound
@@ -368,6 +369,13 @@ class _Pages:
         except RunNotFound as exc:
             return self.render("error.html", 404, page="patterns", title="No such run", message=str(exc))
         return self.render("patterns.html", page="patterns", p=found, flt=flt, kbs=kbs, runs=runs)
+
+    def metrics(self, request: Request) -> Response:
+        """Prometheus text of the store's queue (veralith.store.queue), behind the same token and Host
+        checks as every page (a scraper sends `Authorization: Bearer <token>`)."""
+        from veralith.store.queue import CONTENT_TYPE, exposition, read_or_none
+
+        return Response(exposition(lambda: read_or_none(self.store)), media_type=CONTENT_TYPE)
 
     def favicon(self, request: Request) -> Response:
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
