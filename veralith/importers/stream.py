@@ -22,7 +22,6 @@ import json
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
@@ -83,34 +82,38 @@ def units(stream: IO[bytes]) -> Iterator[tuple[str, Any, int]]:
         if event == "map_key":
             stack[-1][1] = value
             continue
-        if event in ("end_map", "end_array"):
+        if event == "end_map" or event == "end_array":
             container, _, path, role = stack.pop()
-            done = _ended(container, path, role, resource_no)
+            done = _ended(container, role, resource_no) if role is not None else None
             if done is not None:
                 yield done
             elif not stack:
                 yield ("value", container, resource_no)
-            elif role not in ("resource", "scope"):   # ResourceSpans and scopes are not kept: spans were emitted
+            elif role != "resource" and role != "scope":   # not kept: their spans were emitted
                 _attach(stack[-1], container)
             continue
-        path = (*stack[-1][2], "item" if isinstance(stack[-1][0], list) else str(stack[-1][1])) if stack else ()
-        role = _role(path)
-        kind = _KIND[event]
-        if role in _EXPECTED and _EXPECTED[role] != kind:
-            raise BadShape(f"{_where(path)} is {_WORDS[kind]}, not {_WORDS[_EXPECTED[role]]}")
-        if event in ("start_map", "start_array"):
-            if len(stack) >= MAX_DEPTH:
-                raise BadShape(f"nested deeper than {MAX_DEPTH} levels (at {_where(path)}); a trace export is "
-                               "never this deep")
+        depth = len(stack)
+        # Roles sit at most 6 levels down: deeper values need no path (the hot loop, inside spans).
+        if depth <= 6:
+            parent = stack[-1] if stack else None
+            path = () if parent is None else (*parent[2], "item" if isinstance(parent[0], list) else str(parent[1]))
+            role = _role(path)
+            if role in _EXPECTED and _EXPECTED[role] != _KIND[event]:
+                raise BadShape(f"{_where(path)} is {_WORDS[_KIND[event]]}, not {_WORDS[_EXPECTED[role]]}")
+        else:
+            path, role = (), None
+        if event == "start_map" or event == "start_array":
+            if depth >= MAX_DEPTH:
+                raise BadShape(f"nested deeper than {MAX_DEPTH} levels; a trace export is never this deep")
             resource_no += role == "resource"
             stack.append([{} if event == "start_map" else [], None, path, role])
         elif not stack:
             yield ("value", value, resource_no)
-        elif len(stack) > 1 or not isinstance(stack[0][0], list) or len(stack[0][0]) < 20:
+        elif depth > 1 or not isinstance(stack[0][0], list) or len(stack[0][0]) < 20:
             _attach(stack[-1], value)   # (a top-level list keeps 20 scalars: enough to say what it holds)
 
 
-def _ended(container: Any, path: tuple[str, ...], role: str | None, resource_no: int) -> tuple[str, Any, int] | None:
+def _ended(container: Any, role: str, resource_no: int) -> tuple[str, Any, int] | None:
     if role == "span":
         return ("span", container, resource_no)
     if role == "item":
@@ -157,7 +160,7 @@ class Spill:
             # What makes a trace RAG for assemble: a retriever, or a reranker that listed documents.
             rag = span.kind == "retriever" or (span.kind == "reranker" and bool(span.documents))
             self._batch.append((span.trace_id, span.start_ns, rag, resource,
-                                json.dumps(asdict(span), separators=(",", ":"))))
+                                json.dumps(vars(span), separators=(",", ":"))))   # plain JSON values
             self.spans += 1
         if len(self._batch) >= 2000:
             self.flush()
