@@ -34,18 +34,23 @@ def _stored() -> int:
     return int(open_store().stats()["traces"])
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
-    ('{"resourceSpans": ' + "[" * 5_000 + "]" * 5_000 + "}", 'is a list, not an object'),
-    ('{"x": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}", "nested deeper than 64 levels"),
-    ('{"resourceSpans": "not a list"}', '"resourceSpans" is a string, not a list'),
-    ('{"resourceSpans": [7]}', '"resourceSpans.item" is a number, not an object'),
-    ('{"resourceSpans": [{"scopeSpans": {"spans": []}}]}', '"resourceSpans.item.scopeSpans" is an object, not a list'),
-    ('{"resourceSpans": [{"scopeSpans": [{"spans": "x"}]}]}', 'is a string, not a list'),
-    ('{"resourceSpans": [{"scopeSpans": [{"spans": [null]}]}]}', 'is null, not an object'),
-    ('{"data": [{"context": "not an object", "span_kind": "LLM"}]}', "has a field of the wrong type"),
-])
-def test_a_hostile_file_is_one_line_exit_2_and_nothing_stored(tmp_path, text, words):
+# What a hostile file holds -> the words its one error line must contain.
+HOSTILE = {
+    "[" * 100_000 + "]" * 100_000: "nested deeper than 64 levels",
+    '{"resourceSpans": ' + "[" * 5_000 + "]" * 5_000 + "}": "is a list, not an object",
+    '{"x": ' + '{"a": ' * 100_000 + "1" + "}" * 100_000 + "}": "nested deeper than 64 levels",
+    '{"resourceSpans": "not a list"}': '"resourceSpans" is a string, not a list',
+    '{"resourceSpans": [7]}': '"resourceSpans.item" is a number, not an object',
+    '{"resourceSpans": [{"scopeSpans": {"spans": []}}]}': '"resourceSpans.item.scopeSpans" is an object, not a list',
+    '{"resourceSpans": [{"scopeSpans": [{"spans": "x"}]}]}': "is a string, not a list",
+    '{"resourceSpans": [{"scopeSpans": [{"spans": [null]}]}]}': "is null, not an object",
+    '{"data": [{"context": "not an object", "span_kind": "LLM"}]}': "has a field of the wrong type",
+}
+
+
+@pytest.mark.parametrize("text", list(HOSTILE), ids=range(len(HOSTILE)))
+def test_a_hostile_file_is_one_line_exit_2_and_nothing_stored(tmp_path, text):
+    words = HOSTILE[text]
     path = tmp_path / "hostile.json"
     path.write_text(text)
     with pytest.raises(BadShape) as caught:
