@@ -78,7 +78,8 @@ def units(stream: IO[bytes]) -> Iterator[tuple[str, Any, int]]:
 
     stack: list[list[Any]] = []    # [container, key under which the next value goes, path, role]
     resource_no = -1
-    for event, value in ijson.basic_parse(stream, multiple_values=True, use_float=True):
+    events = ijson.basic_parse(stream, multiple_values=True, use_float=True)
+    for event, value in events:
         if event == "map_key":
             stack[-1][1] = value
             continue
@@ -102,6 +103,9 @@ def units(stream: IO[bytes]) -> Iterator[tuple[str, Any, int]]:
                 raise BadShape(f"{_where(path)} is {_WORDS[_KIND[event]]}, not {_WORDS[_EXPECTED[role]]}")
         else:
             path, role = (), None
+        if (role == "span" or role == "item") and event == "start_map":   # a unit: built by the tight loop
+            yield (role, _build(events, depth + 1), resource_no)
+            continue
         if event == "start_map" or event == "start_array":
             if depth >= MAX_DEPTH:
                 raise BadShape(f"nested deeper than {MAX_DEPTH} levels; a trace export is never this deep")
@@ -111,6 +115,41 @@ def units(stream: IO[bytes]) -> Iterator[tuple[str, Any, int]]:
             yield ("value", value, resource_no)
         elif depth > 1 or not isinstance(stack[0][0], list) or len(stack[0][0]) < 20:
             _attach(stack[-1], value)   # (a top-level list keeps 20 scalars: enough to say what it holds)
+
+
+def _build(events: Iterator[tuple[str, Any]], depth: int) -> dict[str, Any]:
+    """The object whose start_map was just read from `events` (at nesting `depth`), built from the
+    events up to its end: the loop most of a file's events go through, so it is kept to the bare
+    steps (no path, no roles), the depth limit still checked."""
+    root: dict[str, Any] = {}
+    stack: list[Any] = [root]
+    keys: list[Any] = [None]
+    for event, value in events:
+        if event == "map_key":
+            keys[-1] = value
+            continue
+        if event == "end_map" or event == "end_array":
+            stack.pop()
+            keys.pop()
+            if not stack:
+                return root
+            continue
+        top = stack[-1]
+        if event == "start_map" or event == "start_array":
+            value = {} if event == "start_map" else []
+            if len(stack) + depth >= MAX_DEPTH:
+                raise BadShape(f"nested deeper than {MAX_DEPTH} levels; a trace export is never this deep")
+            if top.__class__ is list:
+                top.append(value)
+            else:
+                top[keys[-1]] = value
+            stack.append(value)
+            keys.append(None)
+        elif top.__class__ is list:
+            top.append(value)
+        else:
+            top[keys[-1]] = value
+    raise BadShape("the file ends inside an object")
 
 
 def _ended(container: Any, role: str, resource_no: int) -> tuple[str, Any, int] | None:
