@@ -15,7 +15,12 @@ returned names the trace it was returned for. Columns:
   set aside: in the dead-letter place; worst log(): the slowest `log()` call, ms; exits: each
   process's exit code, and whether it is the documented one.
 
-Goal (issue 35): 0 lost, 0 judged twice, 0 stuck, worst log() < 50 ms, every exit as documented.
+Goal (issue 35): 0 lost, 0 judged twice, 0 stuck, worst log() < 50 ms, every exit as documented, and
+the password set for the run seen nowhere. Every scenario's store URL carries a password (PostgreSQL:
+as user info and as ?password=; the tests' server trusts local connections, so it is accepted and
+ignored) and its environment an API key, both SECRET; after the scenario, every output is searched for
+it (`Fleet.leaks`): each process's stdout and stderr, the apps' lines, every text column of every
+table of the store (stored errors, dead letters), and the web view's pages.
 The judge is the offline backend (no server) unless a scenario needs a server (a dead one, or the
 scripted fake OpenAI server, tests/fake_openai_server.py). Needs the `postgres` extra and Debian's
 postgresql package for the PostgreSQL column; prints one JSON object (or a Markdown table).
@@ -27,6 +32,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -48,6 +54,8 @@ QUERY = "What is the capital of France?"
 CONTEXT = ["Paris is the capital of France."]
 RESPONSE = "Paris is the capital of France."
 LOG_BOUND_MS = 50.0
+# The password (and API key) of every scenario's store: it must appear in none of its outputs.
+SECRET = "fm-secret-" + secrets.token_hex(8)
 
 # An app: logs N traces, one JSON line per call (id or refusal, and the call's milliseconds), flushed at
 # once so a kill -9 loses no line; then drains. argv: tag, count, pause between calls (s), seqs to poison.
@@ -87,13 +95,14 @@ class Row:
     lost: int = 0
     set_aside: int = 0
     worst_log_ms: float | None = None
+    leaks: list[str] = field(default_factory=list)         # outputs in which SECRET was found
     exits: dict[str, Any] = field(default_factory=dict)     # process: exit code
     expected: dict[str, Any] = field(default_factory=dict)  # process: documented exit code
     note: str = ""
 
     @property
     def ok(self) -> bool:
-        return (self.lost == 0 and self.judged_twice == 0 and self.stuck == 0
+        return (self.lost == 0 and self.judged_twice == 0 and self.stuck == 0 and not self.leaks
                 and (self.worst_log_ms is None or self.worst_log_ms < LOG_BOUND_MS)
                 and all(self.exits.get(name) == code for name, code in self.expected.items()))
 
@@ -109,17 +118,21 @@ class Fleet:
 
     def __init__(self, kind: str, pg: Any, tmp: Path) -> None:
         self.kind, self.pg, self.tmp = kind, pg, tmp
-        self.url = pg.new_database() if kind == "postgres" else f"sqlite:///{tmp / 'v.db'}"
+        self.url = (_with_password(pg.new_database()) if kind == "postgres" else f"sqlite:///{tmp / 'v.db'}")
         self.apps: dict[str, list[dict[str, Any]]] = {}
+        self.outputs: list[tuple[str, str]] = []   # (what, text) of every process run to completion
         self._readers: dict[str, threading.Thread] = {}
         base = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
         self.env = {**base, "PYTHONPATH": str(REPO), "VERALITH_BACKEND": "local", "VERALITH_DB_URL": self.url,
-                    "VERALITH_SPOOL_DIR": str(tmp / "spool"), "VERALITH_SHUTDOWN_TIMEOUT_S": "20"}
+                    "VERALITH_SPOOL_DIR": str(tmp / "spool"), "VERALITH_SHUTDOWN_TIMEOUT_S": "20",
+                    "VERALITH_API_KEY": SECRET}
 
     def cli(self, *args: str, env: dict[str, str] | None = None,
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "veralith.cli", *args], env={**self.env, **(env or {})},
+        done = subprocess.run([sys.executable, "-m", "veralith.cli", *args], env={**self.env, **(env or {})},
                               capture_output=True, text=True, timeout=timeout, cwd=self.tmp)
+        self.outputs.append((f"veralith {' '.join(args)}", done.stdout + done.stderr))
+        return done
 
     def start_cli(self, *args: str, env: dict[str, str] | None = None, name: str = "") -> subprocess.Popen[str]:
         log = open(self.tmp / f"{name or args[0]}-{time.monotonic_ns()}.err", "w")   # noqa: SIM115
@@ -131,7 +144,7 @@ class Fleet:
         """An app logging `count` traces; its lines are read as they come (`self.apps[tag]`)."""
         proc = subprocess.Popen([sys.executable, "-c", prelude + APP, tag, str(count), str(pause), poison],
                                 env={**self.env, **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, cwd=self.tmp)
+                                stderr=open(self.tmp / f"app-{tag}.err", "w"), text=True, cwd=self.tmp)  # noqa: SIM115
         lines: list[dict[str, Any]] = self.apps.setdefault(tag, [])
 
         def read() -> None:
@@ -193,6 +206,7 @@ class Fleet:
                 row.judged_once += found[0] == "done" and int(line["id"]) not in twice
         row.stuck = sum(1 for status, _ in rows.values() if status == "running")
         row.set_aside = self._set_aside()
+        row.leaks = self.leaks()
         if latencies:
             row.worst_log_ms = round(max(latencies), 1)
             # Which call: a process's first (imports, its first segment) or one under the fault.
@@ -200,6 +214,34 @@ class Fleet:
                          if "id" in line and line.get("ms") is not None), key=lambda x: x["ms"])
             row.note = (row.note + f"; worst log() is call {worst['seq']}").lstrip("; ")
         return row
+
+    def leaks(self) -> list[str]:
+        """Where SECRET shows: process outputs, the apps' lines and stderr files, the store's rows,
+        the web view's pages. Empty is the goal."""
+        seen = [what for what, text in self.outputs if SECRET in text]
+        seen += [f"app {tag} line" for tag, lines in self.apps.items() if SECRET in json.dumps(lines)]
+        seen += [path.name for path in self.tmp.glob("*.err") if SECRET in path.read_text(errors="replace")]
+        seen += [f"table {table}" for table, text in self._stored_text() if SECRET in text]
+        seen += [f"page {path}" for path, text in self._pages() if SECRET in text]
+        return seen
+
+    def _stored_text(self) -> Iterator[tuple[str, str]]:
+        listing = ("SELECT name FROM sqlite_master WHERE type = 'table'" if self.kind == "sqlite" else
+                   "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        for (table,) in self.sql(listing):
+            yield table, "\n".join(map(str, self.sql(f'SELECT * FROM "{table}"')))
+
+    def _pages(self) -> Iterator[tuple[str, str]]:
+        try:
+            from starlette.testclient import TestClient
+
+            from veralith.web import create_app
+        except ImportError:   # the web extra absent: no pages to search
+            return
+        failed = [r[0] for r in self.sql("SELECT id FROM traces WHERE status = 'error' ORDER BY id LIMIT 5")]
+        with TestClient(create_app(self.url), base_url="http://127.0.0.1:8765") as client:
+            for path in ["/", "/traces", "/traces?status=error", *(f"/traces/{i}" for i in failed)]:
+                yield path, client.get(path).text
 
     def _set_aside(self) -> int:
         try:
@@ -428,6 +470,11 @@ def _spliced_quotes(fleet: Fleet, row: Row) -> None:
 
 # -- helpers ------------------------------------------------------------------------------------------
 
+def _with_password(url: str) -> str:
+    """A test server's database URL with SECRET as its password, both ways libpq takes one."""
+    return url.replace("postgresql://postgres@", f"postgresql://postgres:{SECRET}@", 1) + f"?password={SECRET}"
+
+
 @contextlib.contextmanager
 def _store_away(fleet: Fleet, seconds: float | None) -> Iterator[None]:
     """The store unavailable: PostgreSQL stopped; a SQLite file held under another process's write lock.
@@ -505,15 +552,16 @@ def run(kinds: list[str], only: list[str]) -> list[Row]:
 
 def markdown(rows: list[Row]) -> str:
     head = ("| fault | store | returned | stored | judged once | judged twice | stuck | lost | set aside "
-            "| worst log() ms | exits (documented) | goal |")
-    lines = [head, "|" + "---|" * 12]
+            "| worst log() ms | exits (documented) | secret seen | goal |")
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         exits = "; ".join(f"{k} {v}" + ("" if r.expected.get(k) == v else f" (documented {r.expected.get(k)})")
                           for k, v in r.exits.items())
         worst = r.worst_log_ms if r.worst_log_ms is not None else "—"
         goal = "met" if r.ok else "**missed**"
         lines.append(f"| {r.fault} | {r.store} | {r.returned} | {r.stored} | {r.judged_once} | {r.judged_twice} "
-                     f"| {r.stuck} | {r.lost} | {r.set_aside} | {worst} | {exits} | {goal} |")
+                     f"| {r.stuck} | {r.lost} | {r.set_aside} | {worst} | {exits} | {', '.join(r.leaks) or 'nowhere'} "
+                     f"| {goal} |")
     return "\n".join(lines)
 
 

@@ -18,6 +18,16 @@ blocks, so grouping has to go by trace id; every text is invented. Measured, bes
 
 The target (issue 28): the 10,000-span import groups traces correctly in under 10 s. Prints one
 JSON object. No data set is needed.
+
+    .venv/bin/python benchmarks/import_scale.py --memory-mb 200 [--code DIR]
+
+Memory (issue 35): writes an OTLP file of about that many MB (the same synthetic traces, spans
+shuffled over 7 resourceSpans blocks, written block by block so the writer holds no file-sized
+value), then reads it in a fresh process under `/usr/bin/time -v` (veralith.importers.read_file and
+every trace assembled, as `veralith import` does before judging) and reports the peak resident
+memory and the time; `--code DIR` reads with the veralith package found in DIR instead (a checkout
+of another version: the before/after comparison). The target: memory proportional to one trace, not
+the file (peak well under the file's size).
 """
 
 from __future__ import annotations
@@ -39,7 +49,7 @@ from otlp_synthetic import SPANS_PER_TRACE, answer, documents, export, question 
 
 
 def _check(imported: object, traces: int) -> None:
-    records = imported.traces  # type: ignore[attr-defined]
+    records = list(imported.traces)  # type: ignore[attr-defined]
     assert len(records) == traces, len(records)
     for i, record in enumerate(records):
         assert (record["query"], record["response"]) == (question(i), answer(i)), i
@@ -60,11 +70,71 @@ def _figures(samples: list[float]) -> dict[str, float]:
     return {"best_s": round(min(samples), 3), "median_s": round(statistics.median(samples), 3)}
 
 
+def write_large(path: Path, megabytes: float, *, blocks: int = 7, seed: int = 1) -> int:
+    """An OTLP JSON file of about `megabytes` MB: traces' spans shuffled over `blocks` resourceSpans,
+    written block by block; how many traces it holds."""
+    import random
+
+    from otlp_synthetic import spans_of
+
+    per_trace = len(json.dumps(spans_of(0))) + SPANS_PER_TRACE * 2
+    traces = max(1, int(megabytes * 1e6 / per_trace))
+    where = [(i, k) for i in range(traces) for k in range(SPANS_PER_TRACE)]
+    random.Random(seed).shuffle(where)
+    size = -(-len(where) // blocks)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write('{"resourceSpans": [')
+        for b in range(blocks):
+            out.write(("," if b else "") + '{"resource": {"attributes": [{"key": "service.name", "value": '
+                      f'{{"stringValue": "svc-{b}"}}}}]}}, "scopeSpans": [{{"scope": {{"name": "synthetic"}}, '
+                      '"spans": [')
+            for n, (i, k) in enumerate(where[b * size:(b + 1) * size]):
+                out.write(("," if n else "") + json.dumps(spans_of(i)[k]))
+            out.write("]}]}")
+        out.write("]}")
+    return traces
+
+
+_READ_ALL = """
+import sys, time
+from pathlib import Path
+from veralith.importers import read_file
+t0 = time.perf_counter()
+imported = read_file(Path(sys.argv[1]))
+n = sum(1 for item in imported.traces if isinstance(item, dict))
+print(n, len(imported.traces), round(time.perf_counter() - t0, 1))
+"""
+
+
+def memory(megabytes: float, code: Path | None) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "spans.json"
+        traces = write_large(path, megabytes)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("VERALITH_", "OPENAI_"))}
+        env["PYTHONPATH"] = str(code or REPO)
+        done = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", _READ_ALL, str(path)], env=env,
+                              capture_output=True, text=True, cwd=tmp)
+        if done.returncode != 0:
+            raise SystemExit(f"reading failed ({done.returncode}): {done.stderr[-2000:]}")
+        peak_kb = next(int(line.split(":")[1]) for line in done.stderr.splitlines()
+                       if "Maximum resident set size" in line)
+        judged, listed, seconds = done.stdout.split()
+        assert int(judged) == int(listed) == traces, (judged, listed, traces)
+        return {"file_mb": round(path.stat().st_size / 1e6, 1), "traces": traces, "spans": traces * SPANS_PER_TRACE,
+                "code": str(code or REPO), "peak_rss_mb": round(peak_kb / 1024, 1), "read_s": float(seconds),
+                "cpus": os.cpu_count(), "python": sys.version.split()[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--memory-mb", type=float, default=None, help="measure peak memory on a file this large")
+    parser.add_argument("--code", type=Path, default=None, help="read with the veralith package in this folder")
     args = parser.parse_args(argv)
+    if args.memory_mb is not None:
+        print(json.dumps(memory(args.memory_mb, args.code), indent=2))
+        return 0
     from veralith.importers import read_file
 
     traces = args.spans // SPANS_PER_TRACE

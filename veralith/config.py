@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import dataclasses
 import json
+import logging
 import math
 import os
 import threading
@@ -33,7 +34,7 @@ from dotenv import dotenv_values
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from veralith.errors import VeralithError
-from veralith.redact import has_userinfo, redact, redact_url
+from veralith.redact import SecretFilter, has_userinfo, redact, redact_url
 
 __all__ = ["BATCH_API_MAX_BYTES", "BATCH_API_MAX_REQUESTS", "ConfigError", "Settings", "dotenv_notice", "env_name",
            "load_dotenv_cwd", "load_settings", "redact_configured", "settings", "userinfo_problem"]
@@ -487,10 +488,23 @@ with contextlib.suppress(ConfigError):  # reported on first use, so that `--help
 def redact_configured(text: object) -> str:
     """`redact` with the configured API key as the secret: for messages that are stored or printed
     (judge errors, failure messages, CLI error lines)."""
-    secrets: list[str] = []
+    return redact(text, _configured_secrets())
+
+
+def _configured_secrets() -> list[str]:
     try:
         if settings.api_key is not None:
-            secrets.append(settings.api_key.get_secret_value())
+            return [settings.api_key.get_secret_value()]
     except Exception:  # an invalid environment: there is no usable key to mask
         pass
-    return redact(text, secrets)
+    return []
+
+
+# Every logger Veralith logs on (a test keeps this list equal to the getLogger calls in the package).
+# A filter on a logger sees only that logger's own records, so each gets one: whatever handlers the
+# host app attached, they receive records with the key, URL user info and password parameters masked.
+LOGGERS = ("veralith", "veralith.cache", "veralith.llm", "veralith.llm.client", "veralith.sdk",
+           "veralith.store", "veralith.work")
+SECRET_FILTER = SecretFilter(_configured_secrets)
+for _name in LOGGERS:
+    logging.getLogger(_name).addFilter(SECRET_FILTER)

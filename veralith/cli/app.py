@@ -632,9 +632,11 @@ def stats_command(kb: Annotated[str | None, typer.Option("--kb", metavar="NAME",
         _out().print("no traces (no database yet)")
         return
     from veralith.llm.backends import resolve_backend
+    from veralith.store.queue import queue_figures
 
     judge = f"judge: {about()}" if resolve_backend() == "local" else ""
-    _out().print(render.stats_view(store.read(ops.stats, kb=_known_kb(kb)), judge))
+    figures = {**store.read(ops.stats, kb=_known_kb(kb)), "queue": store.read(queue_figures).as_dict()}
+    _out().print(render.stats_view(figures, judge))
 
 
 @_command("export")

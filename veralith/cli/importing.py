@@ -11,6 +11,7 @@ trace that retrieved nothing is reported as skipped (no RAG answer), not as an e
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,21 +27,20 @@ if TYPE_CHECKING:
 __all__ = ["import_command", "import_records"]
 
 
-def import_records(imported: Imported, *, default_kb: str) -> list[Record | BadLine]:
-    """The eval records of an imported file, or a BadLine per trace that cannot be judged."""
+def import_records(imported: Imported, *, default_kb: str) -> Iterator[Record | BadLine]:
+    """The eval records of an imported file, or a BadLine per trace that cannot be judged, one trace
+    at a time (assembled as they are asked for: memory of one trace)."""
     from veralith.cli.records import BadLine, parse_object
     from veralith.importers import Problem
 
-    out: list[Record | BadLine] = []
     for n, item in enumerate(imported.traces, start=1):
         if isinstance(item, Problem):
             # A trace that retrieved nothing is no RAG answer: reported, not an error (as a blank line is).
-            out.append(BadLine(n, f"trace {item.trace_id}: {item.message}" if item.trace_id else item.message,
-                               blank=item.not_rag))
+            yield BadLine(n, f"trace {item.trace_id}: {item.message}" if item.trace_id else item.message,
+                          blank=item.not_rag)
             continue
         parsed = parse_object(n, item, default_kb=default_kb)
-        out.append(BadLine(n, f"trace {item['id']}: {parsed.message}") if isinstance(parsed, BadLine) else parsed)
-    return out
+        yield BadLine(n, f"trace {item['id']}: {parsed.message}") if isinstance(parsed, BadLine) else parsed
 
 
 def import_command(
@@ -68,7 +68,7 @@ def import_command(
     importing a file again skips the traces already judged."""
     from veralith.cli import batch
     from veralith.cli.gate import EvalHooks
-    from veralith.importers import UnknownFormat, read_file
+    from veralith.importers import BadShape, UnknownFormat, read_file
 
     # The command module (not the package's `app` attribute, the Typer object): imported here,
     # since it imports this module to register the command.
@@ -80,16 +80,18 @@ def import_command(
         raise cli._fail(f"{file}: no such file" if not file.exists() else f"{file}: not a regular file")
     if output is not None:
         cli._check_output(output)
-    try:
+    try:   # the whole file is read (and its shape checked) before anything is judged or stored
         imported = read_file(file)
+    except BadShape as exc:   # hostile or broken: too deep, a container of the wrong type
+        raise cli._fail(f"{file}: {exc}; nothing was imported", ExitCode.ERROR) from None
     except UnknownFormat as exc:
         raise cli._fail(f"{file}: {exc}") from None
     except OSError as exc:
         raise cli._fail(f"{file}: cannot read ({exc.strerror or exc})") from None
     items = import_records(imported, default_kb=kb)
-    cli._out().print(f"{file}: {imported.format}, {imported.spans} spans in {len(items)} traces", markup=False,
+    cli._out().print(f"{file}: {imported.format}, {imported.spans} spans in {imported.count} traces", markup=False,
                      soft_wrap=True)
-    if not items:
+    if not imported.count:
         raise cli._fail(f"{file} holds no spans")
     try:
         chosen = cli.Backend(backend) if backend is not None else None
@@ -113,7 +115,10 @@ def import_command(
 
     # A trace skipped as no RAG answer is reported, not judged: like a blank line of eval, it is no part
     # of the "N/M done" count.
-    judgeable = sum(1 for item in items if not getattr(item, "blank", False))
-    hooks.around(lambda: cli._run("veralith import", jobs, work, total=judgeable, persist=persist, backend=chosen,
-                                  model=model, concurrency=concurrency, output=output,
-                                  where=lambda r: f"{file}:{r.line}"), cli._out())
+    judgeable = imported.judgeable
+    try:
+        hooks.around(lambda: cli._run("veralith import", jobs, work, total=judgeable, persist=persist,
+                                      backend=chosen, model=model, concurrency=concurrency, output=output,
+                                      where=lambda r: f"{file}:{r.line}"), cli._out())
+    finally:
+        imported.close()

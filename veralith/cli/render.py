@@ -463,6 +463,30 @@ def one_line(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def fmt_age(seconds: float | None) -> str:
+    """A duration the way a person reads a queue's age: 45 s, 12 min, 3.5 h, 2.0 d; — for none."""
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def queue_view(queue: Mapping[str, Any]) -> Text:
+    """`veralith stats`' queue line (veralith.store.queue.QueueFigures.as_dict): what waits and how old
+    it is, what runs (and is stuck), what was set aside, and the pace and failures of the last 5 min."""
+    stuck = f", {queue['stuck_running']:,} stuck past the lease timeout" if queue["stuck_running"] else ""
+    oldest = f" (oldest {fmt_age(queue['oldest_pending_age_s'])})" if queue["pending"] else ""
+    return Text(f"queue   pending {queue['pending']:,}{oldest}  running {queue['running']:,}{stuck}  "
+                f"dead-lettered {queue['dead_lettered']:,}  failed {queue['failed']:,}\n"
+                f"pace    {queue['judged_per_minute']:,.1f} judged/min, {queue['judge_errors_last_5m']:,} with judge "
+                "errors (last 5 min; all knowledge bases)")
+
+
 def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
     """`veralith stats`: cell distribution with bars, gates, mean fractions, cost, thresholds per KB;
     `judge` (one line about the configured judge) last."""
@@ -499,7 +523,10 @@ def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
                        pad_edge=False, title="Sufficiency threshold", title_justify="left")
     for kb, info in stats["thresholds"].items():
         thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
-    parts: list[RenderableType] = [dist, lines, thresholds]
+    parts: list[RenderableType] = [dist, lines]
+    if stats.get("queue"):   # veralith.store.queue, added by the CLI
+        parts.append(queue_view(stats["queue"]))
+    parts.append(thresholds)
     if stats.get("app_latency"):
         # The percentiles come from a histogram (veralith.store.histogram): say they are approximate, and how.
         bound = max(figures["relative_error"] for figures in stats["app_latency"].values())

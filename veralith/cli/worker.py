@@ -25,6 +25,13 @@ def worker_command(
                                            show_default=False)] = None,
     once: Annotated[bool, typer.Option("--once", help="Judge what is waiting now, then exit.")] = False,
     every: Annotated[float, typer.Option("--every", min=1.0, help="Seconds between progress lines.")] = 10.0,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", min=0, max=65535, metavar="N", show_default=False,
+        help="Serve Prometheus metrics (queue depth, oldest pending age, judged per minute, judge errors) "
+             "at http://HOST:N/metrics (docs/deploy.md).")] = None,
+    metrics_host: Annotated[str, typer.Option(
+        "--metrics-host", metavar="ADDR", help="Address the metrics endpoint listens on (0.0.0.0: every "
+                                               "address, for a scraper on another machine).")] = "127.0.0.1",
 ) -> None:
     """Judge pending traces, from any host, until stopped (SIGTERM or Ctrl-C: what is being judged
     finishes or goes back to pending, then exit 0).
@@ -32,15 +39,16 @@ def worker_command(
     App servers that only record set VERALITH_EVALUATE=remote; any number of workers share the work
     (VERALITH_DB_URL names the store).
     """
-    from veralith.config import ConfigError, settings
+    from veralith.config import ConfigError, redact_configured, settings
     from veralith.errors import StoreError
-    from veralith.sdk.worker import run_worker
+    from veralith.sdk.worker import WorkerReport, run_worker
     from veralith.store import open_store
 
     err = Console(stderr=True, highlight=False)
 
     def say(line: str) -> None:
-        err.print(literal(f"veralith worker: {line}"), soft_wrap=True)
+        # A progress line may quote a store's or a judge server's error: masked like every error line.
+        err.print(literal(redact_configured(f"veralith worker: {line}")), soft_wrap=True)
 
     stop = threading.Event()
     interrupts = [0]
@@ -65,17 +73,16 @@ def worker_command(
         load = getattr(client, "load", None)
         if callable(load):
             load()
+        totals = WorkerReport()
+        if metrics_port is not None:
+            _, bound = _metrics(store, totals, metrics_host, metrics_port)
+            say(f"metrics at http://{metrics_host}:{bound}/metrics")
         say(f"judging the traces of {store.url}{f' (knowledge base {kb})' if kb else ''} with "
             f"{getattr(client, 'backend', '?')}/{getattr(client, 'model', '?')}, {workers} at a time"
             + ("" if once else "; SIGTERM or Ctrl-C stops"))
         totals = run_worker(store, concurrency=workers, stop=stop, knowledge_base=kb, once=once, client=client,
-                            report=say, every_s=every, grace_s=settings.shutdown_timeout_s)
-    except ConfigError as exc:
-        err.print(literal(f"error: {exc}", "red"), soft_wrap=True)
-        raise typer.Exit(2) from None
-    except StoreError as exc:
-        from veralith.config import redact_configured
-
+                            report=say, every_s=every, grace_s=settings.shutdown_timeout_s, totals=totals)
+    except (ConfigError, StoreError) as exc:
         err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
         raise typer.Exit(2) from None
     finally:
@@ -83,12 +90,24 @@ def worker_command(
             signal.signal(sig, handler)
     if totals.judge_down is not None:
         # A drain (--once) stops on a dead judge server as `eval` does: one line, the rest pending, exit 2.
-        err.print(literal(f"error: {totals.judge_down}; stopped after {totals.judged:,} judged: the rest stay "
-                          "pending, run `veralith worker --once` again once it answers", "red"), soft_wrap=True)
+        line = (f"error: {totals.judge_down}; stopped after {totals.judged:,} judged: the rest stay pending, run "
+                "`veralith worker --once` again once it answers")
+        err.print(literal(redact_configured(line), "red"), soft_wrap=True)
         _leave(2, totals.given_back)
     say(f"stopped: {totals.judged:,} judged, {totals.failed:,} failed"
         + (f", {totals.given_back} given back to pending" if totals.given_back else ""))
     _leave(0, totals.given_back)
+
+
+def _metrics(store: Any, totals: Any, host: str, port: int) -> tuple[Any, int]:
+    from veralith.cli.metrics import serve_worker_metrics
+    from veralith.errors import StoreError
+
+    try:
+        return serve_worker_metrics(store, totals, host, port)
+    except OSError as exc:   # said as a store error is: one line, exit 2
+        raise StoreError(f"cannot serve metrics on {host}:{port} ({exc.strerror or exc}); is the port in use?"
+                         ) from None
 
 
 def _leave(code: int, given_back: int) -> None:

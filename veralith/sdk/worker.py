@@ -17,7 +17,8 @@ __all__ = ["WorkerReport", "progress_line", "run_worker"]
 
 def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowledge_base: str | None = None,
                once: bool = False, client: Any = None, report: Callable[[str], None] | None = None,
-               every_s: float = 10.0, poll_s: float = 1.0, grace_s: float = 10.0) -> WorkerReport:
+               every_s: float = 10.0, poll_s: float = 1.0, grace_s: float = 10.0,
+               totals: WorkerReport | None = None) -> WorkerReport:
     """Judge pending traces of `store` with `client` (default: the configured judge), `concurrency` at
     a time, until `stop` is set (veralith.work.worker.run); the totals."""
     from veralith.config import settings
@@ -31,4 +32,4 @@ def run_worker(store: Store, *, concurrency: int, stop: threading.Event, knowled
     allow_calls()   # whatever an earlier run in this process cancelled
     return run(store, TraceJudge(client), concurrency=concurrency, stop=stop, knowledge_base=knowledge_base,
                once=once, report=report, every_s=every_s, poll_s=poll_s, grace_s=grace_s,
-               async_calls=settings.async_calls, cancel=cancel_calls)
+               async_calls=settings.async_calls, cancel=cancel_calls, totals=totals)

@@ -41,6 +41,7 @@ from starlette.responses import FileResponse, HTMLResponse, PlainTextResponse, R
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from veralith.config import redact_configured
 from veralith.errors import StoreError
 from veralith.llm.local.about import about
 from veralith.models import EvaluationResult
@@ -95,6 +96,7 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/compare", pages.compare, name="compare"),
         Route("/patterns", pages.patterns, name="patterns"),
         Route("/favicon.ico", pages.favicon, name="favicon"),
+        Route("/metrics", pages.metrics, name="metrics"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     if pages.review is not None:
@@ -180,7 +182,10 @@ class _Pages:
             trim_blocks=True, lstrip_blocks=True)
         # `visible`: user text as the page lays it out (line breaks, direction marks), every character
         # that could spoof written out (veralith.safe_text.laid_out).
-        self.env.filters.update(visible=laid_out, pct=_pct, usd=_usd, num=_num, ms=_ms, jsonish=_jsonish)
+        # `masked`: error text (stored before a password was masked at the source, or a store's error
+        # naming its URL) with secrets masked by the one rule (veralith.redact), then laid out.
+        self.env.filters.update(visible=laid_out, masked=_masked, pct=_pct, usd=_usd, num=_num, ms=_ms,
+                                jsonish=_jsonish)
         self.env.globals.update(CELLS=browse.CELLS, GATES=browse.GATES, CELL_ORDER=chart.CELL_ORDER,
                                 NO_CELL=browse.NO_CELL, reviewing=lambda: self.review is not None)
 
@@ -197,6 +202,8 @@ class _Pages:
         return _filter(request)
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        if "message" in context:  # an error page's message may quote a store's error, and its URL
+            context["message"] = redact_configured(context["message"])
         return HTMLResponse(self.env.get_template(name).render(**context), status_code=status)
 
     def overview(self, request: Request) -> Response:
@@ -388,6 +395,13 @@ class _Pages:
             return self.render("error.html", 404, page="patterns", title="No such run", message=str(exc))
         return self.render("patterns.html", page="patterns", p=found, flt=flt, kbs=kbs, runs=runs)
 
+    def metrics(self, request: Request) -> Response:
+        """Prometheus text of the store's queue (veralith.store.queue), behind the same token and Host
+        checks as every page (a scraper sends `Authorization: Bearer <token>`)."""
+        from veralith.store.queue import CONTENT_TYPE, exposition, read_or_none
+
+        return Response(exposition(lambda: read_or_none(self.store)), media_type=CONTENT_TYPE)
+
     def favicon(self, request: Request) -> Response:
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
@@ -513,6 +527,10 @@ def _link(path: str, flt: browse.TraceFilter, **extra: Any) -> str:
 def _jsonish(value: Any) -> str:
     """A metadata value as text: strings as they are, anything else as JSON (escaped later, as all text)."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _masked(text: object) -> str:
+    return laid_out(redact_configured(text))
 
 
 def _pct(value: float | None) -> str:

@@ -31,7 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veralith.errors import JudgeCallCancelled, JudgeServerDown, StoreError
+from veralith.errors import JudgeCallCancelled, JudgeCallError, JudgeServerDown, StoreError
 from veralith.store import ops
 from veralith.store.errors import StoreUnavailable
 from veralith.work import shipper
@@ -55,6 +55,7 @@ class WorkerReport:
     judged: int = 0            # results stored
     failed: int = 0            # evaluations that failed (recorded on their traces)
     given_back: int = 0        # claimed, unfinished at the stop (or unwritable), released to pending
+    judge_errors: int = 0      # evaluations a judge error ended or postponed (a failed call, a dead server)
     judge_down: JudgeServerDown | None = None   # `once` stopped on it (the CLI exits 2 with its line)
     started: float = field(default_factory=time.monotonic)
 
@@ -100,6 +101,8 @@ class _Loop:
 
     def note(self, outcome: Outcome) -> None:
         action = outcome.action
+        self.totals.judge_errors += (isinstance(outcome.error, JudgeCallError)   # a stop's cancel is none
+                                     and not isinstance(outcome.error, JudgeCallCancelled))
         if action is Action.SAVED:
             self.totals.judged += 1
             if self.outage_since is not None:
@@ -174,13 +177,17 @@ def _crashed(trace_id: int, error: BaseException | None) -> Outcome:
 
 def run(store: Store, judge: Judge, *, concurrency: int, stop: threading.Event, knowledge_base: str | None = None,
         once: bool = False, report: Callable[[str], None] | None = None, every_s: float = 10.0, poll_s: float = 1.0,
-        grace_s: float = 10.0, async_calls: bool = False, cancel: Callable[[], None] | None = None) -> WorkerReport:
+        grace_s: float = 10.0, async_calls: bool = False, cancel: Callable[[], None] | None = None,
+        totals: WorkerReport | None = None) -> WorkerReport:
     """Judge pending traces of `store` with `judge`, `concurrency` at a time, until `stop` is set (see the
     module docstring); `report` receives a line when something changes and a progress line every
     `every_s` seconds. Returns the totals (`judge_down` set when `once` stopped on a dead judge).
-    `cancel` ends the judge calls in flight (veralith.llm.cancel.cancel_calls), for the stop."""
+    `cancel` ends the judge calls in flight (veralith.llm.cancel.cancel_calls), for the stop. `totals`:
+    the report to count into (read meanwhile by the metrics endpoint), else a new one."""
     say = report or (lambda line: None)
     loop = _Loop(store, judge, concurrency=concurrency, stop=stop, say=say, async_calls=async_calls)
+    if totals is not None:
+        loop.totals = totals
     last_line, last_sweep = time.monotonic(), float("-inf")
     try:
         while not stop.is_set():

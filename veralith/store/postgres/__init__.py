@@ -14,6 +14,9 @@ The same SQL as the SQLite store (veralith.store.sqlstore) on connections from a
   process at a time.
 - The server's errors become StoreUnavailable (cannot connect, connection lost, pool exhausted) or
   WritesStopped (disk full, read-only server); messages never show the password.
+- The pool's own log lines ("error connecting in 'veralith': …", every few seconds while the server
+  is down) are not the host app's business: `_PoolNoise` takes the records of Veralith's pool off
+  the `psycopg.pool` and `psycopg` loggers and logs them, masked, at DEBUG on `veralith.store`.
 
 Opened `read_only` (reading commands, `veralith serve`), its connections run with
 `default_transaction_read_only`, and it never migrates: a schema older than this code is refused
@@ -23,6 +26,7 @@ with the command that updates it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import select
 import threading
 import time
@@ -31,7 +35,7 @@ from typing import Any
 
 from veralith.config import settings
 from veralith.errors import StoreError
-from veralith.redact import redact_url
+from veralith.redact import redact, redact_url
 from veralith.store.errors import StoreUnavailable, WritesStopped
 from veralith.store.sqlstore import SqlStore
 
@@ -42,6 +46,42 @@ _CONNECT_TIMEOUT_S = 10
 # Both folds (migrations/postgres 0001 and 0010); each takes its own advisory lock and returns how
 # many delta rows it folded.
 _COMPACT = "SELECT veralith_compact_rollups() + veralith_compact_value_rollups()"
+
+
+_POOL_NAME = "veralith"
+
+
+class _PoolNoise(logging.Filter):
+    """Takes the records of Veralith's own pool off psycopg's loggers, so a host app's handlers (or
+    Python's last-resort stderr handler, when the host configured none) never print them; they go
+    to `veralith.store` at DEBUG instead, with passwords masked there (veralith.config).
+
+    A filter on the library's loggers, rather than `propagate = False` or a level on them: the host's
+    own psycopg pools and connections keep logging exactly as the host set them up. Ours are told
+    apart by the pool's name (its threads are `veralith-worker-N`, `veralith-scheduler`; a record
+    logged from a caller's thread names the pool in its first argument) or by a Veralith thread
+    (the log shipper and evaluator: `veralith-…`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ours = record.threadName is not None and record.threadName.startswith(_POOL_NAME + "-")
+        if not ours and isinstance(record.args, tuple) and record.args:
+            ours = record.args[0] == _POOL_NAME
+        if not ours:
+            return True
+        quiet = logging.getLogger("veralith.store")
+        if quiet.isEnabledFor(logging.DEBUG):
+            quiet.debug("%s: %s", record.name, record.getMessage())
+        return False
+
+
+_NOISE = _PoolNoise()
+
+
+def _quiet_pool_logs() -> None:
+    """Install `_NOISE` once on psycopg's loggers (adding the same filter twice is a no-op)."""
+    for name in ("psycopg", "psycopg.pool"):
+        logging.getLogger(name).addFilter(_NOISE)
 
 
 def _check_lent(conn: Any) -> None:
@@ -66,6 +106,7 @@ class PostgresStore(SqlStore):
         except ImportError:
             raise StoreError("a postgresql:// store needs the `postgres` extra: pip install 'veralith-rag[postgres]'"
                              " (in a checkout: pip install '.[postgres]')") from None
+        _quiet_pool_logs()
         self.url = redact_url(url) or url
         self.key = self.url
         self.spool_url = url
@@ -108,7 +149,7 @@ class PostgresStore(SqlStore):
                 # `check`: a connection is tested when it is lent, so one the server dropped (a restart,
                 # a failover) is replaced instead of failing the caller's first statement.
                 pool = ConnectionPool(self._conninfo, min_size=1, max_size=max(4, settings.concurrency + 4),
-                                      kwargs=kwargs, configure=configure, open=False, name="veralith",
+                                      kwargs=kwargs, configure=configure, open=False, name=_POOL_NAME,
                                       check=_check_lent)
                 pool.open(wait=False)
                 self._check_schema(pool)
@@ -130,7 +171,8 @@ class PostgresStore(SqlStore):
             raise
         except Exception as exc:
             pool.close()
-            raise self._classify(exc) or StoreUnavailable(f"cannot use PostgreSQL at {self.url}: {exc}") from exc
+            raise (self._classify(exc)
+                   or StoreUnavailable(f"cannot use PostgreSQL at {self.url}: {redact(exc)}")) from exc
 
     def _classify(self, exc: BaseException) -> StoreError | None:
         import psycopg
@@ -139,7 +181,7 @@ class PostgresStore(SqlStore):
         if isinstance(exc, StoreError):
             return exc
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        text = redact_url(text) or text
+        text = redact(text)  # libpq may echo the connection string it could not parse
         if isinstance(exc, (psycopg.errors.DiskFull, psycopg.errors.ReadOnlySqlTransaction,
                             psycopg.errors.InsufficientPrivilege)):
             return WritesStopped(f"PostgreSQL at {self.url} stopped accepting writes ({text}); what was stored "
