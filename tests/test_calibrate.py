@@ -11,11 +11,17 @@ from work_support import claim, save_result
 
 from veralith.config import settings
 from veralith.models import FailureCell, ThresholdSource
-from veralith.pipeline.calibrate import current_threshold
+from veralith.pipeline import calibrate
+from veralith.store import ops
 from veralith.store.calibration import linear_percentile, rank_of
 
 # 25 fractions, stored shuffled; sorted, ranks 2 and 3 hold 0.5 and 0.75.
 FRACTIONS = [0.0, 0.25, 0.5, 0.75] + [0.8 + i / 100 for i in range(21)]
+
+
+def current_threshold(kb, store=None):
+    """The orchestrator's threshold: the store's calibration, or the fallback without one."""
+    return calibrate.current_threshold(kb) if store is None else store.read(ops.current_threshold, kb)
 
 
 def fill(store, fractions, *, kb="docs", cell=FailureCell.complete_grounded):

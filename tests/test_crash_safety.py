@@ -70,4 +70,4 @@ def test_sigkill_mid_evaluation_loses_nothing_and_resume_finishes(store, openai_
     assert resume() == unfinished  # evaluated here with the local backend
     shutdown(wait=True)
     assert dict(sql(store, "SELECT status, COUNT(*) FROM traces GROUP BY status")) == {"done": N}
-    assert all(r.failure_cell in FailureCell for r in map(store.load_result, ids))
+    assert all(r.failure_cell in FailureCell for r in (store.read(ops.load_result, i) for i in ids))

@@ -45,6 +45,10 @@ ROWS: dict[str, tuple[list[str], list[str] | None]] = {
     "import": (["{otlp}"], ["{tmp}/missing.json"]),
     "batch": (["status"], ["collect", "job-missing"]),
     "dead-letters": ([], ["--drop", "999"]),
+    "label": (["1", "--gate", "pass", "--by", "t"], ["999", "--gate", "pass", "--by", "t"]),
+    "labels": (["export"], ["import", "{tmp}/missing.jsonl"]),
+    "review": (["--by", "t"], None),
+    "agreement": ([], None),
 }
 
 

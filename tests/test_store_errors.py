@@ -71,6 +71,7 @@ def test_a_run_that_cannot_be_closed_is_one_line_and_exit_2(runner, tmp_path, mo
         raise sqlite3.OperationalError(message)
 
     monkeypatch.setattr(runs, "finish_run", full)
+    monkeypatch.setattr(ops, "finish_run", full)
     done = runner.invoke(app, ["eval", str(_file(tmp_path)), "--run-name", "full"])
     assert done.exit_code == 2, done.output
     assert "the run could not be closed" in done.output and "stopped accepting writes" in done.output

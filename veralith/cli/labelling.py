@@ -172,6 +172,8 @@ def _import(file: Path, fmt: str | None, by: str | None) -> None:
 
     try:
         text = file.read_text(encoding="utf-8-sig")
+    except FileNotFoundError as exc:   # what is not there is 1, as for every command (docs/cli.md)
+        raise fail(f"{file}: cannot read ({exc.strerror})", ExitCode.NOT_FOUND) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise fail(f"{file}: cannot read ({getattr(exc, 'strerror', None) or exc})", ExitCode.ERROR) from None
     err = Console(stderr=True, highlight=False)

@@ -1,5 +1,5 @@
 """`veralith list`: the table of stored traces, fitted to the terminal (a pure function of the rows
-store.list_traces returns; user text goes through render.literal like everywhere else)."""
+ops.list_traces returns; user text goes through render.literal like everywhere else)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ _GAP = 2  # spaces between two columns (box=None, padding 1 on each side)
 
 def traces_table(rows: Sequence[Mapping[str, Any]], *, width: int = 80, wide: bool = False,
                  now: dt.datetime | None = None) -> Table:
-    """`veralith list`: one row per stored trace, newest first (rows as store.list_traces returns them).
+    """`veralith list`: one row per stored trace, newest first (rows as ops.list_traces returns them).
 
     Fits `width` columns while keeping the query at least _QUERY_MIN wide (see _NARROWING); with
     `wide`, every column is kept and nothing is cut, whatever the width (the caller prints it on a

@@ -27,6 +27,7 @@ from veralith.cli.exits import ExitCode, fail
 from veralith.cli.render import literal
 from veralith.cli.runs import existing_db
 from veralith.safe_text import json_safe
+from veralith.store import ops
 
 __all__ = ["patterns_command", "patterns_view"]
 
@@ -77,7 +78,7 @@ def patterns_command(
     if store is None:
         raise fail("no database yet: run `veralith eval FILE` first", ExitCode.NOT_FOUND)
     try:
-        kb = filters.knowledge_base(kb, store.knowledge_bases)
+        kb = filters.knowledge_base(kb, lambda: store.read(ops.knowledge_bases))
     except filters.BadOption as exc:
         raise fail(str(exc), ExitCode.ERROR) from None
     found = find_patterns(store, kb=kb, run=run, since=start, until=end, against=against, limit=limit)
