@@ -37,13 +37,10 @@ from veralith.store.rows import now_iso
 from veralith.work.ids import IdFile
 from veralith.work.spool import Spool, read_lines
 
-__all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "new_id", "spooler_for"]
+__all__ = ["Spooler", "new_id", "spooler_for"]
 
 logger = logging.getLogger("veralith.store")
 
-# The most a host's very first trace into a PostgreSQL store waits for the host's first block of
-# ids (veralith.work.ids); every later call finds ids ready and never waits.
-FIRST_BLOCK_WAIT_S = 2.0
 # How often the segment being written is touched even when nothing wakes the preparer: a spool file
 # untouched for leases.LEASE_TIMEOUT_S (5 minutes) may be taken by another host sharing the folder,
 # and copying into a mapping does not reliably update the file's modification time.
@@ -110,7 +107,7 @@ class Spooler:
             self._start_preparer()
             self._due.set()
         self._closed = False
-        trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S, ahead=True)
+        trace_id = self.ids.take(ahead=True)
         self.spool.append({"id": trace_id, "uid": _uid(), "created_at": now_iso(), "run": run,
                            "here": evaluate_here, **trace.to_json()})
         return trace_id
@@ -203,7 +200,7 @@ def _spooled_max(folder: Path) -> int:
     highest = 0
     if folder.is_dir():
         for path in folder.iterdir():
-            if path.name == "next-id":
+            if path.name.startswith("next-id"):   # the counter, its lock and what processes hold
                 continue
             with contextlib.suppress(OSError):
                 for raw in read_lines(path):
