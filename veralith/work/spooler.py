@@ -197,14 +197,20 @@ def _sqlite_first_id(path: str, folder: Path) -> int:
 
 
 def _spooled_max(folder: Path) -> int:
+    """The highest id in the spool files of `folder`. A process's ids only grow, so a file's highest
+    is among its last lines: those are parsed, not the whole file (a counter started again while
+    apps log reads every segment, on a thread that holds the counter's lock)."""
     highest = 0
     if folder.is_dir():
         for path in folder.iterdir():
-            if path.name.startswith("next-id"):   # the counter, its lock and what processes hold
+            if path.name.startswith("next-id") or path.name == "migrate.lock":   # the counter, its lock, holdings
                 continue
             with contextlib.suppress(OSError):
-                for raw in read_lines(path):
+                parsed = 0
+                for raw in reversed(read_lines(path)):
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         entry: Any = json.loads(raw)
-                        highest = max(highest, int(entry["id"]))
+                        highest, parsed = max(highest, int(entry["id"])), parsed + 1
+                    if parsed >= 8:
+                        break
     return highest
