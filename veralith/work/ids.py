@@ -2,19 +2,26 @@
 
 `log()` must return a trace's final id at once, even while another process holds SQLite's write
 lock or PostgreSQL cannot be reached. So ids do not come from the database at insert time; they
-come from an `IdFile`: a few bytes holding the next free id and the end of the range this host
-may use, advanced under an exclusive file lock (held for microseconds, never by the database).
+come from an `IdFile`: a few bytes holding the next free id, the end of the range this host may
+use and a check of both, advanced under an exclusive lock (held for microseconds, never by the
+database) on a lock file beside it (`next-id.lock`), so that deleting or replacing the counter never
+lets two processes count at once.
 
 - SQLite (one host by nature): the file *is* the allocator. Every trace the store creates takes
   its id here (in batches, see below), so ids are consecutive as long as one process logs at a
   time; a process that dies, or exits after another process took ids, leaves the ids it held
-  unused (a gap). A missing file starts above the highest id in the database and its spool.
-- PostgreSQL (many hosts): the file holds a block this host reserved from the database's counter
-  (`refill`), shared by every process of the host; a background refill keeps it ahead of use.
-  Only a host's very first trace finds no block: `take(wait_s=...)` then waits that long for the
-  first reservation (one round trip). If the database does not answer in time, the trace takes a
-  random id from a range the counter never reaches (`RANDOM_BASE` and above): unique with
-  overwhelming probability, and checked when the trace is shipped (a clash gets a new id, logged).
+  unused (a gap). A file that is missing, cut short, damaged or older than what this process took
+  from it starts again above the highest id in the database, its spool and what any live process
+  of the host holds (veralith.work.holdings).
+- PostgreSQL (many hosts): the file holds a block this host reserved from the database's sequence
+  (`refill`), shared by every process of the host; a background refill keeps it ahead of use. A
+  file started again holds no block: the next one from the sequence is above every id handed out.
+  A host with no block (its first traces, or the database down since it started) never waits: the
+  trace takes a random id from a range the sequence never reaches (`RANDOM_BASE` and above), final
+  with overwhelming probability and checked when the trace is shipped.
+
+`veralith migrate` takes the ids a copy keeps from the same allocators (`reserve`, `reserve_blocks`):
+veralith.work.migrate.
 
 Each process takes a few ids at a time from the file into memory (`prefetch`, run ahead on a
 background thread: veralith.work.spooler), so that `take()` on the caller's thread is a counter
