@@ -61,6 +61,8 @@ def migrate_command(
     except StoreError as exc:
         err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
         raise typer.Exit(2) from None
+    except typer.Exit:
+        raise
     except Exception as exc:   # a database error the store did not name: one line, what was copied is whole
         first = (str(exc).strip().splitlines() or [""])[0]
         err.print(literal(f"error: the copy stopped: {type(exc).__name__}: {redact_configured(first)}; what was "
