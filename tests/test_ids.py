@@ -216,3 +216,19 @@ def test_log_returns_at_once_on_a_fresh_host_while_postgres_is_down(own_pg_serve
     assert veralith.shutdown(timeout=60) == 0
     store = open_store(configured_url())
     assert _names_its_trace(store, "f", [{"seq": i, "id": x} for i, x in enumerate(ids)]) == []
+
+
+def test_what_dead_processes_held_is_forgotten_and_another_hosts_is_kept(tmp_path):
+    import re
+    import socket
+
+    from veralith.work.holdings import held_above
+
+    counter = tmp_path / "next-id"
+    here = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
+    dead = tmp_path / f"next-id.held.{here}__999999__1-ab"      # no such pid: killed before it dropped it
+    dead.write_text(f"{10**9:020d}\n")
+    other = tmp_path / "next-id.held.elsewhere__7__1-cd"         # another host sharing the folder: kept
+    other.write_text(f"{500:020d}\n")
+    assert held_above(counter) == 500
+    assert not dead.exists() and other.exists()

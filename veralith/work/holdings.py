@@ -54,6 +54,8 @@ class Holding:
         if self._fd is None or not same_file(self._fd, path):   # new, or removed by a recovery meanwhile
             if self._fd is not None:
                 os.close(self._fd)
+            else:   # once per process: the records of processes killed before they dropped theirs go
+                held_above(self.counter)
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         os.lseek(self._fd, 0, os.SEEK_SET)
         os.write(self._fd, f"{high:0{_WIDTH}d}\n".encode("ascii"))
