@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
@@ -95,11 +97,11 @@ def _stored(db: Path, rows: list[dict]) -> tuple[list[Any], int, set[str], dict[
     store = open_store()
     results, histories, statuses = [], 0, set()
     for t in rows:
-        info = store.find_external("default", t["id"])
+        info = store.read(ops.find_external, "default", t["id"])
         assert info is not None, t["id"]
         statuses.add(info.status)
-        results.append(store.load_result(info.trace_id))
-        histories += len(store.history(info.trace_id))
+        results.append(store.read(ops.load_result, info.trace_id))
+        histories += len(store.read(ops.history, info.trace_id))
     return results, histories, statuses, BatchJobs(store).job_rows()[0]
 
 

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
@@ -52,6 +54,7 @@ LOG_BOUND_MS = 50.0
 APP = r"""
 import json, os, sys, time
 import veralith
+from veralith.store import ops
 tag, count, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 poison = {int(x) for x in sys.argv[4].split(",") if x} if len(sys.argv) > 4 else set()
 for seq in range(count):
@@ -174,7 +177,8 @@ class Fleet:
             for line in lines:
                 if "id" not in line:
                     continue
-                latencies.append(float(line["ms"]))
+                if line.get("ms") is not None:   # None: stored by a command, not log()
+                    latencies.append(float(line["ms"]))
                 row.returned += 1
                 found = rows.get(int(line["id"]))
                 if found is None or json.loads(found[1] or "{}") != {"tag": tag, "seq": line["seq"]}:
@@ -360,6 +364,55 @@ def _kill_worker(fleet: Fleet, row: Row) -> None:
     row.expected = {"app": 0, "worker (SIGKILL)": -9, "worker --once": 0}
 
 
+@scenario("runs-after-outage", "12. runs after a judge outage: eval, then resume")
+def _runs_after_outage(fleet: Fleet, row: Row) -> None:
+    dead = {"VERALITH_BACKEND": "openai", "VERALITH_BASE_URL": f"http://127.0.0.1:{_free_port()}/v1",
+            "VERALITH_JUDGE_MODEL": "m", "VERALITH_PRICING": '{"*": {"input": 0, "output": 0}}'}
+    traces = fleet.tmp / "traces.jsonl"
+    traces.write_text("".join(json.dumps({"query": f"{QUERY} ({i})", "context": CONTEXT, "response": RESPONSE,
+                                          "metadata": {"tag": "eval", "seq": i}}) + "\n" for i in range(12)))
+    row.exits["eval, judge dead"] = fleet.cli("eval", str(traces), "--run-name", "before", env=dead).returncode
+    row.exits["resume"] = fleet.drain()
+    row.exits["eval, judge back"] = fleet.cli("eval", str(traces), "--run-name", "after").returncode
+    runs = {r["name"]: r for r in json.loads(fleet.cli("runs", "--json").stdout or "[]")}
+    compared = json.loads(fleet.cli("compare", "before", "after", "--json").stdout or "{}")
+    before = runs.get("before", {})
+    judged = before["n_traces"] - before["n_unevaluated"] if "n_traces" in before else None
+    row.note = f"run 'before' judged {judged} of 12 after resume; compare: {_compare_summary(compared)}"
+    row.exits["runs: 'before' judged"] = judged
+    row.expected = {"eval, judge dead": 2, "resume": 0, "eval, judge back": 0, "runs: 'before' judged": 12}
+    # the traces are eval's, not an app's: audited through their markers
+    for tid, meta in fleet.sql("SELECT id, metadata FROM traces"):
+        mark = json.loads(meta or "{}")
+        if mark.get("tag") == "eval" and isinstance(mark.get("seq"), int):
+            fleet.apps.setdefault("eval", []).append({"seq": mark["seq"], "id": tid, "ms": None})
+
+
+def _compare_summary(compared: dict[str, Any]) -> str:
+    keys = ("matched", "never_judged", "not_judged", "left_out")
+    found = {k: compared[k] for k in keys if k in compared and not isinstance(compared[k], (list, dict))}
+    return json.dumps(found) if found else "(no comparison)"
+
+
+@scenario("spliced-quotes", "14. spliced and borrowed quotes offered as verbatim")
+def _spliced_quotes(fleet: Fleet, row: Row) -> None:
+    from veralith.llm.dates import quoted_periods
+    from veralith.llm.text import quote_in
+
+    chunk = "Refunds are accepted within 30 days. Price list: the ferry costs 6 euros. Call 555-2031 to book."
+    spliced = ["Refunds are accepted within ... 90 days.", "Refunds are accepted within ... 6 euros.",
+               "Price list ... 2031", "R...e...f...u...n...d...s", "Refunds accepted within 30 days."]
+    accepted = [q for q in spliced if quote_in(q, chunk)]
+    dated = [q for q in ("555-2031", "2031", "Price list ... 2031") if quoted_periods(q, chunk)]
+    kept = quote_in("Refunds are  accepted\nwithin 30 days.", chunk)
+    row.exits["spliced quotes accepted"] = len(accepted)
+    row.exits["years read from non-dates"] = len(dated)
+    row.exits["a true quote (whitespace differs) kept"] = kept
+    row.expected = {"spliced quotes accepted": 0, "years read from non-dates": 0,
+                    "a true quote (whitespace differs) kept": True}
+    row.note = f"{len(spliced)} spliced forms tried: {accepted or 'none accepted'}"
+
+
 # -- helpers ------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -378,7 +431,7 @@ def _store_away(fleet: Fleet, seconds: float | None) -> Iterator[None]:
     path = fleet.url[len("sqlite:///"):]
     from veralith.store import open_store
 
-    open_store(fleet.url).stats()   # the file exists, migrated
+    open_store(fleet.url).read(ops.stats)   # the file exists, migrated
     holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
                                "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
                                "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(3600)", path],

@@ -39,6 +39,8 @@ from typing import Any
 
 import yaml
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "examples" / "fleet" / "compose.yaml"
 sys.path.insert(0, str(REPO / "tests"))
@@ -131,7 +133,7 @@ def main() -> None:
         store = open_store(url)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:         # the workers judge what the apps left
-            by_status = store.stats()["by_status"]
+            by_status = store.read(ops.stats)["by_status"]
             if by_status.get("pending", 0) == 0 and by_status.get("running", 0) == 0:
                 break
             time.sleep(0.5)
@@ -141,7 +143,7 @@ def main() -> None:
         for name, proc, _ in procs:
             if name != "app":
                 exits.setdefault(name, []).append(proc.wait(timeout=60))
-        by_status = {k: v for k, v in store.stats()["by_status"].items() if v}
+        by_status = {k: v for k, v in store.read(ops.stats)["by_status"].items() if v}
         with store.connection() as db:  # type: ignore[attr-defined]
             ids = {int(r[0]) for r in db.execute("SELECT id FROM traces").fetchall()}
             judged_twice = int(db.execute("SELECT COUNT(*) FROM traces WHERE attempts > 1").fetchone()[0])

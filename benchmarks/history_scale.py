@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
@@ -148,12 +150,12 @@ def main() -> None:
         fill_s = fill(url, args.traces)
         store = open_store(url, read_only=True)
         figures = {
-            "store": url.split(":", 1)[0], "traces": store.stats()["traces"], "fill_s": round(fill_s, 1),
-            "stats": timed(lambda: store.stats(), args.repeat),
-            "stats_kb": timed(lambda: store.stats(kb="kb3"), args.repeat),
-            "list_50": timed(lambda: store.list_traces(limit=50), args.repeat),
-            "list_50_cell": timed(lambda: store.list_traces(limit=50, cell="extra_ungrounded"), args.repeat),
-            "list_50_kb_cell": timed(lambda: store.list_traces(limit=50, kb="kb1", cell="complete_grounded"),
+            "store": url.split(":", 1)[0], "traces": store.read(ops.stats)["traces"], "fill_s": round(fill_s, 1),
+            "stats": timed(lambda: store.read(ops.stats), args.repeat),
+            "stats_kb": timed(lambda: store.read(ops.stats, kb="kb3"), args.repeat),
+            "list_50": timed(lambda: store.read(ops.list_traces, limit=50), args.repeat),
+            "list_50_cell": timed(lambda: store.read(ops.list_traces, limit=50, cell="extra_ungrounded"), args.repeat),
+            "list_50_kb_cell": timed(lambda: store.read(ops.list_traces, limit=50, kb="kb1", cell="complete_grounded"),
                                      args.repeat),
             "current_threshold": timed(lambda: current_threshold("kb2", store), args.repeat),
         }

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
@@ -96,6 +98,7 @@ import json, sys, time
 QUERY, CONTEXT, RESPONSE = json.loads(sys.argv[2])
 t0 = time.perf_counter()
 import veralith
+from veralith.store import ops
 imported = time.perf_counter() - t0
 samples, ids = [], []
 for _ in range(int(sys.argv[1])):
@@ -152,7 +155,7 @@ def with_postgres(calls: int, tmp: str) -> dict[str, object]:
         t0 = time.monotonic()
         sdk.shutdown(wait=True, timeout=1800)
         caught_up = time.monotonic() - t0
-        stored = open_store(url).stats()["traces"]
+        stored = open_store(url).read(ops.stats)["traces"]
         return {"up": _summary(up), "down": _summary(down), "logged": len(ids_up) + len(ids_down) + 2,
                 "stored_after_restart": stored, "seconds_to_ship_and_judge_after_restart": round(caught_up, 1)}
     finally:

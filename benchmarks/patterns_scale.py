@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from veralith.store import ops
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
@@ -69,10 +71,10 @@ def fill_sqlite(path: str, n: int) -> float:
 
 def _run(store, name: str) -> None:
     """File every trace under a new eval run of this name, as `veralith eval` does trace by trace."""
-    run_id = store.start_run(name=name, backend="local", model="local", prompt_versions={})
+    run_id = store.write(ops.start_run, name=name, backend="local", model="local", prompt_versions={})
     with store.connection() as db, db.write():
         db.execute("UPDATE traces SET run_id = ?", [run_id])
-    store.finish_run(run_id)
+    store.write(ops.finish_run, run_id)
 
 
 def copy_to(url: str, sqlite_path: str) -> float:

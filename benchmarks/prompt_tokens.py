@@ -59,6 +59,12 @@ BEFORE: dict[str, Any] = {
                   "sufficiency_per_item": 160, "faithfulness_per_item": 140, "completeness_base": 40,
                   "completeness_per_claim": 50, "completeness_per_sub_question": 40, "explain": 400},
 }
+# The same script's output after the judges' contracts (issue 41; prompts questions-v3, claims-v5, sufficiency-v3,
+# faithfulness-v5, completeness-v4), before the prompts of issue 39 left time out where nothing is dated.
+CONTRACTS: dict[str, dict[str, int]] = {
+    "1 chunk / 2 claims": {"messages": 3566, "schema": 1119, "raw": 4685},
+    "5 chunks / 8 claims": {"messages": 5999, "schema": 1405, "raw": 7404},
+}
 # What the allowance of a task lost, and why: the fields no code read, measured on the worked examples.
 _DROPPED = {"sufficiency_per_item": "required_facts", "completeness_per_claim": "a role's reasoning"}
 
@@ -156,6 +162,11 @@ def measure(name: str, trace: dict[str, Any], model: str) -> dict[str, int]:
     print(f"change against BEFORE: prompt text {_change(totals['messages'], before['messages'])}, schemas "
           f"{_change(totals['schema'], before['schema'])}, prompt tokens {_change(totals['raw'], before['raw'])}, "
           f"output allowance {_change(estimate.output_tokens, before['output_allowance'])}.")
+    contracts = CONTRACTS[name]
+    print(f"change against the contracts' prompts (issue 41): prompt text "
+          f"{_change(totals['messages'], contracts['messages'])}, schemas "
+          f"{_change(totals['schema'], contracts['schema'])}, prompt tokens "
+          f"{_change(totals['raw'], contracts['raw'])}.")
     totals["output_allowance"] = estimate.output_tokens
     return totals
 

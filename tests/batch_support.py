@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from veralith.cli import app
 from veralith.config import settings
 from veralith.models import EvaluationResult
+from veralith.store import ops
 
 __all__ = ["N", "batch_env", "run", "stored", "traces", "traces_file"]
 
@@ -55,7 +56,7 @@ def stored(store, n: int = N) -> dict[str, EvaluationResult]:
     """The stored results of records r0..r{n-1} that are done."""
     out = {}
     for i in range(n):
-        info = store.find_external("default", f"r{i}")
+        info = store.read(ops.find_external, "default", f"r{i}")
         if info is not None and info.status == "done":
-            out[f"r{i}"] = store.load_result(info.trace_id)
+            out[f"r{i}"] = store.read(ops.load_result, info.trace_id)
     return out

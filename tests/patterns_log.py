@@ -46,6 +46,7 @@ from veralith.models import (
 from veralith.pipeline.classify import classify, response_kind, sufficiency_level
 from veralith.pipeline.suggest import suggest
 from veralith.policy import status
+from veralith.store import ops
 
 __all__ = ["BAD_SOURCE", "IDLE_SOURCE", "MISSED_TERM", "TOPICS", "fill_two_runs", "planted_log"]
 
@@ -243,19 +244,19 @@ def fill_two_runs(store: Any, n: int, *, kb: str = "shop") -> list[int]:
     retrieving it are judged again in place and now contradict it. The trace ids, by index."""
     ids: list[int] = []
     touched: set[int] = set()
-    run = store.start_run(name="before", backend="local", model="local", prompt_versions={})
+    run = store.write(ops.start_run, name="before", backend="local", model="local", prompt_versions={})
     for i, result in enumerate(planted_log(n, kb=kb, stale_prices=False)):
         ids.append(save_result(store, result))
-        store.record_result(run, ids[-1])
+        store.write(ops.record_result, run, ids[-1])
         if any(c.source == BAD_SOURCE for c in result.context):
             touched.add(i)
-    store.finish_run(run)
-    run = store.start_run(name="after", backend="local", model="local", prompt_versions={})
+    store.write(ops.finish_run, run)
+    run = store.write(ops.start_run, name="after", backend="local", model="local", prompt_versions={})
     for i, trace_id in enumerate(ids):
         if i in touched:
             [again] = planted_log(1, start=i, kb=kb, stale_prices=True)
             assert claim(store, trace_id, again=True)
             save_result(store, again.model_copy(update={"trace_id": trace_id}))
-        store.record_result(run, trace_id)
-    store.finish_run(run)
+        store.write(ops.record_result, run, trace_id)
+    store.write(ops.finish_run, run)
     return ids

@@ -18,7 +18,7 @@ from veralith.errors import InputError
 from veralith.models import ContextChunk
 from veralith.pipeline.inputs import check_latency, normalize_context
 from veralith.sdk.log import log, shutdown
-from veralith.store import open_store
+from veralith.store import open_store, ops
 from veralith.store.histogram import RELATIVE_ERROR, app_latency_percentiles
 from veralith.store.protocol import TraceInput
 
@@ -55,7 +55,7 @@ def test_a_bad_latency_is_refused_before_anything_is_written(value, error, words
     with pytest.raises(error, match=None) as caught:
         log(QUERY, CONTEXT, RESPONSE, latency_ms=value)
     assert words in str(caught.value)
-    assert not (open_store().stats()["traces"])
+    assert not (open_store().read(ops.stats)["traces"])
 
 
 @pytest.mark.parametrize(("chunk", "words"), [
@@ -76,14 +76,14 @@ def test_rank_score_and_latency_round_trip_through_the_store():
                                                                    "generation": 690.0})
     store = open_store()
     assert [(c.rank, c.score) for c in result.context] == [(1, 0.91), (2, 0.42)]
-    assert store.load_result(result.trace_id) == result
-    assert store.trace_info(result.trace_id).app_latency_ms == {"total": 812.5, "retrieval": 120.25,
+    assert store.read(ops.load_result, result.trace_id) == result
+    assert store.read(ops.trace_info, result.trace_id).app_latency_ms == {"total": 812.5, "retrieval": 120.25,
                                                                   "generation": 690.0}
-    loaded = store.load_input(result.trace_id)
+    loaded = store.read(ops.load_input, result.trace_id)
     assert loaded.context == result.context and loaded.app_latency_ms["total"] == 812.5
     plain = log(QUERY, ["no rank here"], RESPONSE, sync=True)
     assert plain.context[0].rank is None and plain.context[0].score is None
-    assert store.trace_info(plain.trace_id).app_latency_ms == {}
+    assert store.read(ops.trace_info, plain.trace_id).app_latency_ms == {}
 
 
 def test_a_spooled_trace_keeps_its_latency(store_url):
@@ -96,8 +96,8 @@ def test_a_spooled_trace_keeps_its_latency(store_url):
         run=None, evaluate_here=False)
     store = open_store()
     assert ship(store) == []                      # shipped; not this process's to judge
-    assert store.trace_info(trace_id).app_latency_ms == {"total": 55.0}
-    assert store.load_input(trace_id).context == [chunk]
+    assert store.read(ops.trace_info, trace_id).app_latency_ms == {"total": 55.0}
+    assert store.read(ops.load_input, trace_id).context == [chunk]
     veralith.shutdown()
 
 
@@ -110,7 +110,7 @@ def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base(store_url):
     create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="slow",
                                   app_latency_ms={"total": 4000.0}))
     create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE, knowledge_base="untimed"))
-    figures = store.stats()["app_latency"]
+    figures = store.read(ops.stats)["app_latency"]
     # Read from the histogram: within RELATIVE_ERROR of the exact nearest-rank values, and said so.
     exact = {"fast": {"n": 100, "p50": 50.0, "p95": 95.0}, "slow": {"n": 1, "p50": 4000.0, "p95": 4000.0}}
     assert set(figures) == set(exact)
@@ -120,7 +120,7 @@ def test_stats_gives_nearest_rank_p50_and_p95_per_knowledge_base(store_url):
             assert figures[kb][name] == pytest.approx(want[name], rel=RELATIVE_ERROR)
     with store.connection() as db:  # type: ignore[attr-defined]
         assert app_latency_percentiles(db, "untimed") is None
-    assert store.stats(kb="slow")["app_latency"] == {"slow": figures["slow"]}
+    assert store.read(ops.stats, kb="slow")["app_latency"] == {"slow": figures["slow"]}
     out = " ".join(CliRunner().invoke(app, ["stats"]).stdout.split())
     assert "App latency" in out and "from a histogram, within 1%" in out
     assert f"{figures['fast']['p50']:,.0f} ms" in out and "3,987 ms" in out

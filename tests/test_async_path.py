@@ -19,6 +19,7 @@ from veralith.config import settings
 from veralith.errors import JudgeServerDown
 from veralith.llm.backends import forget_clients
 from veralith.models import ContextChunk
+from veralith.store import ops
 
 pytest.importorskip("veralith.store.repository")
 
@@ -190,7 +191,7 @@ def _pending(n: int, first: int = 0) -> list[int]:
 def _statuses() -> dict[str, int]:
     from veralith.store import open_store
 
-    return {k: v for k, v in open_store(read_only=True).stats()["by_status"].items() if v}
+    return {k: v for k, v in open_store(read_only=True).read(ops.stats)["by_status"].items() if v}
 
 
 def test_eval_judges_on_the_async_path(async_env, tmp_path):

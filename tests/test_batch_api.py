@@ -23,6 +23,7 @@ from work_support import batch_jobs, claim, claim_batch, create_trace, resumable
 
 from veralith.config import settings
 from veralith.models import EvaluationResult
+from veralith.store import ops
 
 REPO = Path(__file__).resolve().parents[1]
 batch_env = batch_support.batch_env
@@ -144,8 +145,8 @@ def test_killed_while_waiting_then_collected_loses_nothing_and_judges_once(batch
     results = stored(store)
     assert len(results) == N and not any(r.errors for r in results.values())
     assert set(batch_env.sent.values()) == {1}   # the killed process's batch was picked up, not re-sent
-    assert all(store.trace_info(r.trace_id).status == "done" for r in results.values())
-    assert all(len(store.history(r.trace_id)) == 0 for r in results.values())   # judged once
+    assert all(store.read(ops.trace_info, r.trace_id).status == "done" for r in results.values())
+    assert all(len(store.read(ops.history, r.trace_id)) == 0 for r in results.values())   # judged once
     again = run("batch", "collect", jobs[0]["id"])
     assert again.exit_code == 0 and "nothing to collect" in again.output
 
@@ -159,7 +160,7 @@ def test_cached_replies_are_not_sent_and_the_budget_is_checked_before(batch_env,
     assert dict(batch_env.sent) == sent and len(batch_env.batches) == batches
     results = stored(store)
     assert len(results) == N and all(r.usage.cache_hits and not r.usage.calls for r in results.values())
-    assert all(len(store.history(r.trace_id)) == 1 for r in results.values())
+    assert all(len(store.read(ops.history, r.trace_id)) == 1 for r in results.values())
     monkeypatch.setenv("VERALITH_PER_TRACE_BUDGET_USD", "0.000001")
     settings.reload()
     other = tmp_path / "other.jsonl"

@@ -18,7 +18,7 @@ from veralith.config import ConfigError, settings
 from veralith.llm import tokens
 from veralith.observability.cost import CostWarning
 from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 QUERY = "When was the Eiffel Tower finished, and how tall is it?"
 CONTEXT = ["The Eiffel Tower was completed in 1889.", "It is 330 metres tall."]
@@ -74,7 +74,7 @@ def test_a_tiny_budget_refuses_before_any_call_or_write(openai_server, monkeypat
     assert "1e-06" in message and f"{err.estimated_usd:.6g}" in message
     assert "VERALITH_PER_TRACE_BUDGET_USD" in message
     assert isinstance(err, veralith.errors.VeralithError)
-    assert open_store().list_traces() == []
+    assert open_store().read(ops.list_traces) == []
 
 
 def test_a_sufficient_budget_lets_the_trace_through(openai_server):
@@ -141,6 +141,30 @@ def test_the_estimate_is_within_30_percent_of_what_the_server_counted(openai_ser
             # (and the estimate counts it). Over, never under: the guard errs on the safe side.
             assert est.input_tokens >= got, row["id"]
     assert abs(estimated - received) <= 0.30 * received
+
+
+def test_the_estimate_bounds_the_bill_with_the_untimed_schemas_and_a_prefix_grown_for_the_cache(openai_server):
+    """gpt-4.1 bills cached input at a quarter: its claims and faithfulness calls show further examples
+    (veralith.llm.prefix), and nothing here is dated, so faithfulness's schema asks for no dates. The
+    estimate renders the same prompts and schemas, so it still bounds what the server counted."""
+    _needs_tiktoken_files()
+    openai_server.count_tokens = True
+    rows = [{"id": "eiffel", "query": QUERY, "context": CONTEXT, "response": RESPONSE},
+            {"id": "two chunks", "query": "Who wrote Dracula, and when was it published?",
+             "context": ["Dracula is a novel by Bram Stoker.", "Dracula was first published in 1897."],
+             "response": "Bram Stoker wrote Dracula. It came out in 1897. It was an instant bestseller."}]
+    for row in rows:
+        with _judge(openai_server, cache=False, judge_model="gpt-4.1"):
+            est = estimate_trace(row["query"], row["context"], row["response"])
+            result = veralith.evaluate(row["query"], row["context"], row["response"], persist=False)
+        assert est.usd is not None and result.usage.usd is not None
+        assert est.usd >= result.usage.usd, row["id"]
+        assert abs(est.input_tokens - result.usage.input_tokens) <= 0.30 * result.usage.input_tokens, row["id"]
+    faith = [b for b in openai_server.requests if b["response_format"]["json_schema"]["name"] == "faithfulness"]
+    assert faith and all(b["messages"][0]["content"].count("Example:") == 2 for b in faith)
+    item = next(iter(faith[0]["response_format"]["json_schema"]["schema"]["$defs"].values()))
+    assert all("dates" not in d.get("properties", {}) for d in faith[0]["response_format"]["json_schema"]["schema"][
+        "$defs"].values()) and item
 
 
 def test_offline_fallback_is_fast_warns_once_and_never_fails(tmp_path, monkeypatch, fresh_encodings):

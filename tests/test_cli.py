@@ -15,6 +15,7 @@ from work_support import create_trace
 from veralith.cli import app
 from veralith.config import settings
 from veralith.models import EvaluationResult
+from veralith.store import ops
 
 both = pytest.mark.usefixtures("store_url")
 
@@ -46,7 +47,7 @@ def _db_path() -> Path:
 def _stored() -> list[dict]:
     from veralith.store import open_store
 
-    return open_store().list_traces(limit=1000)
+    return open_store().read(ops.list_traces, limit=1000)
 
 
 @pytest.fixture

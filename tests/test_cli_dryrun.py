@@ -14,6 +14,7 @@ from veralith.cli import app
 from veralith.config import settings
 from veralith.observability.cost import CostWarning
 from veralith.pipeline.budget import estimate_trace
+from veralith.store import ops
 
 RECORDS = [
     {"id": "pe", "query": "What is a P/E ratio?",
@@ -121,7 +122,7 @@ def test_after_a_real_run_the_dry_run_expects_what_it_learnt_and_the_guard_keeps
     openai_server.usage = {"prompt_tokens": None, "completion_tokens": 7, "cached_tokens": 0}   # terse replies
     real = runner.invoke(app, ["eval", str(path), "--backend", "openai", "--model", "gpt-4o"], env=env)
     assert real.exit_code == 0, real.output
-    sizes = open_store(store_url).output_sizes()
+    sizes = open_store(store_url).read(ops.output_sizes)
     requests = openai_server.count
     assert {s.model for s in sizes} == {"gpt-4o"} and sum(s.calls for s in sizes) == requests
     assert sum(s.output_tokens for s in sizes) == 7 * requests

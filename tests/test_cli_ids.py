@@ -18,7 +18,7 @@ from work_support import create_trace
 from veralith.cli import app
 from veralith.cli.export import EXPORT_CSV_FIELDS, without_trace_fields
 from veralith.models import EvaluationResult
-from veralith.store import TraceInput, open_store
+from veralith.store import TraceInput, open_store, ops
 from veralith.store.db import connect
 
 ROWS = [
@@ -47,7 +47,7 @@ def _traces() -> list[tuple]:
 
 
 def history(trace_id: int) -> list[dict]:
-    return open_store().history(trace_id)
+    return open_store().read(ops.history, trace_id)
 
 
 # The SQLite file, then PostgreSQL as VERALITH_DB_URL.
@@ -67,7 +67,7 @@ def test_ids_are_stored_as_external_ids_and_kept_in_metadata(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     assert [(kb, ext) for _, kb, ext, _, _ in _traces()] == [("default", "pe"), ("default", "7"), ("history", "ww2")]
     trace_id = _traces()[0][0]
-    assert open_store().load_result(trace_id).metadata == {"id": "pe"}     # old readers still find it
+    assert open_store().read(ops.load_result, trace_id).metadata == {"id": "pe"}     # old readers still find it
 
 
 @both
@@ -161,13 +161,13 @@ def test_records_without_an_id_are_said_to_be_stored_anew(runner, tmp_path):
 def test_a_changed_record_is_re_evaluated_in_place_with_history(runner, tmp_path):
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS))
     before = {ext: tid for tid, _, ext, _, _ in _traces()}
-    first = open_store().load_result(before["7"])
+    first = open_store().read(ops.load_result, before["7"])
     changed = [ROWS[0], {**ROWS[1], "response": "The capital of France is Lyon."}, ROWS[2]]
     result = _eval(runner, _write(tmp_path / "in.jsonl", changed))
     assert "2 already evaluated" in result.stdout
     after = _traces()
     assert [t[0] for t in after] == sorted(before.values())          # same traces, no duplicate
-    now = open_store().load_result(before["7"])
+    now = open_store().read(ops.load_result, before["7"])
     assert now.response == "The capital of France is Lyon." and now.trace_id == before["7"]
     past = history(before["7"])
     assert len(past) == 1 and past[0]["status"] == "done"
@@ -183,7 +183,7 @@ def test_changed_metadata_is_re_evaluated_in_place_and_stored(runner, tmp_path):
     dated = {**ROWS[1], "metadata": {"as_of": "2020-01-31", "user": "u2"}}
     result = _eval(runner, _write(tmp_path / "in.jsonl", [ROWS[0], dated, ROWS[2]]))
     assert "2 already evaluated" in result.stdout
-    now = open_store().load_result(before["7"])
+    now = open_store().read(ops.load_result, before["7"])
     assert now.metadata == {"as_of": "2020-01-31", "user": "u2", "id": 7} and now.as_of == "2020-01-31"
     assert len(history(before["7"])) == 1
 
@@ -195,12 +195,12 @@ def test_a_changed_judge_configuration_re_evaluates(runner, tmp_path):
     trace_id = _traces()[0][0]
     # As if the stored result had come from an earlier version of one prompt.
     store = open_store()
-    versions = store.load_result(trace_id).prompt_versions
+    versions = store.read(ops.load_result, trace_id).prompt_versions
     sql(store, "UPDATE traces SET prompt_versions = ? WHERE id = ?",
         [json.dumps({**versions, "claims": "claims-old"}), trace_id])
     result = _eval(runner, path)
     assert "2 already evaluated" in result.stdout
-    assert open_store().load_result(trace_id).prompt_versions["claims"] != "claims-old"
+    assert open_store().read(ops.load_result, trace_id).prompt_versions["claims"] != "claims-old"
     assert [h["prompt_versions"]["claims"] for h in history(trace_id)] == ["claims-old"]
 
 
@@ -222,7 +222,7 @@ def test_a_record_left_pending_by_a_crash_is_evaluated_on_the_rerun(runner, tmp_
                                              external_id="pe"))
     _eval(runner, _write(tmp_path / "in.jsonl", ROWS[:1]))
     assert [t[0] for t in _traces()] == [trace_id]
-    assert store.load_result(trace_id).response == ROWS[0]["response"]
+    assert store.read(ops.load_result, trace_id).response == ROWS[0]["response"]
 
 
 # -- resume and export take ids too -----------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_resume_takes_external_ids(runner, tmp_path):
     other = create_trace(store, TraceInput(query="What is CO2?", context=[], response="A gas.", external_id="co2"))
     result = runner.invoke(app, ["resume", "h2o"])
     assert result.exit_code == 0, result.output
-    assert store.trace_info(pending).status == "done" and store.trace_info(other).status == "pending"
+    assert store.read(ops.trace_info, pending).status == "done" and store.read(ops.trace_info, other).status == "pending"
     again = runner.invoke(app, ["resume", "h2o"])
     assert again.exit_code == 0 and f"trace {pending}: nothing to resume" in again.stdout
     assert runner.invoke(app, ["resume", "nosuch"]).exit_code == 1

@@ -11,6 +11,8 @@ import time
 
 from store_support import is_sqlite, scalar, sql
 
+from veralith.store import ops
+
 PROCESSES = 8
 # Per process. On PostgreSQL every statement is a round trip (a stored result costs ~4x SQLite's
 # time here), so it logs fewer traces to keep the suite's time down: still eight processes
@@ -31,7 +33,7 @@ CHILD = textwrap.dedent("""
 
 def test_eight_processes_log_into_one_database(store):
     per_process = PER_PROCESS["sqlite" if is_sqlite(store) else "postgres"]
-    store.knowledge_bases()  # created and migrated once here; the children race only on writes
+    store.read(ops.knowledge_bases)  # created and migrated once here; the children race only on writes
     started = time.perf_counter()
     # Each child drains its whole queue at exit (the default 10 s deadline is for host programs;
     # eight interpreters on a small machine may need longer, and this test is about losing nothing).
@@ -52,7 +54,7 @@ def test_eight_processes_log_into_one_database(store):
     assert scalar(store, "SELECT COUNT(*) FROM traces WHERE error_message IS NOT NULL") == 0
     assert scalar(store, "SELECT MAX(attempts) FROM traces") == 1  # nobody evaluated twice
     assert scalar(store, "SELECT COUNT(*) FROM context_chunks") == 2 * PROCESSES * per_process
-    sample = store.load_result(ids[-1])
+    sample = store.read(ops.load_result, ids[-1])
     assert sample.query.startswith("What does part") and sample.metadata["i"] == per_process - 1
     if is_sqlite(store):
         assert scalar(store, "PRAGMA integrity_check") == "ok"

@@ -14,7 +14,7 @@ from store_support import is_sqlite, scalar, sql
 
 from veralith.models import FailureCell
 from veralith.sdk.log import resume, shutdown
-from veralith.store import TraceNotEvaluated
+from veralith.store import TraceNotEvaluated, ops
 
 N = 200
 CHILD = textwrap.dedent("""
@@ -59,11 +59,11 @@ def test_sigkill_mid_evaluation_loses_nothing_and_resume_finishes(store, openai_
     ids = [trace_id for trace_id, _ in sql(store, "SELECT id, status FROM traces ORDER BY id")]
     for trace_id, status in sql(store, "SELECT id, status FROM traces ORDER BY id"):
         if status == "done":  # complete: every judgment of the result is there
-            result = store.load_result(trace_id)
+            result = store.read(ops.load_result, trace_id)
             assert result.backend == "openai" and len(result.claims) == result.diagnosis.n_claims
         else:  # untouched: no partial judgments
             with pytest.raises(TraceNotEvaluated):
-                store.load_result(trace_id)
+                store.read(ops.load_result, trace_id)
             for table in CHILD_TABLES:
                 assert scalar(store, f"SELECT COUNT(*) FROM {table} WHERE trace_id = ?", [trace_id]) == 0
     unfinished = N - by_status["done"]

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+from veralith.store import ops
+
 
 def test_traces_logged_just_before_exit_are_evaluated_by_the_at_exit_drain(tmp_path):
     child = textwrap.dedent("""
@@ -33,5 +35,5 @@ def test_traces_logged_just_before_exit_are_evaluated_by_the_at_exit_drain(tmp_p
     assert "veralith:" not in out.stderr   # nothing left pending
     from veralith.store import open_store
 
-    statuses = [row["status"] for row in open_store(tmp_path / "v.db").list_traces()]
+    statuses = [row["status"] for row in open_store(tmp_path / "v.db").read(ops.list_traces)]
     assert statuses == ["done"] * 4

@@ -17,7 +17,7 @@ from veralith.llm.tasks import EXPLAIN, quote_in
 from veralith.models import Explanation, ExplanationQuote, Usage
 from veralith.pipeline.budget import BudgetExceeded, estimate_trace
 from veralith.pipeline.explain import DROPPED_QUOTE, explain_input
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 QUERY = "How tall is the Eiffel Tower?"
 CONTEXT = ["The Eiffel Tower is 300 metres tall, without its antennas.", "It opened in 1889."]
@@ -68,8 +68,8 @@ def test_a_failing_trace_is_explained_with_every_quote_found_in_the_trace(openai
     assert result.suggestion is not None   # beside the rule-based suggestion, never instead of it
     # Priced: the call's own usage, and the trace's total includes it.
     assert e.model == "gpt-4o" and e.usage.calls == 1 and e.usage.usd and e.usage.usd > 0
-    assert result.usage.calls == openai_server.count and result.prompt_versions["explain"] == "explain-v2"
-    stored = open_store().load_result(result.trace_id)
+    assert result.usage.calls == openai_server.count and result.prompt_versions["explain"] == "explain-v3"
+    stored = open_store().read(ops.load_result, result.trace_id)
     assert stored.explanation == e and stored.suggestion == result.suggestion
     shown = CliRunner().invoke(app, ["inspect", str(result.trace_id)])
     assert shown.exit_code == 0, shown.output
@@ -89,7 +89,7 @@ def test_an_invented_quote_is_asked_again_once_then_dropped_with_a_note(openai_s
     e = result.explanation
     assert e is not None and e.dropped == DROPPED_QUOTE and e.quotes == [] and e.what_went_wrong == ""
     assert e.usage.calls == 2   # both replies were paid for
-    assert open_store().load_result(result.trace_id).explanation == e
+    assert open_store().read(ops.load_result, result.trace_id).explanation == e
     shown = CliRunner().invoke(app, ["inspect", str(result.trace_id)])
     assert DROPPED_QUOTE in shown.output and result.suggestion.title in shown.output
 
@@ -188,12 +188,12 @@ def test_inspect_explain_explains_a_stored_failing_trace_once(openai_server, tmp
     done = CliRunner().invoke(app, ["eval", str(path)])
     assert done.exit_code == 0, done.output
     assert openai_server.by_task()["explain"] == 0   # off without --explain
-    trace_id = open_store().resolve("a")
-    assert open_store().load_result(trace_id).explanation is None
+    trace_id = open_store().read(ops.resolve, "a")
+    assert open_store().read(ops.load_result, trace_id).explanation is None
     shown = CliRunner().invoke(app, ["inspect", "a", "--explain"])
     assert shown.exit_code == 0, shown.output
     assert openai_server.by_task()["explain"] == 1 and "copy heights exactly" in shown.output
-    stored = open_store().load_result(trace_id)
+    stored = open_store().read(ops.load_result, trace_id)
     assert stored.explanation is not None and stored.explanation.dropped is None
     assert stored.usage.calls == openai_server.count - 1   # the trace's own judgments are as they were
     again = CliRunner().invoke(app, ["inspect", "a", "--explain", "--json"])
@@ -207,13 +207,13 @@ def test_eval_explain_explains_new_and_unchanged_failing_records(openai_server, 
     path.write_text(json.dumps({"id": "a", "query": QUERY, "context": CONTEXT, "response": RESPONSE}) + "\n")
     _openai_env(openai_server, monkeypatch)
     assert CliRunner().invoke(app, ["eval", str(path)]).exit_code == 0
-    trace_id = open_store().resolve("a")
-    assert open_store().load_result(trace_id).explanation is None
+    trace_id = open_store().read(ops.resolve, "a")
+    assert open_store().read(ops.load_result, trace_id).explanation is None
     # Unchanged, so not judged again, but failing without an explanation: explained now.
     rerun = CliRunner().invoke(app, ["eval", str(path), "--explain"])
     assert rerun.exit_code == 0, rerun.output
     assert openai_server.by_task()["explain"] == 1
-    assert open_store().load_result(trace_id).explanation.change_to_try == GOOD["change_to_try"]
+    assert open_store().read(ops.load_result, trace_id).explanation.change_to_try == GOOD["change_to_try"]
     again = CliRunner().invoke(app, ["eval", str(path), "--explain"])
     assert again.exit_code == 0 and openai_server.by_task()["explain"] == 1   # explained already
     fresh = tmp_path / "u.jsonl"
@@ -221,7 +221,7 @@ def test_eval_explain_explains_new_and_unchanged_failing_records(openai_server, 
     new = CliRunner().invoke(app, ["eval", str(fresh), "--explain"])
     assert new.exit_code == 0, new.output
     assert openai_server.by_task()["explain"] == 2
-    assert open_store().load_result(open_store().resolve("b")).explanation is not None
+    assert open_store().read(ops.load_result, open_store().read(ops.resolve, "b")).explanation is not None
 
 
 def test_inspect_explain_stays_within_the_budget(openai_server, monkeypatch):
@@ -236,7 +236,7 @@ def test_inspect_explain_stays_within_the_budget(openai_server, monkeypatch):
     refused = CliRunner().invoke(app, ["inspect", str(result.trace_id), "--explain"])
     assert refused.exit_code == 2 and "exceeds the per-trace budget" in refused.stderr
     assert "Traceback" not in refused.output and openai_server.count == before
-    assert open_store().load_result(result.trace_id).explanation is None
+    assert open_store().read(ops.load_result, result.trace_id).explanation is None
 
 
 def test_the_offline_backend_explains_from_its_own_verdicts_deterministically():
@@ -266,27 +266,27 @@ def test_the_offline_backend_names_a_missing_fact():
 def test_explanations_are_stored_replaced_and_copied(store, tmp_path):
     result = veralith.evaluate(QUERY, ["The Eiffel Tower is 300 metres tall."], RESPONSE, persist=False)
     trace_id = save_result(store, result)
-    assert store.load_result(trace_id).explanation is None
+    assert store.read(ops.load_result, trace_id).explanation is None
     note = Explanation(dropped=DROPPED_QUOTE, backend="openai", model="gpt-4o", prompt_version="explain-v1",
                        usage=Usage(calls=2, usd=None))
-    store.save_explanation(trace_id, note)
-    assert store.load_result(trace_id).explanation == note
+    store.write(ops.save_explanation, trace_id, note)
+    assert store.read(ops.load_result, trace_id).explanation == note
     kept = Explanation(what_went_wrong="k1 is contradicted.", change_to_try="Copy from c0.", backend="local",
                        quotes=[ExplanationQuote(source="chunk", chunk_id="c0", text="300 metres")], model="m",
                        prompt_version="local-explain-1")
-    store.save_explanation(trace_id, kept)   # replaces, one per trace
-    loaded = store.load_result(trace_id)
+    store.write(ops.save_explanation, trace_id, kept)   # replaces, one per trace
+    loaded = store.read(ops.load_result, trace_id)
     assert loaded.explanation == kept and loaded.suggestion == result.suggestion
     # A re-evaluation replaces the explanation with the trace's other judgments.
     save_result(store, loaded.model_copy(update={"explanation": None}))
-    assert store.load_result(trace_id).explanation is None
-    store.save_explanation(trace_id, kept)
+    assert store.read(ops.load_result, trace_id).explanation is None
+    store.write(ops.save_explanation, trace_id, kept)
     from veralith.work.migrate import copy as copy_history
 
     target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
     report = copy_history(store, target)
     assert not report.mismatches
-    assert target.load_result(trace_id).explanation == kept
+    assert target.read(ops.load_result, trace_id).explanation == kept
 
 
 def test_the_web_trace_page_shows_the_explanation_escaped(tmp_path):
@@ -301,14 +301,14 @@ def test_the_web_trace_page_shows_the_explanation_escaped(tmp_path):
                           change_to_try="Copy the height from c0.", backend="openai", model="gpt-4o",
                           prompt_version="explain-v1", usage=Usage(calls=1, usd=0.0123),
                           quotes=[ExplanationQuote(source="chunk", chunk_id="c0", text="300 metres tall")])
-    open_store().save_explanation(result.trace_id, hostile)
+    open_store().write(ops.save_explanation, result.trace_id, hostile)
     page = TestClient(create_app(settings.db_path), base_url="http://127.0.0.1:8765").get(
         f"/traces/{result.trace_id}")
     assert page.status_code == 200
     assert "This trace, explained" in page.text and "Copy the height from c0." in page.text
     assert "<script>alert(1)</script>" not in page.text and "&lt;script&gt;" in page.text
     assert "$0.0123" in page.text and result.suggestion.title in page.text
-    open_store().save_explanation(result.trace_id, Explanation(dropped=DROPPED_QUOTE, model="gpt-4o"))
+    open_store().write(ops.save_explanation, result.trace_id, Explanation(dropped=DROPPED_QUOTE, model="gpt-4o"))
     page = TestClient(create_app(settings.db_path), base_url="http://127.0.0.1:8765").get(
         f"/traces/{result.trace_id}")
     assert DROPPED_QUOTE in page.text

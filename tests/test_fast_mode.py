@@ -18,6 +18,7 @@ from veralith.cli import app
 from veralith.config import settings
 from veralith.models import Phase
 from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
+from veralith.store import ops
 
 QUERY = "How tall is the Orla tower, and who designed it?"
 CONTEXT = ["The Orla tower is 212 metres tall.", "The Orla tower was designed by Mira Tansel."]
@@ -42,12 +43,12 @@ def test_one_call_per_trace_a_result_like_the_full_modes_and_its_mode_stored(sto
     with settings.override(mode="fast"):
         fast = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert dict(judge.by_task()) == {"fast": 1}
-    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v2"}
+    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v3"}
     full = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert full.mode == "full" and full.usage.calls >= 4
     assert _form(fast) == _form(full)                    # the fake answers both alike: so must the pipeline
-    assert store.load_result(fast.trace_id).mode == "fast"
-    assert store.load_result(full.trace_id).mode == "full"
+    assert store.read(ops.load_result, fast.trace_id).mode == "fast"
+    assert store.read(ops.load_result, full.trace_id).mode == "full"
     assert fast.usage.input_tokens < full.usage.input_tokens
 
 
@@ -253,5 +254,5 @@ def test_a_copied_history_keeps_the_mode(store, judge, tmp_path):
     target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
     report = copy_history(store, target)
     assert report.traces == 2 and not report.mismatches
-    assert target.load_result(fast.trace_id) == store.load_result(fast.trace_id)
-    assert [target.load_result(r.trace_id).mode for r in (fast, full)] == ["fast", "full"]
+    assert target.read(ops.load_result, fast.trace_id) == store.read(ops.load_result, fast.trace_id)
+    assert [target.read(ops.load_result, r.trace_id).mode for r in (fast, full)] == ["fast", "full"]

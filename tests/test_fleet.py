@@ -16,7 +16,7 @@ from work_support import create_trace
 import veralith
 from veralith.config import settings
 from veralith.models import ContextChunk
-from veralith.store import open_store, store_url
+from veralith.store import open_store, ops, store_url
 from veralith.store.outputsizes import add_output_sizes
 from veralith.store.protocol import TraceInput
 from veralith.usage import OutputSize
@@ -33,7 +33,7 @@ def _pending(n: int, kb: str = "default") -> list[int]:
 
 
 def _statuses() -> dict[str, int]:
-    by_status: dict[str, int] = open_store(read_only=True).stats()["by_status"]
+    by_status: dict[str, int] = open_store(read_only=True).read(ops.stats)["by_status"]
     return {k: v for k, v in by_status.items() if v}
 
 
@@ -60,7 +60,7 @@ def test_remote_evaluation_records_only_and_a_worker_judges(store_url, monkeypat
 def test_log_evaluate_false_is_recorded_for_a_worker(store_url):
     trace_id = veralith.log(QUERY, CONTEXT, RESPONSE, evaluate=False)
     veralith.shutdown()
-    assert open_store().trace_info(trace_id).status == "pending"
+    assert open_store().read(ops.trace_info, trace_id).status == "pending"
 
 
 def test_worker_command_once_judges_what_waits_and_exits_zero(store_url):
@@ -104,6 +104,7 @@ _HOLD_CLAIM = """
 import sys, time
 from veralith.store import open_store
 from veralith.work.claims import claims_for
+from veralith.store import ops
 store = open_store()
 claimed = claims_for(store).claim_batch(int(sys.argv[1]))
 print(",".join(map(str, claimed)), flush=True)
@@ -157,7 +158,7 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     veralith.shutdown()
     veralith.evaluate(QUERY, CONTEXT, "Lyon is the capital of France.", persist=True)
     source = open_store(sqlite)
-    results = {i: source.load_result(i) for i in first}
+    results = {i: source.read(ops.load_result, i) for i in first}
     learnt = OutputSize(task="claims", model="gpt-4o-mini", prompt_version="claims-v4", planned_calls=3, calls=3,
                         allowance_tokens=300, output_tokens=120, traces=3)   # what --dry-run learns from
     with source.connection() as db, db.write():
@@ -177,11 +178,11 @@ def test_migrate_copies_a_sqlite_history_into_postgres_once(tmp_path, pg_server,
     assert again.returncode == 0, again.stderr
     assert "copied 0 traces (5 already there)" in again.stdout
     copy = open_store(target)
-    assert copy.stats()["traces"] == 5 and copy.stats()["by_gate"] == source.stats()["by_gate"]
-    assert copy.output_sizes() == [learnt]                    # copied once, not added twice
+    assert copy.read(ops.stats)["traces"] == 5 and copy.read(ops.stats)["by_gate"] == source.read(ops.stats)["by_gate"]
+    assert copy.read(ops.output_sizes) == [learnt]                    # copied once, not added twice
     for trace_id, result in results.items():
-        assert copy.load_result(trace_id) == result          # ids kept, results equal
-    assert [r.name for r in copy.list_runs()] == ["nightly"]
+        assert copy.read(ops.load_result, trace_id) == result          # ids kept, results equal
+    assert [r.name for r in copy.read(ops.list_runs)] == ["nightly"]
     # New traces in the target never reuse a copied id.
     monkeypatch.setenv("VERALITH_DB_URL", target)
     settings.reload()

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from veralith.cli import app
 from veralith.importers import Problem, UnknownFormat, read_file, read_values
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 FIXTURES = Path(__file__).parent / "import_fixtures"
 
@@ -152,16 +152,16 @@ def test_import_judges_the_traces_stores_them_by_trace_id_and_a_second_run_skips
     first = runner.invoke(app, ["import", str(FIXTURES / "otlp_openinference.json"), "--kb", "kettles"])
     assert first.exit_code == 0, first.output
     assert "otlp, 4 spans in 2 traces" in first.stdout and "not a RAG answer, skipped" in first.stderr
-    (row,) = open_store().list_traces()
+    (row,) = open_store().read(ops.list_traces)
     store = open_store()
-    stored = store.load_input(row["id"])
+    stored = store.read(ops.load_input, row["id"])
     assert (row["status"], stored.knowledge_base, stored.external_id) == ("done", "kettles",
                                                                           "5b8efff798038103d269b633813fc60c")
     assert [(c.id, c.rank, c.score) for c in stored.context] == [("kb-12", 1, 0.82), ("kb-40", 2, 0.41)]
-    assert store.trace_info(row["id"]).app_latency_ms == {"total": 900.0, "retrieval": 120.0, "generation": 740.0}
+    assert store.read(ops.trace_info, row["id"]).app_latency_ms == {"total": 900.0, "retrieval": 120.0, "generation": 740.0}
     again = runner.invoke(app, ["import", str(FIXTURES / "otlp_openinference.json"), "--kb", "kettles"])
     assert again.exit_code == 0 and "1 already evaluated" in " ".join(again.stdout.split())
-    assert len(open_store().list_traces()) == 1
+    assert len(open_store().read(ops.list_traces)) == 1
 
 
 @pytest.mark.parametrize("fixture", ["otlp_openinference.json", "langfuse_traces.json"])
@@ -181,7 +181,7 @@ def test_import_without_persisting_writes_the_results_out(tmp_path):
     assert result.exit_code == 0, result.output
     (line,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert line["query"] == "What colours does the Halvard 2 kettle come in?" and line["context"][0]["rank"] == 1
-    assert not (tmp_path / "veralith.db").exists() or open_store().list_traces() == []
+    assert not (tmp_path / "veralith.db").exists() or open_store().read(ops.list_traces) == []
 
 
 def test_import_refuses_what_it_cannot_read_in_one_line(tmp_path):
@@ -204,5 +204,5 @@ def test_an_eval_record_may_carry_the_apps_latency(tmp_path):
                                   "latency_ms": -1}) + "\n")
     result = CliRunner().invoke(app, ["eval", str(path)])
     assert result.exit_code == 2 and f"{path}:2: latency_ms must be a finite number" in result.stderr
-    (row,) = open_store().list_traces()
-    assert open_store().trace_info(row["id"]).app_latency_ms == {"total": 420.0, "retrieval": 60.0}
+    (row,) = open_store().read(ops.list_traces)
+    assert open_store().read(ops.trace_info, row["id"]).app_latency_ms == {"total": 420.0, "retrieval": 60.0}

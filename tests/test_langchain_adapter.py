@@ -53,6 +53,7 @@ from langchain_core.runnables import RunnableLambda, RunnableParallel, RunnableP
 import veralith  # noqa: E402
 import veralith.adapters.langchain as adapter  # noqa: E402
 from veralith.adapters.langchain import _state  # noqa: E402
+from veralith.store import ops  # noqa: E402
 
 DOCS = [
     Document(page_content="The Orbitra 3 weather station runs for 14 months on two AA batteries.",
@@ -663,7 +664,7 @@ def stored():
     def read():
         sdk_log.shutdown(wait=True)
         store = open_store()
-        return [store.load_result(row["id"]) for row in reversed(store.list_traces(limit=1000))]
+        return [store.read(ops.load_result, row["id"]) for row in reversed(store.read(ops.list_traces, limit=1000))]
 
     yield read
     sdk_log.shutdown(wait=True)

@@ -29,6 +29,7 @@ from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 import veralith  # noqa: E402
 import veralith.adapters.llamaindex as adapter  # noqa: E402
 from veralith.adapters.llamaindex import _handlers, _read  # noqa: E402
+from veralith.store import ops
 
 QUESTION = "When was Acme founded?"
 TEXTS = ["Acme was founded in 1947 by Ruth Calder.", "Acme sells anvils and rockets.", "Acme ships worldwide."]
@@ -344,10 +345,10 @@ def test_a_logged_query_is_stored_with_its_ranks_scores_and_timings():
         warnings.simplefilter("error", veralith.adapters.llamaindex.VeralithAdapterWarning)
         _engine().query(QUESTION)
     shutdown(wait=True)
-    (row,) = open_store().list_traces()
+    (row,) = open_store().read(ops.list_traces)
     store = open_store()
-    stored = store.load_result(row["id"])
+    stored = store.read(ops.load_result, row["id"])
     assert [(c.id, c.rank, c.score, c.source) for c in stored.context] == [("n0", 1, 3.0, "doc0.md"),
                                                                            ("n1", 2, 1.0, "doc1.md")]
-    assert set(store.trace_info(row["id"]).app_latency_ms) == {"total", "retrieval", "generation"}
+    assert set(store.read(ops.trace_info, row["id"]).app_latency_ms) == {"total", "retrieval", "generation"}
     assert importlib.import_module("veralith.adapters.llamaindex").stats()["logged"] >= 1

@@ -16,6 +16,7 @@ from veralith.config import ConfigError, settings
 from veralith.llm.local import LocalClient, admit, contradiction
 from veralith.llm.tasks import CLAIMS, ClaimsInput, Sentence
 from veralith.models import Gate
+from veralith.store import ops
 
 CONTEXT = ["The Halvergate ferry crosses to Marrowby in 50 minutes. A return ticket costs 18 euros."]
 
@@ -71,7 +72,7 @@ def test_a_refused_trace_is_stored_with_its_reason():
         result = veralith.evaluate("How much is a return ticket?", CONTEXT, "A return ticket costs 18 euros.")
     from veralith.store import open_store
 
-    stored = open_store().load_result(result.trace_id)
+    stored = open_store().read(ops.load_result, result.trace_id)
     assert stored.status.reason == "input_too_large"
     assert stored == result
 

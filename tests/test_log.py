@@ -14,7 +14,7 @@ from veralith.config import settings
 from veralith.models import EvaluationResult
 from veralith.sdk import log as log_mod
 from veralith.sdk.log import log, resume, shutdown
-from veralith.store import TraceInput, load_result, open_store
+from veralith.store import TraceInput, load_result, open_store, ops
 
 QUERY, CONTEXT, RESPONSE = "What is P/E?", ["The P/E ratio is price divided by earnings."], "P/E is price over earnings."
 
@@ -92,7 +92,7 @@ def test_background_errors_are_stored_and_logged_never_raised(monkeypatch, caplo
     with caplog.at_level(logging.WARNING, logger="veralith.sdk"):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
         shutdown(wait=True)
-    row = open_store().list_traces()[0]
+    row = open_store().read(ops.list_traces)[0]
     assert (row["id"], row["status"], row["error_message"]) == (trace_id, "error", "RuntimeError: judge server on fire")
     assert "judge server on fire" in caplog.text
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import subprocess_env
 
 from veralith.config import settings
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 QUERY = "What is the capital of France?"
 CONTEXT = ["Paris is the capital of France."]
@@ -49,7 +49,7 @@ sys.stdin.readline()          # wait until the lock is gone, then exit (the at-e
 
 
 def _statuses() -> dict[str, int]:
-    return {k: v for k, v in open_store(read_only=True).stats()["by_status"].items() if v}
+    return {k: v for k, v in open_store(read_only=True).read(ops.stats)["by_status"].items() if v}
 
 
 def test_log_returns_while_another_process_holds_the_sqlite_write_lock():
@@ -95,7 +95,7 @@ def test_a_process_killed_before_shipping_loses_nothing():
     assert resumed.returncode == 0, resumed.stderr
     assert _statuses() == {"done": 26}
     store = open_store()
-    assert [store.load_input(i).metadata["i"] for i in ids] == list(range(25))
+    assert [store.read(ops.load_input, i).metadata["i"] for i in ids] == list(range(25))
 
 
 def _prepared(spooler, timeout_s: float = 30.0) -> None:
@@ -147,7 +147,7 @@ def test_a_warm_log_makes_no_system_call_on_the_callers_thread(monkeypatch):
     assert ids == list(range(first + 1, first + 151))
     assert veralith.shutdown(timeout=120) == 0
     assert _statuses() == {"done": 151}
-    assert [open_store().load_input(i).metadata["n"] for i in ids] == list(range(150))
+    assert [open_store().read(ops.load_input, i).metadata["n"] for i in ids] == list(range(150))
 
 
 def test_a_dead_processs_segment_is_recovered_up_to_its_last_complete_line(monkeypatch):
@@ -181,7 +181,7 @@ def test_a_dead_processs_segment_is_recovered_up_to_its_last_complete_line(monke
     monkeypatch.undo()
     assert veralith.resume() == 2
     store = open_store()
-    assert [store.load_input(i).metadata for i in ids] == [{"k": i} for i in ids]
+    assert [store.read(ops.load_input, i).metadata for i in ids] == [{"k": i} for i in ids]
     assert sorted(p.name for p in spooler.folder.iterdir() if not p.name.startswith("next-id.")) == ["next-id"]
 
 
@@ -203,7 +203,7 @@ def test_log_keeps_working_while_postgres_is_down_and_ships_when_it_is_back(own_
     server.start()
     assert veralith.shutdown(timeout=60) == 0
     assert _statuses() == {"done": 8} and len(set(before + during)) == 8
-    assert all(open_store().load_input(i).metadata == {"outage": True} for i in during)
+    assert all(open_store().read(ops.load_input, i).metadata == {"outage": True} for i in during)
 
 
 _EXIT_WHILE_JUDGING = """
@@ -212,7 +212,7 @@ from veralith.store import open_store
 veralith.log("What is the capital of France?", ["Paris is the capital of France."], "Paris is the capital of France.")
 store = open_store()
 deadline = time.monotonic() + 60
-while store.stats()["by_status"]["running"] == 0 and time.monotonic() < deadline:
+while store.read(ops.stats)["by_status"]["running"] == 0 and time.monotonic() < deadline:
     time.sleep(0.05)   # until the judge is asked (it answers in 30 s)
 """
 
@@ -230,6 +230,7 @@ def test_a_trace_being_judged_at_exit_is_left_pending_not_running(store_url, ope
 
 _LOG_FIVE = """
 import veralith
+from veralith.store import ops
 for i in range(5):
     veralith.log("What is the capital of France?", ["Paris is the capital of France."], "Paris is the capital.")
 """
@@ -275,3 +276,27 @@ def test_a_file_system_without_fallocate_gets_its_segment_written_out(tmp_path, 
     assert segment.stat().st_size == 1 << 17
     got: list[dict] = []
     assert spool.ship(got.extend) == 1 and got == [{"n": 1}]
+
+
+def test_a_process_has_one_lease_token_however_many_threads_ask_first(monkeypatch):
+    # The caller's first log() names its spool segment with the token while the shipper asks for it
+    # too; two tokens made the next append take the process for a forked child and forget the
+    # segment holding the first traces (one trace of fifteen missing from the sample app's store).
+    import threading
+
+    from veralith.work import leases
+
+    for _ in range(50):
+        monkeypatch.setattr(leases, "_TOKEN", None)
+        start, seen = threading.Barrier(8), []
+
+        def ask(start=start, seen=seen):
+            start.wait()
+            seen.append(leases.token())
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(set(seen)) == 1

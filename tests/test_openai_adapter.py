@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 import veralith
 from veralith.adapters.openai import _calls, _read, stats, unwrap, wrap
+from veralith.store import ops
 
 QUESTION = "When was Acme founded?"
 DOCS = ["Acme was founded in 1947.", "Acme sells anvils."]
@@ -372,7 +373,7 @@ def test_a_wrapped_completion_is_stored_with_its_chunks_and_latency(openai_serve
     with veralith.context([{"text": DOCS[0], "id": "d1", "rank": 1, "score": 0.8}]):
         _ask(client)
     shutdown(wait=True)
-    (row,) = open_store().list_traces()
+    (row,) = open_store().read(ops.list_traces)
     store = open_store()
-    assert [(c.id, c.rank, c.score) for c in store.load_input(row["id"]).context] == [("d1", 1, 0.8)]
-    assert set(store.trace_info(row["id"]).app_latency_ms) == {"generation"}
+    assert [(c.id, c.rank, c.score) for c in store.read(ops.load_input, row["id"]).context] == [("d1", 1, 0.8)]
+    assert set(store.read(ops.trace_info, row["id"]).app_latency_ms) == {"generation"}

@@ -76,11 +76,13 @@ def test_strict_schema_is_sent_and_the_structured_reply_is_parsed(openai_server)
     assert fmt["type"] == "json_schema"
     assert fmt["json_schema"]["name"] == "faithfulness" and fmt["json_schema"]["strict"] is True
     schema = fmt["json_schema"]["schema"]
-    assert schema == strict_schema(FAITHFULNESS)
+    assert schema == strict_schema(FAITHFULNESS, faith_input(2))
     assert "title" not in json.dumps(schema)   # billed on every call, constrains nothing
-    full = pydantic_function_tool(FAITHFULNESS.output_model)["function"]["parameters"]
-    assert full["$defs"]["FaithfulnessItem"]["required"] == schema["$defs"]["FaithfulnessItem"]["required"]
-    item = schema["$defs"]["FaithfulnessItem"]
+    # Nothing in this call is dated or asks about now: the schema asks for no dates and no "stale".
+    full = pydantic_function_tool(FAITHFULNESS.output_for(faith_input(2)))["function"]["parameters"]
+    assert full["$defs"]["UntimedItem"]["required"] == schema["$defs"]["UntimedItem"]["required"]
+    item = schema["$defs"]["UntimedItem"]
+    assert "dates" not in item["properties"] and "stale" not in item["properties"]["relation"]["enum"]
     assert schema["additionalProperties"] is False and item["additionalProperties"] is False
     assert item["required"] == list(item["properties"])
     # Reasoning is generated before the verdict: key order is schema order.
@@ -530,7 +532,7 @@ def test_each_check_is_repaired_by_the_one_re_ask(openai_server, name):
     task, payload, bad, good, words = VIOLATIONS[name]
     openai_server.enqueue(bad, good)
     result = client_for(openai_server).run(task, payload)
-    assert result.output == task.output_model.model_validate(good)
+    assert result.output == task.output_for(payload).model_validate(good)
     assert openai_server.count == 2 and result.usage.calls == 2
     assert words in openai_server.requests[1]["messages"][-1]["content"]
 

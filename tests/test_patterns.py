@@ -21,6 +21,7 @@ from veralith.cli.exits import ExitCode
 from veralith.patterns import find_patterns, to_markdown
 from veralith.patterns.claims import claim_kinds
 from veralith.patterns.topics import cluster
+from veralith.store import ops
 from veralith.store.runs import RunNotFound
 
 N = 1000
@@ -100,7 +101,7 @@ def test_examples_are_failing_traces_of_the_group_with_their_own_cause(filled):
     bad = found.section("source").groups[0]
     assert len(bad.examples) == 2
     for e in bad.examples:
-        result = filled.load_result(e.trace_id)
+        result = filled.read(ops.load_result, e.trace_id)
         assert result.status.quality_gate.value == "fail"
         assert any(c.source == BAD_SOURCE for c in result.context)
         assert "contradicted by chunk" in e.reason

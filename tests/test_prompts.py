@@ -70,9 +70,11 @@ def test_there_is_one_versioned_prompt_per_task():
 
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_every_example_validates_and_passes_its_tasks_check(name):
+    from veralith.llm.examples import MORE
+
     task = TASKS[name]
     assert prompts.EXAMPLES[name]
-    for payload, example in prompts.EXAMPLES[name]:
+    for payload, example in prompts.EXAMPLES[name] + MORE.get(name, []):
         assert isinstance(payload, task.input_model)
         output = task.output_model.model_validate(example)
         assert task.check(payload, output) == [], name
@@ -187,3 +189,36 @@ def test_json_mode_puts_the_schema_in_the_system_prompt_only_when_asked():
     schema = {"type": "object", "properties": {"items": {"type": "array"}}}
     assert '"items"' not in prompts.system_prompt("faithfulness").split("Example:")[0]
     assert prompts.system_prompt("faithfulness", schema).endswith(f"{json.dumps(schema)}\n")
+
+
+def test_a_call_where_time_cannot_matter_is_told_nothing_about_time():
+    from veralith.llm.tasks import FAITHFULNESS, FaithfulnessUntimedOutput, timed
+
+    undated = FaithfulnessInput(query="q", claims=[ClaimIn(id="k1", text="X is 5.")],
+                                chunks=[ChunkIn(id="c0", text="In 2019 X was 5.")])
+    dated = undated.model_copy(update={"chunks": [ChunkIn(id="c0", text="X was 5.", date="2019")]})
+    assert not timed(undated) and timed(dated)
+    plain, full = (prompts.render("faithfulness", p)[0]["content"] for p in (undated, dated))
+    for said in ("stale", "cutoff", "dates:", "date attribute", "today"):
+        assert said not in plain.lower() or said == "stale" and "stale" not in plain.split("Checked:")[0], said
+        assert said in full.lower(), said
+    assert FAITHFULNESS.output_for(undated) is FaithfulnessUntimedOutput
+    assert len(plain) < len(full)
+
+
+def test_the_static_prefix_grows_for_the_cache_only_where_the_price_table_says_it_pays():
+    from veralith.llm.prefix import cacheable, grows, prefix_tokens
+
+    payload = FaithfulnessInput(query="q", claims=[ClaimIn(id="k1", text="X is 5.")],
+                                chunks=[ChunkIn(id="c0", text="X is 5.")])
+    # gpt-4o bills cached input at 50 %: growing saves too little; gpt-4.1 at 25 %: it pays.
+    assert grows("faithfulness", payload, "gpt-4o") == 0 and grows("faithfulness", payload, "gpt-4o-mini") == 0
+    more = grows("faithfulness", payload, "gpt-4.1")
+    assert more >= 1
+    assert cacheable(prefix_tokens("faithfulness", False, "gpt-4.1", more=0)) == 0
+    assert cacheable(prefix_tokens("faithfulness", False, "gpt-4.1", more=more)) >= 1024
+    grown = prompts.render("faithfulness", payload, model="gpt-4.1")[0]["content"]
+    assert grown.count("Example:") == 1 + more and grown.startswith(prompts.system_prompt("faithfulness",
+                                                                                          timed=False))
+    assert prompts.render("faithfulness", payload, model="gpt-4o") == prompts.render("faithfulness", payload)
+    assert grows("faithfulness", payload, "my-local-model") == 0   # no price: never

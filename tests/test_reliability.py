@@ -25,7 +25,7 @@ from veralith.cli import app
 from veralith.config import ConfigError, load_settings, settings
 from veralith.errors import JudgeCallError
 from veralith.sdk.log import log, resume, shutdown
-from veralith.store import TraceInput, load_result, open_store
+from veralith.store import TraceInput, load_result, open_store, ops
 from veralith.work import leases
 from veralith.work.claims import LeaseLost
 
@@ -206,7 +206,7 @@ def test_8_background_work_uses_the_callers_settings(tmp_path):
     with settings.override(db_path=str(other)):
         trace_id = log(QUERY, CONTEXT, RESPONSE)
     shutdown(wait=True)
-    assert open_store(other).load_result(trace_id).trace_id == trace_id
+    assert open_store(other).read(ops.load_result, trace_id).trace_id == trace_id
 
 
 # -- 5. the at-exit drain has a deadline ---------------------------------------------------------------
@@ -350,7 +350,7 @@ def test_9_resume_failed_rejudges_and_keeps_the_earlier_errors(outage):
     assert resume(failed=True) == 1
     again = load_result(first.trace_id)
     assert not again.errors and again.sufficiency
-    past = open_store().history(first.trace_id)
+    past = open_store().read(ops.history, first.trace_id)
     assert len(past) == 1 and past[0]["judge_errors"][0]["message"] == "judge server unreachable"
     assert resume(failed=True) == 0
 
@@ -361,7 +361,7 @@ def test_9_cli_resume_failed(runner, outage):
     outage()
     result = runner.invoke(app, ["resume", "--failed"])
     assert result.exit_code == 0, result.output
-    assert not load_result(trace_id).errors and len(open_store().history(trace_id)) == 1
+    assert not load_result(trace_id).errors and len(open_store().read(ops.history, trace_id)) == 1
 
 
 # -- 10. one bad record never aborts `veralith eval` ---------------------------------------------------
@@ -461,7 +461,7 @@ def test_13_bidi_marks_are_escaped_and_terminal_exports_are_inert():
     for fmt in ("csv", "jsonl"):
         import io
         sink = io.StringIO()
-        records.write_export((r.result for r in open_store().iter_results()), sink, fmt,
+        records.write_export((r.result for r in open_store().stream(ops.iter_results)), sink, fmt,
                              escape=render.terminal_safe)
         text = sink.getvalue()
         assert not any(ch in text for ch in "\u202e\x1b\x9b"), fmt
@@ -499,7 +499,7 @@ def test_13_a_damaged_page_is_reported_and_export_goes_on(runner, tmp_path):
 # -- 4. log() never waits on the store: another process holding SQLite's write lock costs it nothing -
 
 def test_4_log_spools_while_the_database_is_locked_and_loses_nothing():
-    open_store().knowledge_bases()                        # the file exists and is migrated
+    open_store().read(ops.knowledge_bases)                        # the file exists and is migrated
     # Another process holds the write lock from before this process's first log() (its spooler,
     # shipper and evaluator start under the lock) until after its last.
     holder = sqlite3.connect(settings.db_path, isolation_level=None, timeout=60)

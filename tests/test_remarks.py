@@ -13,6 +13,7 @@ from veralith.cli import render
 from veralith.llm.local.decompose import split_query
 from veralith.llm.tasks import CLAIMS, ClaimsInput, Sentence
 from veralith.models import Gate
+from veralith.store import ops
 
 CONTEXT = ["Water a cactus every two weeks in summer and once a month in winter."]
 QUERY = "How often should I water my cactus?"
@@ -43,7 +44,7 @@ def test_remarks_are_stored_and_shown_by_inspect():
     result = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     from veralith.store import open_store
 
-    stored = open_store().load_result(result.trace_id)
+    stored = open_store().read(ops.load_result, result.trace_id)
     assert stored.remarks == result.remarks and stored == result
     from rich.console import Console
 

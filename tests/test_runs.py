@@ -14,6 +14,7 @@ from work_support import create_trace, ship, spool_trace
 import veralith
 from veralith.cli import app
 from veralith.config import settings
+from veralith.store import ops
 
 RECORDS = [
     {"id": "pe", "query": "What is a P/E ratio?",
@@ -92,10 +93,10 @@ def test_each_eval_is_its_own_run_and_a_name_means_the_newest(tmp_path):
     runs = _runs()
     assert [r["id"] for r in runs] == [3, 2, 1] and [r["name"] for r in runs] == [None, "main", "main"]
     store = _store()
-    assert store.resolve_run("main").id == 2
-    assert store.resolve_run("1").id == 1 and store.resolve_run("#3").id == 3
+    assert store.read(ops.resolve_run, "main").id == 2
+    assert store.read(ops.resolve_run, "1").id == 1 and store.read(ops.resolve_run, "#3").id == 3
     with pytest.raises(RunNotFound, match="no run with id or name 'nope'"):
-        store.resolve_run("nope")
+        store.read(ops.resolve_run, "nope")
 
 
 @both
@@ -125,7 +126,7 @@ def test_logged_traces_join_a_run_by_name_created_on_first_use():
     with settings.override(run="from-settings"):
         veralith.log(q, c, r, sync=True)
     veralith.log(q, c, r, sync=True)                           # no run at all
-    runs = {run.name: run for run in _store().list_runs()}
+    runs = {run.name: run for run in _store().read(ops.list_runs)}
     assert set(runs) == {"canary", "from-settings"}
     assert runs["canary"].source == "sdk" and runs["canary"].ended_at is None
     assert runs["canary"].n_traces == 2 and runs["canary"].n_pass == 2      # counted live
@@ -170,7 +171,7 @@ def test_a_spooled_trace_keeps_its_run():
     assert ship(store) == []                    # shipped; not for this process to evaluate
     assert sql(store, "SELECT runs.name, runs.source FROM traces JOIN runs ON runs.id = traces.run_id"
                       " WHERE traces.id = ?", [trace_id]) == [("spooled-run", "sdk")]
-    assert store.trace_info(trace_id).status == "pending"
+    assert store.read(ops.trace_info, trace_id).status == "pending"
 
 
 @both
@@ -179,11 +180,11 @@ def test_an_eval_run_left_open_by_a_crash_counts_its_traces_live():
     from veralith.store import TraceInput
 
     store = _store()
-    run_id = store.start_run(name="crashed", backend="local", model="m", prompt_versions={})
+    run_id = store.write(ops.start_run, name="crashed", backend="local", model="m", prompt_versions={})
     trace_id = create_trace(store, TraceInput(query="q?", context=[ContextChunk(id="c0", text="t")], response="r"),
                                   run_id=run_id)
-    store.record_result(run_id, trace_id, None)
-    [run] = store.list_runs()
+    store.write(ops.record_result, run_id, trace_id, None)
+    [run] = store.read(ops.list_runs)
     assert run.ended_at is None and run.n_traces == 1 and run.n_unevaluated == 1 and run.pass_rate is None
 
 
@@ -218,14 +219,14 @@ def test_a_broken_veralith_run_is_one_line_naming_the_variable(monkeypatch):
 def test_a_failed_re_judging_leaves_the_trace_in_the_new_run_without_an_outcome(tmp_path):
     assert _cli("eval", str(_write(tmp_path / "a.jsonl", RECORDS[:1])), "--run-name", "v1").exit_code == 0
     store = _store()
-    run_2 = store.start_run(name="v2", backend="local", model="m", prompt_versions={})
-    store.tag_trace(run_2, 1)
+    run_2 = store.write(ops.start_run, name="v2", backend="local", model="m", prompt_versions={})
+    store.write(ops.tag_trace, run_2, 1)
     # the evaluation failed: status error, the earlier result still in the row
     sql(store, "UPDATE traces SET status = 'error', error_message = 'judge down' WHERE id = 1")
-    store.finish_run(run_2)
+    store.write(ops.finish_run, run_2)
     rows = dict(sql(store, "SELECT run_id, quality_gate FROM run_traces WHERE trace_id = 1"))
     assert rows == {1: "pass", run_2: None}
-    run = store.get_run(run_2)
+    run = store.read(ops.get_run, run_2)
     assert (run.n_traces, run.n_unevaluated, run.pass_rate) == (1, 1, None)
 
 

@@ -18,6 +18,7 @@ from veralith.errors import JudgeCallError
 from veralith.llm.client import OpenAIClient
 from veralith.llm.tasks import QUESTIONS, QuestionsInput
 from veralith.redact import redact, redact_url
+from veralith.store import ops
 
 REPO = Path(__file__).resolve().parents[1]
 KEY = "sk-realkey-1234567890abcdef"
@@ -68,7 +69,7 @@ def test_a_key_echoed_in_an_error_body_is_masked_in_the_stored_result(openai_ser
         result = evaluate("Why?", ["Because."], "Because.")
     from veralith.store import open_store
 
-    stored = open_store().load_result(result.trace_id)
+    stored = open_store().read(ops.load_result, result.trace_id)
     assert stored.errors and all(KEY[:10] not in e.message for e in stored.errors)
 
 

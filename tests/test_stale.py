@@ -21,7 +21,7 @@ from veralith.llm.temporal import asks_now
 from veralith.models import FailureCell, FaithfulnessJudgment, Gate, Relation, SufficiencyLevel, Verdict
 from veralith.pipeline.evaluate import evaluate
 from veralith.pipeline.suggest import SUGGESTIONS, suggest
-from veralith.store import open_store, store_url
+from veralith.store import open_store, ops, store_url
 from veralith.work.migrate import copy as copy_history
 
 TODAY = {"as_of": "2026-03-31"}
@@ -236,11 +236,11 @@ def _stale_result():
 def test_stale_verdict_and_dates_are_stored_and_copied(store, tmp_path):
     result = _stale_result()
     trace_id = save_result(store, result)
-    back = store.load_result(trace_id)
+    back = store.read(ops.load_result, trace_id)
     assert back.faithfulness == result.faithfulness and _only(back).relation is Relation.stale
     target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
     copy_history(store, target)
-    assert target.load_result(trace_id).faithfulness == result.faithfulness
+    assert target.read(ops.load_result, trace_id).faithfulness == result.faithfulness
 
 
 def test_inspect_web_and_json_show_the_stale_claim_and_its_dates(tmp_path):

@@ -44,7 +44,7 @@ from veralith.models import (
     Usage,
     Verdict,
 )
-from veralith.store import TraceInput, TraceNotEvaluated, TraceNotFound, migrate, repository
+from veralith.store import TraceInput, TraceNotEvaluated, TraceNotFound, migrate, ops, repository
 from veralith.store.db import connect, open_db
 from veralith.store.sqlite import SQLiteStore
 from veralith.work import claims
@@ -112,7 +112,7 @@ def trace(query: str = "q", **kw) -> TraceInput:
 
 def roundtrip(store, result: EvaluationResult) -> tuple[EvaluationResult, EvaluationResult]:
     trace_id = save_result(store, result)
-    return store.load_result(trace_id), result.model_copy(update={"trace_id": trace_id})
+    return store.read(ops.load_result, trace_id), result.model_copy(update={"trace_id": trace_id})
 
 
 @pytest.mark.parametrize("cell", list(FailureCell))
@@ -143,21 +143,21 @@ def test_round_trip_through_evaluate(store):
     result = evaluate("What is P/E and what was Apple's P/E in 2023?", ["The P/E ratio is price over earnings."],
                       "P/E is price over earnings. Apple's P/E in 2023 was 42.7.", metadata={"run": 1})
     assert result.trace_id is not None
-    assert store.load_result(result.trace_id) == result
+    assert store.read(ops.load_result, result.trace_id) == result
 
 
 def test_save_with_trace_id_replaces_in_place(store):
     trace_id = create_trace(store, TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
                                              metadata={"a": 1}))
-    assert store.load_input(trace_id) == TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
+    assert store.read(ops.load_input, trace_id) == TraceInput(query="q", context=CHUNKS, response="r", knowledge_base="kb",
                                                     metadata={"a": 1})
     with pytest.raises(TraceNotEvaluated):
-        store.load_result(trace_id)
+        store.read(ops.load_result, trace_id)
     first = make_result(FailureCell.extra_ungrounded, trace_id=trace_id)
     assert save_result(store, first) == trace_id
     second = make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True)
     assert save_result(store, second) == trace_id
-    assert store.load_result(trace_id) == second
+    assert store.read(ops.load_result, trace_id) == second
     assert scalar(store, "SELECT COUNT(*) FROM traces") == 1
     assert scalar(store, "SELECT COUNT(*) FROM grounding") == 0  # the refusal has no claims
 
@@ -178,13 +178,13 @@ def test_a_result_whose_write_fails_part_way_changes_nothing(store, monkeypatch)
     with pytest.raises(Exception, match="(?i)unique|duplicate"):
         save_result(store, make_result(FailureCell.complete_grounded, trace_id=trace_id, refusal=True))
     monkeypatch.undo()
-    assert store.load_result(trace_id) == first
-    assert store.load_input(trace_id).context == CHUNKS
+    assert store.read(ops.load_result, trace_id) == first
+    assert store.read(ops.load_input, trace_id).context == CHUNKS
 
 
 def test_missing_trace_is_a_key_error_and_a_store_error(store):
     with pytest.raises(TraceNotFound) as info:
-        store.load_result(999)
+        store.read(ops.load_result, 999)
     assert isinstance(info.value, KeyError) and isinstance(info.value, StoreError)
     with pytest.raises(TraceNotFound):
         save_result(store, make_result(trace_id=999))
@@ -208,12 +208,12 @@ def test_calibration_and_listing_queries_use_indexes():
     db = open_db()
     statements: list[str] = []
     db.conn.set_trace_callback(statements.append)
-    store.calibration_count("default")
-    store.calibration_values("default", 0, 2)
-    store.list_traces()
-    store.list_traces(cell="extra_grounded")
-    store.list_traces(kb="kb")
-    store.list_traces(status="done")
+    store.read(ops.calibration_count, "default")
+    store.read(ops.calibration_values, "default", 0, 2)
+    store.read(ops.list_traces)
+    store.read(ops.list_traces, cell="extra_grounded")
+    store.read(ops.list_traces, kb="kb")
+    store.read(ops.list_traces, status="done")
     db.conn.set_trace_callback(None)
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
     assert len(reads) == 6
@@ -336,7 +336,7 @@ def test_a_pooled_connection_the_server_ended_is_replaced_before_it_is_lent(pg_u
             assert time.monotonic() < deadline
             time.sleep(0.05)
     for _ in range(3):   # every connection the pool holds, the ended one among them
-        assert store.load_input(trace_id).query == trace().query
+        assert store.read(ops.load_input, trace_id).query == trace().query
 
 
 def test_claims_are_exclusive_and_stale_leases_are_taken_over(store):
@@ -385,7 +385,7 @@ def test_claim_batch_takes_only_traces_nobody_holds_oldest_first(store):
     assert claim_batch(store, 10) == free[2:]
     assert claim_batch(store, 10) == []
     assert release(store, free[0]) is True                   # a worker stopping gives it back
-    assert store.trace_info(free[0]).status == "pending" and claim_batch(store, 10) == [free[0]]
+    assert store.read(ops.trace_info, free[0]).status == "pending" and claim_batch(store, 10) == [free[0]]
     for trace_id in held(store):
         drop_lease(store, trace_id)
 
@@ -396,13 +396,13 @@ def test_mark_error_keeps_the_message_and_list_and_stats_report_it(store):
     mark_error(store, failed, "ServerError: 500")
     save_result(store, make_result(FailureCell.extra_grounded, knowledge_base="kb", usd=None))
     save_result(store, make_result(FailureCell.complete_grounded, sufficiency_fraction=0.25))
-    rows = store.list_traces()
+    rows = store.read(ops.list_traces)
     assert [r["status"] for r in rows] == ["done", "done", "error"]
     assert rows[2]["error_message"] == "ServerError: 500" and len(rows[2]["query_preview"]) == 80
-    assert [r["failure_cell"] for r in store.list_traces(kb="kb")] == ["extra_grounded", None]
-    assert len(store.list_traces(cell="complete_grounded", limit=1)) == 1
-    assert store.list_traces(status="pending") == []
-    s = store.stats()
+    assert [r["failure_cell"] for r in store.read(ops.list_traces, kb="kb")] == ["extra_grounded", None]
+    assert len(store.read(ops.list_traces, cell="complete_grounded", limit=1)) == 1
+    assert store.read(ops.list_traces, status="pending") == []
+    s = store.read(ops.stats)
     assert s["traces"] == 3 and s["results"] == 2
     assert s["by_status"] == {"pending": 0, "running": 0, "done": 2, "error": 1}
     assert s["by_cell"] == {"complete_grounded": 1, "extra_grounded": 1}
@@ -411,29 +411,29 @@ def test_mark_error_keeps_the_message_and_list_and_stats_report_it(store):
     assert s["usd"] == pytest.approx(0.0123456789) and s["usd_unknown"] == 1
     assert s["calls"] == 8 and s["input_tokens"] == 2000
     assert s["thresholds"]["kb"] == {"threshold": 1.0, "source": "fallback", "calibration_traces": 0}
-    assert store.stats(kb="kb")["traces"] == 2
-    assert store.knowledge_bases() == ["default", "kb"]
-    empty = store.stats(kb="nothing")
+    assert store.read(ops.stats, kb="kb")["traces"] == 2
+    assert store.read(ops.knowledge_bases) == ["default", "kb"]
+    empty = store.read(ops.stats, kb="nothing")
     assert empty["mean_sufficiency_fraction"] is None and empty["traces"] == 0
 
 
 def test_iter_results_exports_stored_results_only(store):
     create_trace(store, trace())
     ids = [save_result(store, make_result(cell)) for cell in FailureCell]
-    exported = list(store.iter_results())
+    exported = list(store.stream(ops.iter_results))
     assert [r.result.trace_id for r in exported] == ids
     assert [r.info.trace_id for r in exported] == ids and all(r.info.has_result for r in exported)
-    assert [r.result.trace_id for r in store.iter_results(trace_ids=ids[1:3])] == ids[1:3]
-    assert list(store.iter_results(since="9999")) == []
+    assert [r.result.trace_id for r in store.stream(ops.iter_results, trace_ids=ids[1:3])] == ids[1:3]
+    assert list(store.stream(ops.iter_results, since="9999")) == []
     import datetime as dt
-    assert len(list(store.iter_results(since=dt.datetime(2000, 1, 1)))) == len(ids)
-    assert list(store.iter_results(since=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1))) == []
+    assert len(list(store.stream(ops.iter_results, since=dt.datetime(2000, 1, 1)))) == len(ids)
+    assert list(store.stream(ops.iter_results, since=dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=1))) == []
 
 
 def test_metadata_must_be_json(store):
     with pytest.raises(TypeError, match="metadata"):
         create_trace(store, trace(metadata={"when": object()}))
-    assert store.list_traces() == []
+    assert store.read(ops.list_traces) == []
 
 
 def test_schema_doc_is_current():
@@ -505,7 +505,7 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
             assert rolled[key][column] == pytest.approx(value, abs=1e-9), (key, column)
     by_status = {s: sum(r["n"] for k, r in direct.items() if k[3] == s) for s in ("pending", "running", "done",
                                                                                "error")}
-    assert store.stats()["by_status"] == by_status
+    assert store.read(ops.stats)["by_status"] == by_status
     daily = {r[:4]: r[4:] for r in sql(store, "SELECT day, knowledge_base, failure_cell, quality_gate, n, usd,"
                                               " usd_unknown FROM trace_daily")}
     recount = {r[:4]: r[4:] for r in sql(store, _DAILY_DIRECT)}
@@ -524,7 +524,7 @@ def test_stats_rollup_matches_a_full_aggregation_after_any_mix_of_writes(store):
                     clauses, params = flt.where(db.dialect)
                     where = " WHERE " + " AND ".join(clauses) if clauses else ""
                     counted = db.execute(f"SELECT COUNT(*) FROM traces{where}", params).fetchone()[0]
-                    assert store.count_traces(flt) == counted, flt
+                    assert store.read(ops.count_traces, flt) == counted, flt
 
 
 def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(tmp_path):
@@ -557,7 +557,7 @@ def test_a_result_stored_under_schema_1_0_reads_back_after_the_later_migrations(
         db.execute("INSERT INTO completeness VALUES (1, 'mapped', '[]', 'completeness-v1')")
         db.execute("INSERT INTO completeness_mappings VALUES (1, 0, 0, 'q1', 'c1')")
     db.conn.close()
-    result = SQLiteStore(path).load_result(1)
+    result = SQLiteStore(path).read(ops.load_result, 1)
     assert result.schema_version == SCHEMA_VERSION and result.failure_cell is FailureCell.complete_grounded
     assert [c.id for c in result.claims] == ["k1"] and result.faithfulness[0].claim_id == "k1"
     assert result.faithfulness[0].grounding_chunk_ids == ["c1"]      # a chunk id, untouched

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from veralith.cli import app
 from veralith.config import settings
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 QUERY = "What is the capital of France?"
 RECORD = {"query": QUERY, "context": ["Paris is the capital of France."], "response": "Paris is the capital."}
@@ -60,7 +60,7 @@ def test_eval_against_a_database_locked_past_the_busy_timeout_is_one_line_and_ex
     assert done.exit_code == 2, done.output
     assert "stayed locked by another process" in done.output
     assert "Traceback" not in done.output and done.exception is None or isinstance(done.exception, SystemExit)
-    assert open_store().stats()["traces"] == 3   # nothing half-written
+    assert open_store().read(ops.stats)["traces"] == 3   # nothing half-written
 
 
 @pytest.mark.parametrize("message", ["database or disk is full", "attempt to write a readonly database"])
@@ -75,7 +75,7 @@ def test_a_run_that_cannot_be_closed_is_one_line_and_exit_2(runner, tmp_path, mo
     assert done.exit_code == 2, done.output
     assert "the run could not be closed" in done.output and "stopped accepting writes" in done.output
     assert done.exception is None or isinstance(done.exception, SystemExit)
-    assert open_store().stats()["by_status"]["done"] == 3   # every result committed before stays
+    assert open_store().read(ops.stats)["by_status"]["done"] == 3   # every result committed before stays
 
 
 def test_a_write_that_fails_mid_batch_ends_the_batch_with_one_line(runner, tmp_path, monkeypatch):
@@ -95,7 +95,7 @@ def test_a_write_that_fails_mid_batch_ends_the_batch_with_one_line(runner, tmp_p
     assert "stopped accepting writes" in done.output
     assert "OperationalError" not in done.output
     assert done.exception is None or isinstance(done.exception, SystemExit)
-    assert open_store().stats()["by_status"]["done"] == 2
+    assert open_store().read(ops.stats)["by_status"]["done"] == 2
 
 
 def _as_reader() -> list[str]:

@@ -16,15 +16,8 @@ from veralith.cli import batch
 from veralith.config import settings
 from veralith.llm import get_client
 from veralith.models import ThresholdSource
-from veralith.pipeline.calibrate import current_threshold
 from veralith.pipeline.evaluate import TraceJudge
-from veralith.store import (
-    BrowseStore,
-    RunStore,
-    Store,
-    TraceInput,
-    TraceStore,
-)
+from veralith.store import Store, TraceInput, ops
 from veralith.store.protocol import Connected
 from veralith.work.policy import Action
 from veralith.work.runner import Runner
@@ -49,19 +42,19 @@ def _same_signatures(store: Any, protocols: tuple[type, ...]) -> None:
 
 def test_each_store_satisfies_the_whole_protocol_method_by_method(store):
     assert isinstance(store, Store)
-    _same_signatures(store, (Connected, TraceStore, RunStore, BrowseStore))
+    _same_signatures(store, (Connected, Store))
 
 
 def test_a_store_is_not_bound_to_a_thread(store):
     trace_id = create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE))
     seen: list[str] = []
-    worker = threading.Thread(target=lambda: seen.append(store.trace_info(trace_id).status))
+    worker = threading.Thread(target=lambda: seen.append(store.read(ops.trace_info, trace_id).status))
     worker.start()
     worker.join()
     assert seen == ["pending"]
 
 
-def _evaluate_all(store: TraceStore, rows: list[dict[str, Any]], tmp_path: Path, **kw: Any) -> batch.Tally:
+def _evaluate_all(store: Store, rows: list[dict[str, Any]], tmp_path: Path, **kw: Any) -> batch.Tally:
     """What `veralith eval` does with a file, against `store`."""
     path = tmp_path / "in.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -77,14 +70,14 @@ def _evaluate_all(store: TraceStore, rows: list[dict[str, Any]], tmp_path: Path,
 def test_every_caller_works_on_either_store(store, tmp_path):
     rows = [{"id": f"r{i}", "query": QUERY, "context": CONTEXT, "response": RESPONSE} for i in range(3)]
     tally = _evaluate_all(store, rows, tmp_path)                     # the batch runner and the orchestrator
-    ids = [store.resolve(f"r{i}") for i in range(3)]
-    assert tally.evaluated == 3 and [store.trace_info(i).external_id for i in ids] == ["r0", "r1", "r2"]
-    assert store.load_result(ids[1]).query == QUERY
+    ids = [store.read(ops.resolve, f"r{i}") for i in range(3)]
+    assert tally.evaluated == 3 and [store.read(ops.trace_info, i).external_id for i in ids] == ["r0", "r1", "r2"]
+    assert store.read(ops.load_result, ids[1]).query == QUERY
     again = _evaluate_all(store, rows, tmp_path)                     # idempotent re-run, same rule
     assert (again.evaluated, again.unchanged) == (0, 3)
     changed = _evaluate_all(store, [{**rows[0], "response": "P/E is a ratio."}], tmp_path)
-    assert changed.evaluated == 1 and store.load_result(ids[0]).response == "P/E is a ratio."
-    assert len(store.history(ids[0])) == 1
+    assert changed.evaluated == 1 and store.read(ops.load_result, ids[0]).response == "P/E is a ratio."
+    assert len(store.read(ops.history, ids[0])) == 1
     # resume, as the SDK and `veralith resume` run it
     pending = create_trace(store, TraceInput(query=QUERY, context=[], response=RESPONSE))
     assert resumable(store) == [pending]
@@ -97,17 +90,17 @@ def test_a_failed_evaluation_is_recorded_by_the_runner(store, monkeypatch):
     monkeypatch.setattr("veralith.pipeline.evaluate.judge_checked", lambda *a, **k: 1 / 0)
     outcome = Runner(store, TraceJudge(get_client())).run(trace_id)
     assert outcome.action is Action.RECORD and isinstance(outcome.error, ZeroDivisionError)
-    assert store.trace_info(trace_id).status == "error" and resumable(store, failed=True) == [trace_id]
+    assert store.read(ops.trace_info, trace_id).status == "error" and resumable(store, failed=True) == [trace_id]
 
 
 def test_calibration_has_one_rule_whatever_the_store(store, tmp_path):
     """The orchestrator's threshold and stats' threshold come from one rule over any store."""
     rows = [{"id": f"r{i}", "query": QUERY, "context": CONTEXT, "response": RESPONSE} for i in range(4)]
     with settings.override(calibration_min_traces=3):
-        assert current_threshold("default", store) == (1.0, ThresholdSource.fallback)
+        assert store.read(ops.current_threshold, "default") == (1.0, ThresholdSource.fallback)
         _evaluate_all(store, rows, tmp_path)
-        assert store.calibration_count("default") == 4
-        threshold, source = current_threshold("default", store)
+        assert store.read(ops.calibration_count, "default") == 4
+        threshold, source = store.read(ops.current_threshold, "default")
         assert source is ThresholdSource.calibrated
-        assert store.stats()["thresholds"]["default"] in (threshold, {"threshold": threshold, "source": "calibrated",
+        assert store.read(ops.stats)["thresholds"]["default"] in (threshold, {"threshold": threshold, "source": "calibrated",
                                                                       "calibration_traces": 4})

@@ -9,7 +9,7 @@ import pytest
 
 from veralith.sdk.log import shutdown
 from veralith.sdk.trace import TraceContext, TraceExtractionError, TraceReturn, TraceWarning, trace
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 CHUNKS = ["The P/E ratio is price divided by earnings."]
 
@@ -22,7 +22,7 @@ def _fresh_worker():
 
 
 def list_traces() -> list[dict]:
-    return open_store().list_traces()
+    return open_store().read(ops.list_traces)
 
 
 def stored() -> list[dict]:
@@ -32,7 +32,7 @@ def stored() -> list[dict]:
 
 def load_trace_input(trace_id: int) -> tuple:
     """What was logged: (query, context, response, knowledge base, metadata)."""
-    found = open_store().load_input(trace_id)
+    found = open_store().read(ops.load_input, trace_id)
     return found.query, found.context, found.response, found.knowledge_base, found.metadata
 
 

@@ -12,7 +12,7 @@ import veralith
 from veralith.sdk import handoff
 from veralith.sdk.log import shutdown
 from veralith.sdk.trace import TraceWarning, trace
-from veralith.store import open_store
+from veralith.store import open_store, ops
 
 DOCS = [{"text": "Acme was founded in 1947.", "id": "d1", "rank": 1, "score": 0.9},
         {"text": "Acme sells anvils.", "id": "d2", "rank": 2, "score": 0.4}]
@@ -30,8 +30,8 @@ def stored() -> list[tuple]:
     shutdown(wait=True)
     store = open_store()
     out = []
-    for row in reversed(open_store().list_traces()):
-        found = store.load_input(row["id"])
+    for row in reversed(open_store().read(ops.list_traces)):
+        found = store.read(ops.load_input, row["id"])
         out.append((found.query, [c.text for c in found.context], found.response, found.app_latency_ms))
     return out
 
@@ -47,7 +47,7 @@ def test_context_arg_takes_the_context_from_an_argument():
     assert (query, texts, response) == ("When was Acme founded?", [d["text"] for d in DOCS],
                                         "Acme was founded in 1947.")
     assert set(latency) == {"total"} and latency["total"] >= 20
-    stored_chunks = open_store().load_input(open_store().list_traces()[0]["id"]).context
+    stored_chunks = open_store().read(ops.load_input, open_store().read(ops.list_traces)[0]["id"]).context
     assert [(c.id, c.rank, c.score) for c in stored_chunks] == [("d1", 1, 0.9), ("d2", 2, 0.4)]
 
 

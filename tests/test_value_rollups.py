@@ -15,7 +15,7 @@ from test_store import make_result, trace
 from work_support import create_trace, mark_error, save_result
 
 from veralith.models import FailureCell
-from veralith.store import open_store
+from veralith.store import open_store, ops
 from veralith.store.calibration import calibrate, linear_percentile, rank_of
 from veralith.store.histogram import RELATIVE_ERROR, app_latency_percentiles
 from veralith.store.protocol import TraceInput
@@ -44,12 +44,12 @@ def _assert_counts_exact(store) -> None:
     buckets = {(kb, bucket): n for kb, bucket, n in sql(store, _BUCKETS)}
     histogram = {(kb, b): n for kb, b, n in sql(store, "SELECT knowledge_base, bucket, n FROM latency_histogram")}
     assert histogram == buckets
-    figures = store.stats()
+    figures = store.read(ops.stats)
     for kb in {row[0] for row in sql(store, "SELECT DISTINCT knowledge_base FROM traces")}:
         values = sorted(v for (name, value), n in direct.items() if name == kb for v in [value] * n)
-        assert store.calibration_count(kb) == len(values)
+        assert store.read(ops.calibration_count, kb) == len(values)
         for offset in range(len(values) + 1):      # every rank the walk can be asked for
-            assert store.calibration_values(kb, offset, 2) == values[offset:offset + 2]
+            assert store.read(ops.calibration_values, kb, offset, 2) == values[offset:offset + 2]
         found = calibrate(store, kb)
         if len(values) >= 20:                     # the default minimum: a calibrated threshold
             h = rank_of(len(values), 10)
@@ -165,8 +165,8 @@ def test_copy_into_another_store_rebuilds_the_counts(store_url, tmp_path):
     copy_history(source, target)  # type: ignore[arg-type]
     assert sql(target, "SELECT COUNT(*) FROM traces") == [(40,)]
     _assert_counts_exact(target)
-    assert target.stats()["thresholds"] == source.stats()["thresholds"]
-    assert target.stats()["app_latency"] == source.stats()["app_latency"]
+    assert target.read(ops.stats)["thresholds"] == source.read(ops.stats)["thresholds"]
+    assert target.read(ops.stats)["app_latency"] == source.read(ops.stats)["app_latency"]
 
 
 def test_the_migration_counts_an_existing_history(tmp_path):

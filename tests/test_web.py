@@ -33,7 +33,7 @@ from web_support import HOSTILE_KB, PAYLOAD_TEXTS, filled_db, filled_store, rows
 from veralith.cli.app import app as cli  # noqa: E402
 from veralith.cli.serve import is_loopback  # noqa: E402
 from veralith.errors import StoreError  # noqa: E402
-from veralith.store import TraceInput, browse, open_store  # noqa: E402
+from veralith.store import TraceInput, browse, open_store, ops  # noqa: E402
 from veralith.store.sqlite import connect_readonly  # noqa: E402
 from veralith.web import create_app  # noqa: E402
 from veralith.web.app import CSP  # noqa: E402
@@ -145,7 +145,7 @@ def test_daily_totals_follow_every_write(db, tmp_path):
     assert conn.execute(_DAILY).fetchall() == conn.execute(_RECOUNT).fetchall()
     assert ("2020-01-02",) in conn.execute("SELECT day FROM trace_daily").fetchall()
     conn.close()
-    figures = reader(copy).daily_figures(days=30)
+    figures = reader(copy).read(ops.daily_figures, days=30)
     assert figures["days"][-1] == max(r[0] for r in sqlite3.connect(copy).execute("SELECT day FROM trace_daily"))
     assert len(figures["days"]) == 30 and "2020-01-02" not in figures["days"]
 
@@ -153,19 +153,19 @@ def test_daily_totals_follow_every_write(db, tmp_path):
 def test_keyset_pages_walk_every_trace_once_both_ways(served):
     store = reader(served)
     ids = all_ids(served)
-    seen, page = [], store.page_traces(browse.TraceFilter(), limit=5)
+    seen, page = [], store.read(ops.page_traces, browse.TraceFilter(), limit=5)
     assert page.newer is None
     pages = [page]
     while True:
         seen += [r["id"] for r in page.rows]
         if page.older is None:
             break
-        page = store.page_traces(browse.TraceFilter(), limit=5, before=page.older)
+        page = store.read(ops.page_traces, browse.TraceFilter(), limit=5, before=page.older)
         pages.append(page)
     assert seen == ids
     # Back up from the last page with `after`: each page comes back as it was.
     for earlier, later in zip(pages[-2::-1], pages[:0:-1], strict=True):
-        back = store.page_traces(browse.TraceFilter(), limit=5, after=later.newer)
+        back = store.read(ops.page_traces, browse.TraceFilter(), limit=5, after=later.newer)
         assert [r["id"] for r in back.rows] == [r["id"] for r in earlier.rows]
         assert back.older == earlier.older
 
@@ -179,35 +179,35 @@ def test_filters_select_what_they_name(served):
         (browse.TraceFilter(text="WARRANTY"), lambda r: "warranty" in r["query_preview"].lower()),
         (browse.TraceFilter(text="50%_"), lambda r: False),  # LIKE wildcards are literal
     ]:
-        found = store.page_traces(flt, limit=100).rows
+        found = store.read(ops.page_traces, flt, limit=100).rows
         assert all(check(r) for r in found), flt
-    assert store.page_traces(browse.TraceFilter(text="warranty"), limit=100).rows
-    today = store.page_traces(browse.TraceFilter(), limit=1).rows[0]["created_at"][:10]
+    assert store.read(ops.page_traces, browse.TraceFilter(text="warranty"), limit=100).rows
+    today = store.read(ops.page_traces, browse.TraceFilter(), limit=1).rows[0]["created_at"][:10]
     import datetime as dt
 
     day = dt.date.fromisoformat(today)
-    assert len(store.page_traces(browse.TraceFilter(since=day, until=day), limit=100).rows) == len(all_ids(served))
-    assert store.page_traces(browse.TraceFilter(until=day - dt.timedelta(days=1)), limit=100).rows == []
+    assert len(store.read(ops.page_traces, browse.TraceFilter(since=day, until=day), limit=100).rows) == len(all_ids(served))
+    assert store.read(ops.page_traces, browse.TraceFilter(until=day - dt.timedelta(days=1)), limit=100).rows == []
 
 
 def test_text_search_is_bounded_per_page_and_misses_nothing(served, monkeypatch):
     store = reader(served)
     flt = browse.TraceFilter(text="warranty")
-    expected = [r["id"] for r in store.page_traces(flt, limit=100).rows]
+    expected = [r["id"] for r in store.read(ops.page_traces, flt, limit=100).rows]
     assert len(expected) >= 2
     monkeypatch.setattr(browse, "SCAN_WINDOW", 3)       # each page looks at 3 ids at most
-    seen, cuts, page = [], 0, store.page_traces(flt, limit=100)
+    seen, cuts, page = [], 0, store.read(ops.page_traces, flt, limit=100)
     while True:
         assert len(page.rows) <= 3
         seen += [r["id"] for r in page.rows]
         cuts += page.searched_to is not None
         if page.older is None:
             break
-        page = store.page_traces(flt, limit=100, before=page.older)
+        page = store.read(ops.page_traces, flt, limit=100, before=page.older)
     assert seen == expected and cuts >= 3
     # Neighbours: a match beyond the window is not claimed absent; the search can go on.
     newest, oldest = expected[0], expected[-1]
-    near = store.neighbours(newest, flt)
+    near = store.read(ops.neighbours, newest, flt)
     assert near.newer is None and not near.newer_unsearched
     if newest - oldest > 3 and expected[1] < newest - 3:
         assert near.older is None and near.older_unsearched
@@ -217,13 +217,13 @@ def test_text_search_is_bounded_per_page_and_misses_nothing(served, monkeypatch)
 
 def test_neighbours_stay_inside_the_filter(served):
     store = reader(served)
-    support = [r["id"] for r in store.page_traces(browse.TraceFilter(kb="support"), limit=100).rows]
+    support = [r["id"] for r in store.read(ops.page_traces, browse.TraceFilter(kb="support"), limit=100).rows]
     assert len(support) >= 3
     middle = support[1]
-    near = store.neighbours(middle, browse.TraceFilter(kb="support"))
+    near = store.read(ops.neighbours, middle, browse.TraceFilter(kb="support"))
     assert (near.newer, near.older) == (support[0], support[2])
-    assert store.neighbours(support[0], browse.TraceFilter(kb="support")).newer is None
-    assert store.neighbours(support[-1], browse.TraceFilter(kb="support")).older is None
+    assert store.read(ops.neighbours, support[0], browse.TraceFilter(kb="support")).newer is None
+    assert store.read(ops.neighbours, support[-1], browse.TraceFilter(kb="support")).older is None
 
 
 # --- pages over HTTP --------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ def test_pagination_links_carry_the_filter(served):
 
 def test_trace_page_links_neighbours_of_the_same_filter(served):
     c = client(served)
-    support = [r["id"] for r in reader(served).page_traces(browse.TraceFilter(kb="support"), limit=100).rows]
+    support = [r["id"] for r in reader(served).read(ops.page_traces, browse.TraceFilter(kb="support"), limit=100).rows]
     html = c.get(f"/traces/{support[1]}", params={"kb": "support"}).text
     assert f'href="/traces/{support[0]}?kb=support"' in html
     assert f'href="/traces/{support[2]}?kb=support"' in html
@@ -309,9 +309,9 @@ def test_run_filter_and_per_run_overview(served):
     examples, hostile = run_ids(served)       # web_support runs `veralith eval` twice
     c = client(served)
     store = reader(served)
-    found = store.page_traces(browse.TraceFilter(run=hostile), limit=100).rows
+    found = store.read(ops.page_traces, browse.TraceFilter(run=hostile), limit=100).rows
     assert sorted(r["knowledge_base"] for r in found) == sorted(["hostile", HOSTILE_KB])
-    assert len(store.page_traces(browse.TraceFilter(run=examples), limit=100).rows) == 12
+    assert len(store.read(ops.page_traces, browse.TraceFilter(run=examples), limit=100).rows) == 12
     html = c.get("/traces", params={"run": hostile}).text
     assert html.count('href="/traces/') == 2 and f'<option value="{hostile}" selected>' in html
     overview = c.get("/").text
@@ -501,7 +501,7 @@ def test_the_text_filter_matches_external_ids_and_metadata(db):
 
 def test_compare_lists_are_limited_like_the_cli(db):
     c = client(db)
-    runs = open_store(db, read_only=True).run_labels()
+    runs = open_store(db, read_only=True).read(ops.run_labels)
     a, b = str(runs[-1][0]), str(runs[0][0])
     limited = c.get("/compare", params={"a": a, "b": b, "limit": 1}).text
     assert "more (<a href=" in limited
@@ -541,7 +541,7 @@ def test_a_favicon_is_served(db):
 def _two_eval_runs(path: Path, n: int) -> None:
     """Two eval runs of `n` traces (external ids big-1 … big-n) judged in place: A passes them all
     (the first 12 never judged in A: pending), B fails 300 of the rest with three kinds of reason."""
-    open_store(path).knowledge_bases()  # migrated
+    open_store(path).read(ops.knowledge_bases)  # migrated
     now = "2026-01-01T00:00:00.000000+00:00"
     why = ["k1 'It costs {i} euros.' contradicted by chunk price-1"] * 200 + \
           ["k2 'It ships on day {i}.' not supported by any chunk"] * 70 + \

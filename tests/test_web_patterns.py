@@ -16,6 +16,7 @@ pytest.importorskip("jinja2", reason="the web extra is not installed (pip instal
 from patterns_log import BAD_SOURCE, MISSED_TERM, fill_two_runs, planted_log  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 
+from veralith.store import ops
 from veralith.web import create_app  # noqa: E402
 from veralith.web.app import CSP  # noqa: E402
 
@@ -111,7 +112,7 @@ def test_an_empty_store_says_there_is_nothing_to_group(tmp_path):
     from veralith.store import open_store
 
     url = "sqlite:///" + str(tmp_path / "empty.db")
-    open_store(url).knowledge_bases()   # the first read creates and migrates the file
+    open_store(url).read(ops.knowledge_bases)   # the first read creates and migrates the file
     r = client(url).get("/patterns")
     assert r.status_code == 200 and "No judged traces here: nothing to group" in r.text
 

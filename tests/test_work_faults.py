@@ -18,7 +18,7 @@ from store_support import sql, statuses
 from work_support import claim, claim_batch, create_trace, resumable
 
 from veralith.models import ContextChunk
-from veralith.store import open_store
+from veralith.store import open_store, ops
 from veralith.store.protocol import TraceInput
 
 QUERY = "What is the capital of France?"
@@ -178,7 +178,7 @@ def test_a_run_keeps_its_own_outcome_when_a_later_run_judges_again(tmp_path):
         path.write_text(json.dumps({"id": "r0", "query": QUERY, "context": CONTEXT, "response": answer}) + "\n")
         assert runner.invoke(app, ["eval", str(path), "--run-name", name]).exit_code == 0
     store = open_store()
-    one, two = store.resolve_run("one"), store.resolve_run("two")
+    one, two = store.read(ops.resolve_run, "one"), store.read(ops.resolve_run, "two")
     assert (one.n_traces, one.n_pass, one.n_unevaluated) == (1, 1, 0)
     assert (two.n_traces, two.n_fail, two.n_unevaluated) == (1, 1, 0)
 
@@ -209,6 +209,7 @@ def test_the_policy_decides_each_fault_once():
 _LOG_AND_WAIT = """
 import sys, time, veralith
 from veralith.work import background
+from veralith.store import ops
 background.Background._ship_all = lambda self: False   # this process never ships (it dies first)
 for seq in range(20):
     print(veralith.log(f"What is the capital of France? ({seq})", ["Paris is the capital of France."],

@@ -43,9 +43,10 @@ from veralith.cli import (
 from veralith.cli.command import VeralithCommand, VeralithGroup, epilog
 from veralith.cli.exits import ExitCode, fail, print_error
 from veralith.llm.local.about import about
+from veralith.store import ops
 
 if TYPE_CHECKING:
-    from veralith.store.protocol import Store, TraceStore
+    from veralith.store.protocol import Store
 
 __all__ = ["app", "main"]
 
@@ -151,12 +152,12 @@ def _store() -> Store:
     return open_store()
 
 
-def _resolve(store: TraceStore, ref: str, kb: str | None) -> int:
+def _resolve(store: Store, ref: str, kb: str | None) -> int:
     """The trace id a person means by `ref`: a trace id, else their own record id (see resolve).
     Not found, or a record id used in several knowledge bases: StoreError, shown by VeralithGroup."""
     _known_kb(kb)
     try:
-        return store.resolve(ref, knowledge_base=kb)
+        return store.read(ops.resolve, ref, knowledge_base=kb)
     except sqlite3.DatabaseError as exc:  # a damaged page: a message, not a traceback
         raise _fail(f"trace {ref} cannot be read: {exc} (the database file is damaged)", ExitCode.ERROR) from None
 
@@ -166,7 +167,7 @@ def _known_kb(kb: str | None) -> str | None:
     error naming the knowledge bases that have traces, exit 2. Every --kb that selects is checked here."""
     db = _existing_db()
     try:
-        return kb if db is None else filters.knowledge_base(kb, db.knowledge_bases)
+        return kb if db is None else filters.knowledge_base(kb, lambda: db.read(ops.knowledge_bases))
     except filters.BadOption as exc:
         raise _fail(str(exc), ExitCode.ERROR) from None
 
@@ -179,7 +180,7 @@ def _kb_needs_ids(kb: str | None, refs: list[str] | None) -> None:
                     "give the ids (trace ids or your own record ids) too", ExitCode.ERROR)
 
 
-def _resolve_all(store: TraceStore, refs: list[str], kb: str | None) -> list[int]:
+def _resolve_all(store: Store, refs: list[str], kb: str | None) -> list[int]:
     return list(dict.fromkeys(_resolve(store, ref, kb) for ref in refs))  # in the order given, once each
 
 
@@ -301,8 +302,8 @@ def eval_command(
             if explain:   # ... explained first when it fails and has no explanation yet
                 from veralith.cli.explaining import explain_stored
 
-                return explain_stored(_store(), _store().load_result(record.trace_id), client=client)
-            return _store().load_result(record.trace_id)
+                return explain_stored(_store(), _store().read(ops.load_result, record.trace_id), client=client)
+            return _store().read(ops.load_result, record.trace_id)
         # again: a re-run record names a trace already evaluated, re-judged in place
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
@@ -523,9 +524,9 @@ def inspect_command(
         raise _fail(f"trace {ref} not found: no database yet")
     trace_id = _resolve(store, ref, kb)
     try:  # a trace with no result yet (pending, running, error) is a StoreError: VeralithGroup shows it
-        result = store.load_result(trace_id)
-        info = store.trace_info(trace_id)
-        run = store.trace_run(trace_id)
+        result = store.read(ops.load_result, trace_id)
+        info = store.read(ops.trace_info, trace_id)
+        run = store.read(ops.trace_run, trace_id)
     except sqlite3.DatabaseError as exc:  # a damaged page: say which trace, not a traceback
         raise _fail(f"trace {trace_id} cannot be read: {exc} (the database file is damaged)",
                     ExitCode.ERROR) from None
@@ -566,7 +567,7 @@ def list_command(
     db = _existing_db()
     out = _out()
     # A query is never shown wider than the terminal, so that much of it is all a row needs.
-    rows = [] if db is None else db.list_traces(limit=limit, cell=cell, kb=kb, status=status, since=when,
+    rows = [] if db is None else db.read(ops.list_traces, limit=limit, cell=cell, kb=kb, status=status, since=when,
                                                       preview_chars=None if wide else max(out.width, 1))
     if not rows:
         given = [f"--{name} {value}" for name, value in (("cell", cell), ("kb", kb), ("status", status),
@@ -592,7 +593,7 @@ def stats_command(kb: Annotated[str | None, typer.Option("--kb", metavar="NAME",
     from veralith.llm.backends import resolve_backend
 
     judge = f"judge: {about()}" if resolve_backend() == "local" else ""
-    _out().print(render.stats_view(store.stats(kb=_known_kb(kb)), judge))
+    _out().print(render.stats_view(store.read(ops.stats, kb=_known_kb(kb)), judge))
 
 
 @_command("export")
@@ -632,7 +633,7 @@ def export_command(
         _err().print(render.literal(f"error: trace {trace_id} cannot be read: {exc}; skipped", "red"),
                      soft_wrap=True)
 
-    results = iter([]) if store is None else store.iter_results(since=when, on_error=skip, trace_ids=wanted)
+    results = iter([]) if store is None else store.stream(ops.iter_results, since=when, on_error=skip, trace_ids=wanted)
     sink = _open_output(output, newline="") if output else sys.stdout
     # On a terminal, control and bidi characters in stored text are shown escaped, never obeyed.
     escape = render.terminal_safe if output is None and sys.stdout.isatty() else None

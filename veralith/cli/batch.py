@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from veralith.cli.records import BadLine, Record, read_records
 from veralith.errors import JudgeCallCancelled, JudgeServerDown
 from veralith.models import EvaluationResult, cell_name
+from veralith.store import ops
 from veralith.usage import CallUsage
 from veralith.work.pool import LoopPool
 
 if TYPE_CHECKING:  # the store loads sqlite-utils; `veralith --help` should not
-    from veralith.store.protocol import Store, TraceInfo, TraceInput, TraceStore
+    from veralith.store.protocol import Store, TraceInfo, TraceInput
 
 __all__ = ["Interrupted", "LoopPool", "Reporter", "Tally", "aevaluate_record", "eval_jobs", "evaluate_record",
            "existing_trace", "judged_alike", "recent", "record_outcome", "release", "resume_jobs", "run_ordered",
@@ -259,7 +260,7 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
 
                     file_unchanged(store, item, run_id)
                 if yield_unchanged:
-                    info = store.find_external(item.knowledge_base, item.external_id)
+                    info = store.read(ops.find_external, item.knowledge_base, item.external_id)
                     if info is not None:
                         yield replace(item, trace_id=info.trace_id, unchanged=True)
                 continue
@@ -280,7 +281,7 @@ def eval_jobs(path: Path, *, default_kb: str, persist: bool, store: Store | None
                     if isinstance(existing, int):
                         trace_id = existing  # re-judged in place: claimed (again) when its turn comes
                         if run_id is not None:  # the run keeps it even if this evaluation fails
-                            store.tag_trace(run_id, trace_id)
+                            store.write(ops.tag_trace, run_id, trace_id)
                     else:
                         # queued: reserved for this live process, so a concurrent `veralith resume` leaves it to us.
                         trace_id = created = intake.create(store, _input(item), queued=True, run_id=run_id)
@@ -317,7 +318,7 @@ def _input(record: Record) -> TraceInput:
                       app_latency_ms=record.latency_ms)
 
 
-def existing_trace(store: TraceStore, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
+def existing_trace(store: Store, record: Record, client: Any, *, rejudge: bool) -> int | str | None:
     """For a record with an id: None when its knowledge base has no trace with that external id,
     "unchanged" when that trace's result stands (same inputs, judged alike, a verdict rather than
     only judge errors, and no `rejudge`), else the trace's id, to re-judge in place.
@@ -326,12 +327,12 @@ def existing_trace(store: TraceStore, record: Record, client: Any, *, rejudge: b
     asks it over a read-only store to leave skipped records out of its estimate. It only reads
     (`find_external`, `load_input`, `load_result`); `client` needs only `backend`, `model` and `prompt_version`."""
     assert record.external_id is not None
-    info = store.find_external(record.knowledge_base, record.external_id)
+    info = store.read(ops.find_external, record.knowledge_base, record.external_id)
     if info is None:
         return None
     if (not rejudge and info.status == "done" and info.has_result and judged_alike(info, client)
-            and store.load_input(info.trace_id).same_inputs(_input(record))
-            and not _not_judged(store.load_result(info.trace_id))):
+            and store.read(ops.load_input, info.trace_id).same_inputs(_input(record))
+            and not _not_judged(store.read(ops.load_result, info.trace_id))):
         return "unchanged"
     return info.trace_id
 
@@ -358,10 +359,10 @@ def judged_alike(info: TraceInfo, client: Any) -> bool:
         return False
 
 
-def resume_jobs(store: TraceStore, trace_ids: Iterable[int]) -> Iterator[Record]:
+def resume_jobs(store: Store, trace_ids: Iterable[int]) -> Iterator[Record]:
     """Stored inputs of traces to resume, loaded one at a time as the window has room."""
     for trace_id in trace_ids:
-        found = store.load_input(trace_id)
+        found = store.read(ops.load_input, trace_id)
         yield Record(line=0, query=found.query, context=found.context, response=found.response,
                      knowledge_base=found.knowledge_base, metadata=found.metadata, trace_id=trace_id,
                      external_id=found.external_id, latency_ms=found.app_latency_ms)
@@ -540,12 +541,12 @@ def server_down(down: JudgeServerDown, store: Store | None, in_flight: Iterable[
     for record in in_flight:   # some finished meanwhile, some were handed back already (the runner)
         if record.trace_id is not None and not record.unchanged:
             claims_for(store).release(record.trace_id)
-            left += store.trace_info(record.trace_id).status == "pending"
+            left += store.read(ops.trace_info, record.trace_id).status == "pending"
     # The rest is stored pending as it is read, reserved for this process, which ends now: any resume
     # takes them once it has (leases.claimable), so no second write per record is spent on that.
     for record in unread:
         if record.trace_id is not None and not record.unchanged:
-            left += store.trace_info(record.trace_id).status == "pending"
+            left += store.read(ops.trace_info, record.trace_id).status == "pending"
     return (f"{down}; stopped calling it after {tally.evaluated} evaluated: {left} traces left pending, "
             "run `veralith resume` once it is back")
 

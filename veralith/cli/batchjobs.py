@@ -21,6 +21,7 @@ from rich.console import Console
 from veralith.cli import batch as running
 from veralith.cli.exits import ExitCode, fail
 from veralith.cli.render import literal
+from veralith.store import ops
 
 if TYPE_CHECKING:
     from veralith.sdk.batchjob import Round
@@ -96,7 +97,7 @@ def _collect(store: Store, job: str, tally: running.Tally, err: Console, run_id:
         if run_id is not None and result.trace_id is not None:
             from veralith.compare.reasons import result_reason
 
-            store.record_result(run_id, result.trace_id, result_reason(result))
+            store.write(ops.record_result, run_id, result.trace_id, result_reason(result))
 
     try:
         judged = collect(store, job, on_result=on_result, on_round=lambda r: _progress(err, r))
@@ -106,7 +107,7 @@ def _collect(store: Store, job: str, tally: running.Tally, err: Console, run_id:
         raise fail(f"{exc}; batch job {job} stopped after {tally.evaluated} judged here: {left} traces left "
                    f"pending, `veralith batch collect {job}` goes on {after}", ExitCode.ERROR) from None
     if run_id is not None:
-        store.finish_run(run_id)
+        store.write(ops.finish_run, run_id)
     return judged
 
 

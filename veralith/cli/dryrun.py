@@ -39,6 +39,7 @@ from rich.table import Table
 
 from veralith.cli import render
 from veralith.cli.records import BadLine, Record, read_records
+from veralith.store import ops
 from veralith.usage import CallUsage
 
 if TYPE_CHECKING:   # the estimator loads when a dry run starts, not when the CLI does
@@ -124,7 +125,7 @@ def past_output(report: Callable[[str], None]) -> tuple[LearntOutput | None, str
     if url.startswith("sqlite:///") and (url == "sqlite:///:memory:" or not os.path.exists(url[len("sqlite:///"):])):
         return None, None
     try:
-        sizes = open_store(url, read_only=True).output_sizes()
+        sizes = open_store(url, read_only=True).read(ops.output_sizes)
     # An older schema without the table (a real run migrates it first; PostgreSQL's undefined table is
     # not a store error), a server out of reach, ...: the history is an aid, so the estimate goes on.
     except Exception as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from veralith.models import EvaluationResult
+from veralith.store import ops
 from veralith.store.protocol import Store
 
 __all__ = ["explain_stored"]
@@ -34,5 +35,5 @@ def explain_stored(store: Store, result: EvaluationResult, err: Any = None, *, c
     enforce_explain_budget(result, client=client)   # BudgetExceeded: one line, nothing called or stored
     explanation = explain(client, result)
     assert result.trace_id is not None
-    store.save_explanation(result.trace_id, explanation)
+    store.write(ops.save_explanation, result.trace_id, explanation)
     return result.model_copy(update={"explanation": explanation})

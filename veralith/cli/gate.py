@@ -24,6 +24,7 @@ from rich.text import Text
 
 from veralith.cli.render import literal
 from veralith.models import CELLS, NO_CELL, cell_name, cell_severity
+from veralith.store import ops
 
 __all__ = ["EXIT_GATE", "Collector", "GateResult", "GateSpec", "Outcome", "check_gate", "gate_view", "parse_spec"]
 
@@ -210,7 +211,7 @@ class EvalHooks:
         if result is not None and self.run is not None and self.run.id is not None and result.trace_id is not None:
             from veralith.compare.reasons import result_reason
 
-            self.run.db.record_result(self.run.id, result.trace_id, result_reason(result))
+            self.run.db.write(ops.record_result, self.run.id, result.trace_id, result_reason(result))
         self.outcomes.add(record, result)
         return result
 
@@ -267,7 +268,7 @@ class EvalHooks:
         lines = {o.trace_id: o.line for o in self.outcomes.outcomes if o.trace_id is not None}
         out = []
         assert self.run is not None
-        for raw in self.run.db.trace_rows(run):
+        for raw in self.run.db.read(ops.trace_rows, run):
             r = TraceRow._make(raw)
             out.append(Outcome(line=lines.get(r.id), trace_id=r.id,
                                key=r.external_id if r.external_id is not None else r.query,

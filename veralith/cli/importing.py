@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from veralith.cli.exits import ExitCode
+from veralith.store import ops
 
 if TYPE_CHECKING:
     from veralith.cli.records import BadLine, Record
@@ -107,7 +108,7 @@ def import_command(
 
     def work(record: Any, client: Any) -> Any:
         if record.unchanged:
-            return cli._store().load_result(record.trace_id)
+            return cli._store().read(ops.load_result, record.trace_id)
         return hooks.record(record, batch.evaluate_record(record, persist=persist, client=client, again=True))
 
     # A trace skipped as no RAG answer is reported, not judged: like a blank line of eval, it is no part

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from veralith.cli.render import fmt_usd, literal
+from veralith.store import ops
 
 __all__ = ["existing_db", "pct", "runs_command", "runs_table"]
 
@@ -40,7 +41,7 @@ def runs_command(
 ) -> None:
     """List runs (each `veralith eval`, and each run name logged traces used), newest first."""
     db = existing_db()
-    runs = [] if db is None else db.list_runs(limit=limit)
+    runs = [] if db is None else db.read(ops.list_runs, limit=limit)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in runs], indent=2, ensure_ascii=False))
         return
@@ -138,7 +139,7 @@ class EvalRun:
             except Exception:  # a client that does not know a task simply does not record it
                 continue
         self.db = db
-        self.id = db.start_run(name=self.name, backend=getattr(client, "backend", None),
+        self.id = db.write(ops.start_run, name=self.name, backend=getattr(client, "backend", None),
                                model=getattr(client, "model", None), prompt_versions=versions, input=self.input)
         return self.id
 
@@ -147,8 +148,8 @@ class EvalRun:
         it is deleted: a run without traces is not a run anyone can list or compare)."""
         if self.id is None:
             return None
-        run = self.db.finish_run(self.id)
-        if run.n_traces == 0 and self.db.discard_if_empty(self.id):
+        run = self.db.write(ops.finish_run, self.id)
+        if run.n_traces == 0 and self.db.write(ops.discard_if_empty, self.id):
             return None   # a run that stored nothing is not recorded
         return run
 
@@ -158,11 +159,11 @@ def file_unchanged(store: Any, record: Any, run_id: int) -> None:
     with the reason line of that result when it did not pass."""
     from veralith.compare.reasons import failure_reason
 
-    info = store.find_external(record.knowledge_base, record.external_id)
+    info = store.read(ops.find_external, record.knowledge_base, record.external_id)
     if info is None:
         return
-    row = store.trace_row(info.trace_id)
+    row = store.read(ops.trace_row, info.trace_id)
     reason = None
     if row is not None and row["quality_gate"] != "pass":
-        reason = failure_reason(store.failure_details([info.trace_id])[info.trace_id])
-    store.record_result(run_id, info.trace_id, reason)
+        reason = failure_reason(store.read(ops.failure_details, [info.trace_id])[info.trace_id])
+    store.write(ops.record_result, run_id, info.trace_id, reason)

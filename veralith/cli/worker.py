@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from veralith.cli.render import literal
+from veralith.store import ops
 
 __all__ = ["worker_command"]
 
@@ -57,7 +58,7 @@ def worker_command(
 
         workers = concurrency or settings.concurrency
         store = open_store()
-        store.stats()  # opens the store now: a store that cannot be used is one error line, no banner
+        store.read(ops.stats)  # opens the store now: a store that cannot be used is one error line, no banner
         client = get_client()
         # What the first judge call would load is loaded before the line saying it is judging (start-up,
         # not judging: otherwise every thread's first trace waits for it).

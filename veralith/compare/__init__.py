@@ -27,9 +27,10 @@ from veralith.compare.core import (
 from veralith.compare.groups import ChangeGroup, group_changes
 from veralith.compare.markdown import to_markdown
 from veralith.compare.match import pair_rows
+from veralith.store import ops
 
 if TYPE_CHECKING:
-    from veralith.store.protocol import Connected, RunStore
+    from veralith.store.protocol import Connected, Store
     from veralith.store.runs import Run
 
 __all__ = ["CELLS", "Change", "ChangeGroup", "Comparison", "MixedModes", "TraceRow", "compare_rows", "compare_runs",
@@ -37,22 +38,22 @@ __all__ = ["CELLS", "Change", "ChangeGroup", "Comparison", "MixedModes", "TraceR
            "severity", "to_markdown", "with_reasons"]
 
 
-def compare_runs(store: RunStore, a: str | int, b: str | int, *, allow_mixed_modes: bool = False) -> Comparison:
+def compare_runs(store: Store, a: str | int, b: str | int, *, allow_mixed_modes: bool = False) -> Comparison:
     """Compare run `a` (before) with run `b` (after), each a run id or name; RunNotFound if unknown.
 
     Raises MixedModes when the two runs' results were judged in different modes (`full`, `fast`),
     unless `allow_mixed_modes`: the comparison then says so (Comparison.mixed_modes).
     """
-    run_a, run_b = store.resolve_run(str(a)), store.resolve_run(str(b))
-    rows_a = [TraceRow._make(r) for r in store.trace_rows(run_a)]
-    rows_b = [TraceRow._make(r) for r in store.trace_rows(run_b)]
+    run_a, run_b = store.read(ops.resolve_run, str(a)), store.read(ops.resolve_run, str(b))
+    rows_a = [TraceRow._make(r) for r in store.read(ops.trace_rows, run_a)]
+    rows_b = [TraceRow._make(r) for r in store.read(ops.trace_rows, run_b)]
     modes_a, modes_b = modes_of(rows_a), modes_of(rows_b)
     if len({*modes_a, *modes_b}) > 1 and not allow_mixed_modes:
         raise MixedModes(f"runs {run_a.id} and {run_b.id} were judged in different modes (A: {'+'.join(modes_a)}, "
                          f"B: {'+'.join(modes_b)}; VERALITH_MODE), so their differences may be the mode's, not the "
                          "application's; re-run one in the other's mode, or pass --allow-mixed-modes")
     comparison = compare_rows(rows_a, rows_b, run_a=run_a.to_dict(), run_b=run_b.to_dict())
-    return with_reasons(comparison, store.failure_details(comparison.reason_trace_ids()))
+    return with_reasons(comparison, store.read(ops.failure_details, comparison.reason_trace_ids()))
 
 
 LOOK_BACK = 5   # earlier runs `latest_pair` reads, newest first, looking for one that shares a trace

@@ -9,7 +9,7 @@ rerun in a new process is served from disk; the LRU saves the disk round trip in
 `settings.cache` is read on every call, so `settings.override(cache=False)` turns both layers off
 for existing clients too. A row that cannot be decoded is treated as a miss and overwritten by
 the next `put`. All methods are thread-safe. The disk layer is the trace store's reply table
-(`TraceStore.cache_get/cache_put/cache_count_hits`; SQLite: veralith.store.replies), so another
+(`Store.replies()`; SQLite: veralith.store.replies), so another
 store implementation brings its own and this module does not change.
 """
 
@@ -29,7 +29,7 @@ from veralith.config import settings
 from veralith.errors import StoreError
 
 if TYPE_CHECKING:  # the store (sqlite-utils) loads on the first lookup, not when a client is built
-    from veralith.store.protocol import TraceStore
+    from veralith.store.protocol import Store
 
 __all__ = ["CacheStats", "LLMCache", "SettingsCache", "cache_for", "get_cache"]
 
@@ -56,7 +56,7 @@ class LLMCache:
         self._lru: OrderedDict[str, str] = OrderedDict()  # key -> JSON text (callers get fresh copies)
         self._unsaved_hits: dict[str, int] = {}
         self._store_lock = threading.Lock()
-        self._store: TraceStore | None = None  # the store at db_path, opened on first use
+        self._store: Store | None = None  # the store at db_path, opened on first use
 
     # ------------------------------------------------------------ public seam
     def get(self, key: str) -> dict[str, Any] | None:
@@ -69,7 +69,7 @@ class LLMCache:
                 self.stats.memory_hits += 1
                 return json.loads(text)
         try:
-            stored = self._disk().cache_get(key)
+            stored = self._disk().replies().get(key)
         except (sqlite3.Error, StoreError) as exc:  # an unreadable cache is a miss, never a failed judge call
             log.warning("LLM cache unreadable (%s); calling the model instead", exc)
             stored = None
@@ -99,7 +99,7 @@ class LLMCache:
         if not pending:
             return
         try:
-            self._disk().cache_count_hits(pending)
+            self._disk().replies().count_hits(pending)
         except (sqlite3.Error, StoreError) as exc:
             log.warning("LLM cache hit counters not updated: %s", exc)
 
@@ -111,7 +111,8 @@ class LLMCache:
             return
         text = json.dumps(value, separators=(",", ":"), sort_keys=True)
         try:
-            self._disk().cache_put(key, text, task=task or "", model=model or "", prompt_version=prompt_version or "")
+            self._disk().replies().put(key, text, task=task or "", model=model or "",
+                                       prompt_version=prompt_version or "")
         except (sqlite3.Error, StoreError) as exc:  # the reply is still good; only its reuse by other processes is lost
             log.warning("LLM cache write failed (%s); kept in memory only", exc)
         with self._lock:
@@ -142,7 +143,7 @@ class LLMCache:
         while len(self._lru) > self.size:
             self._lru.popitem(last=False)
 
-    def _disk(self) -> TraceStore:
+    def _disk(self) -> Store:
         """The trace store at db_path: the disk layer's reads and writes."""
         with self._store_lock:
             if self._store is None:

@@ -105,7 +105,8 @@ def _keyed(backend: str, model: str, prompt_version: str, messages: list[dict[st
 
 def strict_schema(task: Task, payload: BaseModel | None = None) -> dict[str, Any]:
     """The strict JSON Schema of the task's output model (for `payload`: Task.output_for), without
-    pydantic's `title` annotations.
+    pydantic's `title` annotations and without descriptions (a model's docstring): the prompt says
+    what each field is, and the schema is billed as input on every call.
 
     The strict form (every property required, no additional properties) comes from the SDK's
     public `openai.pydantic_function_tool`, whose `parameters` are exactly what structured outputs
@@ -113,16 +114,17 @@ def strict_schema(task: Task, payload: BaseModel | None = None) -> dict[str, Any
     repeat the property names (a quarter of the schema's tokens) and constrain nothing.
     """
     tool = openai.pydantic_function_tool(task.output_for(payload))
-    schema: dict[str, Any] = _untitled(tool["function"]["parameters"])
+    schema: dict[str, Any] = untitled(tool["function"]["parameters"])
     return schema
 
 
-def _untitled(node: Any) -> Any:
+def untitled(node: Any) -> Any:
+    """A JSON Schema without `title` and `description` annotations."""
     if isinstance(node, dict):
-        return {k: ({name: _untitled(sub) for name, sub in v.items()} if k == "properties" else _untitled(v))
-                for k, v in node.items() if k != "title"}
+        return {k: ({name: untitled(sub) for name, sub in v.items()} if k == "properties" else untitled(v))
+                for k, v in node.items() if k not in ("title", "description")}
     if isinstance(node, list):
-        return [_untitled(v) for v in node]
+        return [untitled(v) for v in node]
     return node
 
 
@@ -302,7 +304,7 @@ class OpenAIClient:
         model = model_for(task.name, self.sent_model, self.decomposer_model)
         # Keyed on the json_schema rendering whatever the server accepts: all modes ask the same question.
         # The transport sends these messages as they are in that mode, instead of rendering them again.
-        messages = render(task.name, payload)
+        messages = render(task.name, payload, model=model)
         key = _keyed(self.backend, model, self.prompt_version(task.name), messages, schema_json,
                      {"temperature": self.temperature})
         return key, model, schema, messages

@@ -132,12 +132,13 @@ FAST_SECTIONS = {"sub_questions": ("questions", "sub_questions"), "sufficiency":
                  "completeness": ("completeness", "")}
 
 
-def rule_lines(task: str) -> list[str]:
-    """The prompt sentences of the task's rules, in field order, each once."""
+def rule_lines(task: str, *, timed: bool = True) -> list[str]:
+    """The prompt sentences of the task's rules, in field order, each once; not `timed`, without the rules
+    about time (rules.TIME), which a call where nothing is dated and nothing asks about now cannot break."""
     if task in ("fast", "fast_reask"):
         parts = ("questions", "claims", "sufficiency", "faithfulness", "completeness")
         return list(dict.fromkeys(line for part in parts for line in rule_lines(part)))
-    return list(dict.fromkeys(rule.says for rule in CONTRACTS[task].rules()))
+    return list(dict.fromkeys(rule.says for rule in CONTRACTS[task].rules() if timed or rule not in r.TIME))
 
 
 def markdown() -> str:

@@ -315,7 +315,8 @@ def estimate_tokens(query: str, chunks: Sequence[ContextChunk], response: str, *
         if used not in sizes:   # the output allowance's query and response tokens, in this model's encoding
             sizes[used] = (count_tokens(query, used)[0], count_tokens(response, used)[0])
         query_tokens, response_tokens = sizes[used]
-        n, method = estimate_prompt_tokens(prompts.render(task, payload), schema(t.TASKS[task], payload), used)
+        messages = prompts.render(task, payload, model=used)   # as the client renders it for this model
+        n, method = estimate_prompt_tokens(messages, schema(t.TASKS[task], payload), used)
         allowed = _output_allowance(task, payload, query_tokens, response_tokens)
         # Expected (learnt): prompts sent as often per planned call, and output as large against the
         # allowance, as past runs of this task and model saw; otherwise one prompt and the allowance.

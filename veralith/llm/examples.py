@@ -28,7 +28,7 @@ from veralith.llm.schemas import (
     SufficiencyInput,
 )
 
-__all__ = ["EXAMPLES", "example_text"]
+__all__ = ["EXAMPLES", "MORE", "example_text"]
 
 _ACME = CompletenessInput(
     query="Who founded Acme and when, and is it profitable?",
@@ -156,10 +156,141 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
 }
 
 
-def example_text(task_name: str) -> str:
-    """The task's worked examples as the system prompt shows them."""
+# More worked examples, shown only where they make a call's static prefix long enough for the provider's
+# prompt cache and that pays at the model's prices (veralith.llm.prefix): the cases the first example does
+# not show (conflicting and contradicted, a hedge and a question back, a "no" beside a "yes", a partial).
+MORE: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
+    "claims": [
+        (ClaimsInput(query="Can I take ibuprofen with my blood pressure medicine?", response="",
+                     sentences=[Sentence(id="S1", text="It depends on which medicine you take."),
+                                Sentence(id="S2", text="Ibuprofen may raise blood pressure in some people, "
+                                         "the leaflet says."),
+                                Sentence(id="S3", text="Which one are you on?")]),
+         {"claims": [{"id": "k1", "source_sentence_ids": ["S1"], "note": "",
+                      "text": "Whether ibuprofen can be taken with blood pressure medicine depends on the medicine."},
+                     {"id": "k2", "source_sentence_ids": ["S2"], "text": "Ibuprofen may raise blood pressure in some "
+                      "people.", "note": "attributed to the leaflet"}],
+          "gaps": [], "remarks": [], "asks_clarification": True}),
+        (ClaimsInput(query="Which regions did Oren Foods enter in 2024?", response="",
+                     sentences=[Sentence(id="S1", text="The report says Oren Foods entered no new regions in 2024."),
+                                Sentence(id="S2", text="It doesn't mention the plans for 2025.")]),
+         {"claims": [{"id": "k1", "source_sentence_ids": ["S1"], "text": "Oren Foods entered no new regions in 2024.",
+                      "note": "attributed to the report"}],
+          "gaps": [{"id": "g1", "source_sentence_ids": ["S2"], "text": "Oren Foods' plans for 2025"}],
+          "remarks": [], "asks_clarification": False}),
+    ],
+    "sufficiency": [
+        (SufficiencyInput(query="Does the Vela 3 support wireless charging, and what does it cost?",
+                          sub_questions=[SubQuestionIn(id="q1", text="Does the Vela 3 support wireless charging?"),
+                                         SubQuestionIn(id="q2", text="What does the Vela 3 cost?")],
+                          chunks=[ChunkIn(id="c0", text="The Vela 3 charges over USB-C at up to 30 W."),
+                                  ChunkIn(id="c1", text="Vela 3 prices start at 499 euros; the Pro costs 649 euros.")]),
+         {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["whether it charges wirelessly"],
+                     "reasoning": "c0 names USB-C only; no chunk says wireless is absent or present.",
+                     "sufficient": "no", "supporting_chunk_ids": []},
+                    {"sub_question_id": "q2", "evidence": [{"chunk_id": "c1", "quote": "Vela 3 prices start at 499 "
+                                                            "euros"}],
+                     "missing_facts": [], "reasoning": "c1 gives the base model's price.", "sufficient": "yes",
+                     "supporting_chunk_ids": ["c1"]}]}),
+        (SufficiencyInput(query="When does the Brill Museum open on Mondays, and is entry free?",
+                          sub_questions=[SubQuestionIn(id="q1", text="When does the Brill Museum open on Mondays?"),
+                                         SubQuestionIn(id="q2", text="Is entry to the Brill Museum free?")],
+                          chunks=[ChunkIn(id="c0", text="Brill Museum hours: Tuesday to Sunday, 10:00-18:00."),
+                                  ChunkIn(id="c1", text="Entry is free for under-18s; adults pay 12 euros."),
+                                  ChunkIn(id="c2", text="The Brill Museum opens at 09:00 every day.")]),
+         {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["one consistent Monday opening time"],
+                     "reasoning": "c0 omits Mondays, c2 says every day at 09:00: they conflict.",
+                     "sufficient": "no", "supporting_chunk_ids": []},
+                    {"sub_question_id": "q2", "evidence": [{"chunk_id": "c1", "quote": "free for under-18s; adults "
+                                                            "pay 12 euros"}],
+                     "missing_facts": [], "reasoning": "c1 settles it: free only for under-18s.", "sufficient": "yes",
+                     "supporting_chunk_ids": ["c1"]}]}),
+        (SufficiencyInput(query="Does the Kestrel app have any offline mode?",
+                          sub_questions=[SubQuestionIn(id="q1", text="Does the Kestrel app have any offline mode?")],
+                          chunks=[ChunkIn(id="c0", text="Kestrel syncs your notes across all your devices.")]),
+         {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["whether any offline mode exists"],
+                     "reasoning": "No chunk states an offline mode or its absence.", "sufficient": "no",
+                     "supporting_chunk_ids": []}]}),
+    ],
+    "faithfulness": [
+        (FaithfulnessInput(query="How heavy is the Orla tablet, how big is its screen and how long does it last?",
+                           chunks=[ChunkIn(id="c0", text="The Orla tablet weighs 480 g and has a 10-inch screen.",
+                                           source="spec-sheet.pdf"),
+                                   ChunkIn(id="c1", text="Orla review: 470 grams, 10-inch display, 9 hours of "
+                                           "battery.")],
+                           claims=[ClaimIn(id="k1", text="The Orla tablet weighs 480 g."),
+                                   ClaimIn(id="k2", text="The Orla tablet has a 12-inch screen."),
+                                   ClaimIn(id="k3", text="The Orla battery lasts about 9 hours.")]),
+         {"items": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "weighs 480 g"},
+                                                    {"chunk_id": "c1", "quote": "470 grams"}], "dates": [],
+                     "reasoning": "c0 says 480 g, c1 says 470 g.", "relation": "conflicting",
+                     "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": ["c1"]},
+                    {"claim_id": "k2", "evidence": [{"chunk_id": "c0", "quote": "a 10-inch screen"},
+                                                    {"chunk_id": "c1", "quote": "10-inch display"}], "dates": [],
+                     "reasoning": "Both chunks give 10 inches, not 12.", "relation": "contradicted",
+                     "grounding_chunk_ids": [], "contradicting_chunk_ids": ["c0", "c1"]},
+                    {"claim_id": "k3", "evidence": [{"chunk_id": "c1", "quote": "9 hours of battery"}], "dates": [],
+                     "reasoning": "c1 gives 9 hours.", "relation": "supported", "grounding_chunk_ids": ["c1"],
+                     "contradicting_chunk_ids": []}]}),
+    ],
+    "completeness": [
+        (CompletenessInput(query="How do I reset the Vela 3, and will I lose my photos?",
+                           sub_questions=[SubQuestionIn(id="q1", text="How do I reset the Vela 3?"),
+                                          SubQuestionIn(id="q2", text="Will resetting the Vela 3 delete my photos?")],
+                           claims=[ClaimIn(id="k1", text="Holding power and volume-down for 10 seconds resets the "
+                                           "Vela 3."),
+                                   ClaimIn(id="k2", text="A reset erases the Vela 3's apps and settings."),
+                                   ClaimIn(id="k3", text="Backing up data regularly is wise.")],
+                           gaps=[GapIn(id="g1", text="whether photos on the memory card are deleted")]),
+         {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]},
+                     {"claim_id": "k2", "role": "answers", "sub_question_ids": ["q2"]},
+                     {"claim_id": "k3", "role": "supports", "sub_question_ids": ["q2"]}],
+          "gaps": [{"gap_id": "g1", "sub_question_ids": ["q2"]}],
+          "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1 gives the steps.", "status": "answered"},
+                            {"sub_question_id": "q2", "reasoning": "k2 covers apps, g1 leaves photos open.",
+                             "status": "partial"}]}),
+        (CompletenessInput(query="Is the Kestrel app free?",
+                           sub_questions=[SubQuestionIn(id="q1", text="Is the Kestrel app free?")],
+                           claims=[ClaimIn(id="k1", text="Kestrel's price depends on the plan."),
+                                   ClaimIn(id="k2", text="Kestrel was launched in 2019.")]),
+         {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]},
+                     {"claim_id": "k2", "role": "extra", "sub_question_ids": []}],
+          "gaps": [],
+          "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1 says it depends, not whether a plan is free.",
+                             "status": "partial"}]}),
+        (CompletenessInput(query="What is the Vela 3's screen size?",
+                           sub_questions=[SubQuestionIn(id="q1", text="What is the Vela 3's screen size?")],
+                           claims=[ClaimIn(id="k1", text="The Vela 3 has a 6.1-inch screen.")],
+                           gaps=[GapIn(id="g1", text="the Vela 3 Pro's screen size")]),
+         {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]}],
+          "gaps": [{"gap_id": "g1", "sub_question_ids": []}],
+          "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1 gives it; g1 is about another model.",
+                             "status": "answered"}]}),
+    ],
+}
+
+
+def example_text(task_name: str, *, timed: bool = True, more: int = 0) -> str:
+    """The task's worked examples as the system prompt shows them; not `timed`, without what is about time;
+    followed by the first `more` of the task's further examples (MORE)."""
+    pairs = EXAMPLES[task_name] if timed else [_untimed(p, o) for p, o in EXAMPLES[task_name]]
+    pairs = pairs + MORE.get(task_name, [])[:more]
     return "\n".join(f"Example:\n{_input_lines(payload)}\n→\n" + "\n".join(_output_lines(task_name, output))
-                     for payload, output in EXAMPLES[task_name])
+                     for payload, output in pairs)
+
+
+def _untimed(payload: BaseModel, output: dict[str, Any]) -> tuple[BaseModel, dict[str, Any]]:
+    """A faithfulness example as a call where time cannot matter sees it: no date, no claim with a cutoff,
+    and no chunk only such a claim cites (the other tasks' examples hold no time)."""
+    if not isinstance(payload, FaithfulnessInput):
+        return payload, output
+    claims = [c for c in payload.claims if not c.cutoff]
+    kept = {c.id for c in claims}
+    items = [{k: v for k, v in i.items() if k != "dates"} for i in output["items"] if i["claim_id"] in kept]
+    cited = {e["chunk_id"] for i in items for e in i["evidence"]} | {
+        c for i in items for c in i["grounding_chunk_ids"] + i["contradicting_chunk_ids"]}
+    chunks = [c for c in payload.chunks if c.id in cited]
+    return payload.model_copy(update={"claims": claims, "chunks": chunks, "as_of": None}), {"items": items}
 
 
 def _chunk_line(c: ChunkIn) -> str:

@@ -175,3 +175,8 @@ QUOTE_NOT_IN_CHUNK = Rule("quote_not_in_chunk", _SOURCES, "quote {n} is not in t
 EXPLAIN_EVIDENCE = Rule("explain_evidence", "At least one quote, or the missing fact.",
                         "the reply has no quote and no missing fact",
                         "quote the chunk or response words at fault, or name the missing fact")
+
+# The rules about time: stated only to a call where time can matter (veralith.llm.tasks.timed), and
+# breakable only there (no cutoff, no "stale" and no `dates` elsewhere).
+TIME = frozenset({CURRENT_SUPPORT, DATES_ONLY_STALE, DATE_ISO, DATE_IN_QUOTE, DATE_ATTRIBUTE, STALE_UNDATED,
+                  STALE_NOT_LATER, STALE_NOT_BEFORE_CUTOFF, STALE_NOT_BEFORE_TIME, STALE_TIMELESS})

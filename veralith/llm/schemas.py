@@ -12,14 +12,16 @@ from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
     "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
     "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote", "ExtractedClaim", "ExtractedGap",
-    "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "FastBareOutput", "FastInput",
-    "FastOutput", "FastReaskInput", "GapIn", "GapLink", "JudgedClaimIn", "JudgedSubQuestionIn", "QuestionItem",
-    "QuestionsInput", "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput",
-    "SufficiencyItem", "SufficiencyOutput", "fast_reask_output",
+    "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "FaithfulnessUntimedOutput",
+    "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink", "JudgedClaimIn",
+    "JudgedSubQuestionIn", "QuestionItem", "QuestionsInput", "QuestionsOutput", "Sentence", "SubQuestionIn",
+    "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem", "SufficiencyOutput", "UntimedItem",
+    "fast_reask_output",
 ]
 
 
@@ -170,6 +172,20 @@ class FaithfulnessItem(_Out):
 
 class FaithfulnessOutput(_Out):
     items: list[FaithfulnessItem]
+
+
+class UntimedItem(FaithfulnessItem):
+    """A faithfulness item of a call where nothing is dated and nothing asks about now (prompts.timed):
+    no date can make a claim stale there, so the schema asks for neither `dates` nor "stale" (the
+    stale-claim review, veralith.llm.temporal, still reads dates in the chunks' words). A subclass, so
+    the pipeline reads it as any FaithfulnessItem; the short name is what the schema repeats."""
+
+    dates: SkipJsonSchema[list[DateEvidence]] = Field(default_factory=list)
+    relation: Literal["supported", "unsupported", "contradicted", "conflicting"]
+
+
+class FaithfulnessUntimedOutput(FaithfulnessOutput):
+    items: list[UntimedItem]   # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------- completeness

@@ -49,6 +49,7 @@ from veralith.llm.schemas import (
     FaithfulnessInput,
     FaithfulnessItem,
     FaithfulnessOutput,
+    FaithfulnessUntimedOutput,
     FastBareOutput,
     FastInput,
     FastOutput,
@@ -66,6 +67,7 @@ from veralith.llm.schemas import (
     SufficiencyInput,
     SufficiencyItem,
     SufficiencyOutput,
+    UntimedItem,
     fast_reask_output,
 )
 from veralith.llm.text import quote_in
@@ -78,7 +80,7 @@ __all__ = [
     "FaithfulnessOutput", "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink",
     "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem", "QuestionItem", "QuestionsInput",
     "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
-    "SufficiencyOutput", "Task", "model_for", "quote_in",
+    "SufficiencyOutput", "Task", "UntimedItem", "model_for", "quote_in", "timed",
 ]
 
 I = TypeVar("I", bound=BaseModel)
@@ -116,6 +118,16 @@ class Task(Generic[I, O]):
         return self.shape(payload) if self.shape is not None and payload is not None else self.output_model  # type: ignore[arg-type]
 
 
+def timed(payload: BaseModel) -> bool:
+    """Whether time can matter to a judge call: a chunk carries a date, or a sub-question or claim asks
+    about now (has a cutoff). Only then do the prompt's rules about dates and staleness, the date line
+    and faithfulness's `dates` and "stale" reach the call (veralith.llm.prompts); dates a chunk's words
+    give are still read by the stale-claim review in code (veralith.llm.temporal)."""
+    items = [*getattr(payload, "sub_questions", ()), *getattr(payload, "claims", ())]
+    return any(getattr(c, "date", None) for c in getattr(payload, "chunks", ())) or any(
+        getattr(i, "cutoff", None) for i in items)
+
+
 def _no_problems(_inp: BaseModel, _out: BaseModel) -> list[Problem]:
     # The re-ask of the single call holds judged items only; the pipeline settles each with its judge's checks.
     return []
@@ -126,7 +138,8 @@ CLAIMS = Task("claims", ClaimsInput, ClaimsOutput, checks.check_claims)
 SUFFICIENCY = Task("sufficiency", SufficiencyInput, SufficiencyOutput, checks.check_sufficiency, (
     ItemList("items", "sub_question_id", lambda p: [q.id for q in p.sub_questions]),))
 FAITHFULNESS = Task("faithfulness", FaithfulnessInput, FaithfulnessOutput, checks.check_faithfulness, (
-    ItemList("items", "claim_id", lambda p: [c.id for c in p.claims]),))
+    ItemList("items", "claim_id", lambda p: [c.id for c in p.claims]),),
+    shape=lambda p: FaithfulnessOutput if timed(p) else FaithfulnessUntimedOutput)
 COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, checks.check_completeness, (
     ItemList("claims", "claim_id", lambda p: [c.id for c in p.claims]),
     ItemList("gaps", "gap_id", lambda p: [g.id for g in p.gaps]),

@@ -38,6 +38,7 @@ from veralith.patterns import fixes
 from veralith.patterns.claims import KINDS, claim_kinds
 from veralith.patterns.topics import cluster
 from veralith.patterns.transitions import transitions
+from veralith.store import ops
 from veralith.store.patterns import PatternScope
 
 if TYPE_CHECKING:
@@ -126,13 +127,13 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
     """The patterns of the scope (see the module docstring). `run`/`against` are run ids or names
     (RunNotFound when unknown); `since`/`until` are UTC ISO text as stored (traces created at or
     after `since`, before `until`; the transitions compare whole runs); `limit` groups per section."""
-    chosen = store.resolve_run(run) if run is not None else None
-    base = store.resolve_run(against) if against is not None else None
+    chosen = store.read(ops.resolve_run, run) if run is not None else None
+    base = store.read(ops.resolve_run, against) if against is not None else None
     scope = PatternScope(knowledge_base=kb, run_id=chosen.id if chosen else None, since=since, until=until)
-    counts = store.pattern_counts(scope)
+    counts = store.read(ops.pattern_counts, scope)
     drafts: dict[str, list[_Draft]] = {kind: [] for kind in SECTIONS}
     short: dict[str, list[tuple[str, int]]] = {kind: [] for kind in SECTIONS}   # (what, traces) under the minimum
-    for doc in store.document_figures(scope):
+    for doc in store.read(ops.document_figures, scope):
         figures = asdict(doc)
         if 0 < doc.contradicting < min_traces:
             short["source"].append((doc.document, doc.contradicting))
@@ -149,7 +150,7 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
                 "idle_source", doc.document, doc.retrieved_failing, fix=fixes.idle_source_fix(doc.document),
                 figures=figures, detail=f"retrieved by {doc.retrieved} trace(s) ({doc.retrieved_failing} failing); "
                 "grounds no claim in any of them"), (-doc.retrieved_failing, -doc.retrieved, doc.document)))
-    missed, judged = store.question_rows(scope, sample=SAMPLE)
+    missed, judged = store.read(ops.question_rows, scope, sample=SAMPLE)
     topics = cluster(missed, judged, min_traces=min_traces)
     alone = len({trace_id for trace_id, _, _ in missed}) - sum(len(topic.trace_ids) for topic in topics)
     for topic in topics:
@@ -173,7 +174,7 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
             if len(move.rows) < min_traces:
                 short["transition"].append((move.key, len(move.rows)))
                 continue
-            suggestion = store.common_suggestions([r.id for r in move.rows[:500]])
+            suggestion = store.read(ops.common_suggestions, [r.id for r in move.rows[:500]])
             drafts["transition"].append(_Draft(Group(
                 "transition", move.key, len(move.rows), detail=move.detail, figures=move.figures,
                 fix=fixes.transition_fix(pair[0].label, pair[1].label, suggestion[0][:2] if suggestion else None)),
@@ -212,7 +213,7 @@ def _below(kind: str, short: list[tuple[str, int]]) -> str | None:
 def _claim_drafts(store: Store, scope: PatternScope, min_traces: int) -> tuple[list[_Draft], list[tuple[str, int]]]:
     traces: dict[str, dict[int, set[str]]] = {kind: {} for kind in KINDS}
     relations: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
-    for trace_id, claim_id, relation, text in store.bad_claims(scope):
+    for trace_id, claim_id, relation, text in store.read(ops.bad_claims, scope):
         for kind in claim_kinds(text):
             traces[kind].setdefault(trace_id, set()).add(claim_id)
             relations[kind][relation] += 1
@@ -236,11 +237,11 @@ def _claim_drafts(store: Store, scope: PatternScope, min_traces: int) -> tuple[l
 def _pair(store: Store, chosen: Any, base: Any) -> tuple[tuple[Any, Any] | None, str]:
     """(earlier run, later run) whose transitions are shown, or None and why not."""
     if base is not None:
-        later = chosen or next(iter(store.list_runs(limit=1)), None)
+        later = chosen or next(iter(store.read(ops.list_runs, limit=1)), None)
         if later is None or later.id == base.id:
             return None, f"{base.label} is compared with itself: name a later run with --run"
         return (base, later), ""
-    newest = store.list_runs(limit=1000)
+    newest = store.read(ops.list_runs, limit=1000)
     if chosen is None:
         return ((newest[1], newest[0]), "") if len(newest) >= 2 else (None, "needs two runs (see `veralith runs`)")
     older = next((r for r in newest if r.id < chosen.id), None)
@@ -254,13 +255,13 @@ def _finish(store: Store, scope: PatternScope, drafts: dict[str, list[_Draft]], 
     """The sections, each cut to `limit` groups, with examples read for the groups kept."""
     shown = {kind: sorted(found, key=lambda d: d.rank)[:limit] for kind, found in drafts.items()}
     for kind, contradicting in (("source", True), ("idle_source", False)):
-        refs = store.document_examples(scope, [d.group.key for d in shown[kind]], contradicting=contradicting,
+        refs = store.read(ops.document_examples, scope, [d.group.key for d in shown[kind]], contradicting=contradicting,
                                        per_document=examples)
         for d in shown[kind]:
             d.refs = [(trace_id, ("chunk", chunk) if contradicting else None) for trace_id, chunk in refs[d.group.key]]
     wanted = {t for found in shown.values() for d in found for t, focus in d.refs[:examples]
               if not isinstance(focus, str)}
-    details = store.failure_details(wanted) if wanted else {}
+    details = store.read(ops.failure_details, wanted) if wanted else {}
     sections = []
     for kind in SECTIONS:
         groups = []

@@ -3,7 +3,7 @@
 The traces of the two runs are matched as `veralith compare` matches them (veralith.compare.pair_rows:
 external id, then knowledge base + query). A pair counts when the later trace fails the gate and
 either its cell changed or it passed before (a trace that failed in the same cell both times did not
-move). Reading the rows costs one query per run (RunStore.trace_rows).
+move). Reading the rows costs one query per run (Store.trace_rows).
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from veralith.compare import TraceRow, pair_rows, severity
 from veralith.compare.core import cell_of, gate_of
+from veralith.store import ops
 
 if TYPE_CHECKING:
-    from veralith.store.protocol import RunStore
+    from veralith.store.protocol import Store
     from veralith.store.runs import Run
 
 __all__ = ["Move", "Transitions", "transitions"]
@@ -36,10 +37,10 @@ class Transitions:
     note: str                     # which runs, how many traces matched, and whether the judges differed
 
 
-def transitions(store: RunStore, run_a: Run, run_b: Run, *, kb: str | None = None) -> Transitions:
+def transitions(store: Store, run_a: Run, run_b: Run, *, kb: str | None = None) -> Transitions:
     """The moves from run A (earlier) to run B, only knowledge base `kb`'s traces when given."""
-    rows_a = [TraceRow._make(r) for r in store.trace_rows(run_a)]
-    rows_b = [TraceRow._make(r) for r in store.trace_rows(run_b)]
+    rows_a = [TraceRow._make(r) for r in store.read(ops.trace_rows, run_a)]
+    rows_b = [TraceRow._make(r) for r in store.read(ops.trace_rows, run_b)]
     if kb is not None:
         rows_a = [r for r in rows_a if r.knowledge_base == kb]
         rows_b = [r for r in rows_b if r.knowledge_base == kb]

@@ -114,7 +114,8 @@ def estimate_explain(result: EvaluationResult, *, client: Any = None) -> ModelCo
 
     schema: Callable[..., dict[str, Any]] = getattr(client, "schema", None) or strict_schema
     payload = explain_input(result)
-    tokens, _ = estimate_prompt_tokens(prompts.render(EXPLAIN.name, payload), schema(EXPLAIN, payload), model)
+    messages = prompts.render(EXPLAIN.name, payload, model=model)
+    tokens, _ = estimate_prompt_tokens(messages, schema(EXPLAIN, payload), model)
     output = OUTPUT_ALLOWANCE["explain"]
     return ModelCost(model, 1, tokens, output, _usd(model, tokens, output))
 

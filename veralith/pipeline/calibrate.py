@@ -21,7 +21,7 @@ __all__ = ["current_threshold"]
 
 
 def current_threshold(knowledge_base: str, store: CalibrationData | None = None) -> tuple[float, ThresholdSource]:
-    """(threshold, source) for `knowledge_base` from `store` (any TraceStore). With None the
+    """(threshold, source) for `knowledge_base` from `store` (any Store). With None the
     fallback, without touching disk."""
     if store is None:
         return settings.sufficiency_fallback, ThresholdSource.fallback

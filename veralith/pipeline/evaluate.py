@@ -134,10 +134,10 @@ class _Prepared:
             enforce_budget(self.query, self.chunks, self.response, client=client)
         self.store = None
         if persist:
-            from veralith.store import open_store
+            from veralith.store import open_store, ops
             self.store = open_store()
             if trace_id is not None:
-                self.store.trace_info(trace_id)  # TraceNotFound now, before paying for any judge call
+                self.store.read(ops.trace_info, trace_id)  # TraceNotFound now, before paying for any judge call
 
 
 def evaluate_checked(query: str, chunks: list[ContextChunk], response: str, *, store: Store | None,
@@ -218,7 +218,10 @@ class _Setting:
         threshold, source = _threshold(knowledge_base, store)
         created = None
         if store is not None and trace_id is not None:
-            created = store.trace_info(trace_id).created_at   # a stored trace is judged as of the day it was logged
+            from veralith.store import ops
+
+            # a stored trace is judged as of the day it was logged
+            created = store.read(ops.trace_info, trace_id).created_at
         self.pipeline: dict[str, Any] = dict(threshold=threshold, threshold_source=source,
                                              knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
                                              as_of=as_of_date(metadata or {}, created))
@@ -238,8 +241,9 @@ class _Setting:
 def _threshold(knowledge_base: str, store: Store | None) -> tuple[float, ThresholdSource]:
     if store is None:
         return settings.sufficiency_fallback, ThresholdSource.fallback
-    from veralith.pipeline.calibrate import current_threshold
-    return current_threshold(knowledge_base, store)
+    from veralith.store import ops
+
+    return store.read(ops.current_threshold, knowledge_base)
 
 
 def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,

@@ -1,6 +1,7 @@
 """History: the trace store (schema from numbered migrations, results in and out, leases).
 
-Callers use the `Store` protocol (veralith.store.protocol); `open_store()` returns the store
+Callers run the shared SQL (veralith.store.ops) on a `Store` (veralith.store.protocol):
+`open_store().read(ops.stats)`. `open_store()` returns the store
 `VERALITH_DB_URL` names: `SQLiteStore` for `sqlite:///path` (the default, the file
 `VERALITH_DB_PATH`), `PostgresStore` for `postgresql://…` (the `postgres` extra). `load_result` is
 here because it is what most users of the library want.
@@ -13,14 +14,13 @@ import threading
 from typing import TYPE_CHECKING
 
 from veralith.store.errors import AmbiguousTraceId, DuplicateExternalId, TraceNotEvaluated, TraceNotFound
-from veralith.store.protocol import BrowseStore, RunStore, Store, StoredResult, TraceInfo, TraceInput, TraceStore
+from veralith.store.protocol import Store, StoredResult, TraceInfo, TraceInput
 
 if TYPE_CHECKING:
     from veralith.models import EvaluationResult
 
-__all__ = ["AmbiguousTraceId", "BrowseStore", "DuplicateExternalId", "RunStore", "Store", "StoredResult", "TraceInfo",
-           "TraceInput", "TraceNotEvaluated", "TraceNotFound", "TraceStore", "load_result", "open_store",
-           "store_url"]
+__all__ = ["AmbiguousTraceId", "DuplicateExternalId", "Store", "StoredResult", "TraceInfo", "TraceInput",
+           "TraceNotEvaluated", "TraceNotFound", "load_result", "open_store", "store_url"]
 
 _stores: dict[tuple[str, bool, int], Store] = {}
 _stores_lock = threading.Lock()
@@ -71,4 +71,6 @@ def open_store(where: str | os.PathLike[str] | None = None, *, read_only: bool =
 
 def load_result(trace_id: int) -> EvaluationResult:
     """The stored result of a trace in the configured store (TraceNotFound, TraceNotEvaluated)."""
-    return open_store(read_only=False).load_result(trace_id)
+    from veralith.store import ops
+
+    return open_store(read_only=False).read(ops.load_result, trace_id)

@@ -5,7 +5,7 @@ and by every store's `stats`): among the done results of a knowledge base in `co
 the `settings.calibration_percentile`-th percentile of their sufficiency_fraction is the threshold
 once there are at least `settings.calibration_min_traces` of them; until then the strict
 `settings.sufficiency_fallback`. It reads a store only through `calibration_count` and
-`calibration_values` (any TraceStore has them), so every store calibrates alike.
+`calibration_values` (`SqlCalibration` over either store's connection), so every store calibrates alike.
 
 Percentile definition (numpy.percentile's default, method="linear"): with the n values sorted
 ascending as x[0..n-1] and h = (n - 1) * p / 100, the result is x[floor(h)] + (h - floor(h)) *
@@ -39,7 +39,7 @@ CALIBRATION_CELL = "complete_grounded"  # also written into the triggers that ke
 
 
 class CalibrationData(Protocol):
-    """The two reads calibration needs (every TraceStore has them)."""
+    """The two reads calibration needs (every Store has them)."""
 
     def calibration_count(self, knowledge_base: str) -> int: ...
 

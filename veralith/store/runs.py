@@ -202,10 +202,12 @@ def trace_rows(db: Db, run: Run) -> list[tuple[Any, ...]]:
     own copies (with their reasons), an SDK run's traces as they are now (reason None)."""
     if run.source == "eval":
         columns = ", ".join("trace_id" if c == "id" else c for c in TRACE_ROW_COLUMNS)
-        return db.execute(f"SELECT {columns} FROM run_traces WHERE run_id = ? ORDER BY trace_id",
+        rows = db.execute(f"SELECT {columns} FROM run_traces WHERE run_id = ? ORDER BY trace_id",
                           [run.id]).fetchall()
-    columns = ", ".join("NULL" if c == "reason" else c for c in TRACE_ROW_COLUMNS)
-    return db.execute(f"SELECT {columns} FROM traces WHERE run_id = ? ORDER BY id", [run.id]).fetchall()
+    else:
+        columns = ", ".join("NULL" if c == "reason" else c for c in TRACE_ROW_COLUMNS)
+        rows = db.execute(f"SELECT {columns} FROM traces WHERE run_id = ? ORDER BY id", [run.id]).fetchall()
+    return [tuple(row) for row in rows]
 
 
 def failure_details(db: Db, trace_ids: Iterable[int]) -> dict[int, dict[str, Any]]:

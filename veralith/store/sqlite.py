@@ -29,6 +29,7 @@ from veralith.errors import StoreError
 from veralith.store import db as dbmod
 from veralith.store.errors import sqlite_error
 from veralith.store.migrate import discover, schema_version
+from veralith.store.protocol import Replies
 from veralith.store.replies import ReplyTable
 from veralith.store.sql import SqliteDb
 from veralith.store.sqlstore import SqlStore
@@ -108,29 +109,11 @@ class SQLiteStore(SqlStore):
                 self._reply_table = ReplyTable(self.path)
             return self._reply_table
 
-    def cache_get(self, key: str) -> str | None:
+    def replies(self) -> Replies:
         if self.read_only:
-            return super().cache_get(key)
-        try:
-            return self._replies().get(key)
-        except sqlite3.Error as exc:
-            raise self._classify(exc) or exc from exc
+            return super().replies()
+        return _GuardedReplies(self, self._replies())
 
-    def cache_put(self, key: str, value: str, *, task: str = "", model: str = "", prompt_version: str = "") -> None:
-        if self.read_only:
-            return super().cache_put(key, value, task=task, model=model, prompt_version=prompt_version)
-        try:
-            self._replies().put(key, value, task=task, model=model, prompt_version=prompt_version)
-        except sqlite3.Error as exc:
-            raise self._classify(exc) or exc from exc
-
-    def cache_count_hits(self, hits: Mapping[str, int]) -> None:
-        if self.read_only:
-            return super().cache_count_hits(hits)
-        try:
-            self._replies().count_hits(hits)
-        except sqlite3.Error as exc:
-            raise self._classify(exc) or exc from exc
 
 
 def connect_readonly(path: str | os.PathLike[str], *, check_schema: bool = True) -> SqliteDb:
@@ -185,3 +168,28 @@ def _check_schema(db: SqliteDb, target: Path) -> None:
         raise StoreError(f"the database at {target} has schema {have or 'none'}, this Veralith expects "
                          f"{names[-1]}; any writing command (e.g. `veralith resume`) brings it up to date")
     raise StoreError(f"the database at {target} was written by a newer Veralith (schema {have}); upgrade veralith")
+
+
+class _GuardedReplies:
+    """The shared reply connection, its errors turned into the store's (WritesStopped, StoreUnavailable)."""
+
+    def __init__(self, store: SQLiteStore, table: ReplyTable) -> None:
+        self.store, self.table = store, table
+
+    def get(self, key: str) -> str | None:
+        try:
+            return self.table.get(key)
+        except sqlite3.Error as exc:
+            raise self.store._classify(exc) or exc from exc
+
+    def put(self, key: str, value: str, *, task: str, model: str, prompt_version: str) -> None:
+        try:
+            self.table.put(key, value, task=task, model=model, prompt_version=prompt_version)
+        except sqlite3.Error as exc:
+            raise self.store._classify(exc) or exc from exc
+
+    def count_hits(self, hits: Mapping[str, int]) -> None:
+        try:
+            self.table.count_hits(hits)
+        except sqlite3.Error as exc:
+            raise self.store._classify(exc) or exc from exc

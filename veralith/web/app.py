@@ -1,7 +1,7 @@
 """The `veralith serve` application: Starlette routes over a store opened read-only, Jinja2 pages.
 
-It reads the store only through its protocol (veralith.store.protocol: BrowseStore, RunStore,
-TraceStore.load_result), so it serves a SQLite file and a PostgreSQL history alike.
+It reads the store only through the shared SQL functions (veralith.store.ops, run with
+`store.read`), so it serves a SQLite file and a PostgreSQL history alike.
 
 Safety contract (tests/test_web*.py check each in a browser or over HTTP):
 - Read-only: the store is opened `read_only` (SQLite: `mode=ro` and `query_only`; PostgreSQL:
@@ -43,7 +43,7 @@ from veralith.errors import StoreError
 from veralith.llm.local.about import about
 from veralith.models import EvaluationResult
 from veralith.safe_text import laid_out
-from veralith.store import Store, browse, open_store
+from veralith.store import Store, browse, open_store, ops
 from veralith.web import chart, views
 from veralith.web.hosts import is_loopback
 
@@ -79,7 +79,7 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
     before the server starts (StoreError); requests then share its pool of read-only connections.
     """
     store = open_store(where, read_only=True)
-    store.knowledge_bases()  # a first read: a store that cannot be read fails here, not on the first page
+    store.read(ops.knowledge_bases)  # a first read: a store that cannot be read fails here, not on the first page
     pages = _Pages(store, page_size)
     routes = [
         Route("/", pages.overview, name="overview"),
@@ -189,9 +189,9 @@ class _Pages:
     def overview(self, request: Request) -> Response:
         store = self.store
         # The knowledge bases with the most failing results first: where to look.
-        kbs = dict(sorted(store.kb_figures().items(), key=lambda kv: (-kv[1]["by_gate"].get("fail", 0), kv[0])))
-        daily = store.daily_figures(days=DAYS)
-        figures = store.stats() if kbs else {"thresholds": {}, "app_latency": {}}
+        kbs = dict(sorted(store.read(ops.kb_figures).items(), key=lambda kv: (-kv[1]["by_gate"].get("fail", 0), kv[0])))
+        daily = store.read(ops.daily_figures, days=DAYS)
+        figures = store.read(ops.stats) if kbs else {"thresholds": {}, "app_latency": {}}
         runs = self._runs()
 
         def day_link(kb: str) -> Any:
@@ -208,8 +208,8 @@ class _Pages:
 
     def _runs(self) -> dict[str, Any]:
         """The newest runs with their totals, cells and a chart over them (oldest first)."""
-        newest = self.store.list_runs(limit=RUNS_SHOWN)
-        cells = self.store.run_cells([(r.id, r.source) for r in newest])
+        newest = self.store.read(ops.list_runs, limit=RUNS_SHOWN)
+        cells = self.store.read(ops.run_cells, [(r.id, r.source) for r in newest])
         ordered = newest[::-1]
         keys = [str(r.id) for r in ordered]
         graph = chart.cell_chart(keys, {str(r.id): cells[r.id] for r in ordered}, labels=[f"#{r.id}" for r in ordered],
@@ -227,16 +227,16 @@ class _Pages:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
         store = self.store
         if sort is None:
-            page = store.page_traces(flt, limit=self.page_size, before=before, after=after)
+            page = store.read(ops.page_traces, flt, limit=self.page_size, before=before, after=after)
             rows, newer, older, searched_to, next_cursor = page.rows, page.newer, page.older, page.searched_to, None
         else:
-            sorted_page = store.page_sorted(flt, sort=sort, limit=self.page_size, cursor=cursor)
+            sorted_page = store.read(ops.page_sorted, flt, sort=sort, limit=self.page_size, cursor=cursor)
             rows, newer, older, next_cursor = sorted_page.rows, None, None, sorted_page.next
             searched_to = sorted_page.searched_to
-        total = store.count_traces(flt)
+        total = store.read(ops.count_traces, flt)
         reasons = views.row_reasons(store, rows)
-        kbs = store.knowledge_bases()
-        runs = store.run_labels()
+        kbs = store.read(ops.knowledge_bases)
+        runs = store.read(ops.run_labels)
         return self.render("traces.html", page="traces", flt=flt, rows=rows, newer=newer, older=older,
                            searched_to=searched_to, window=browse.SCAN_WINDOW, kbs=kbs, runs=runs, total=total,
                            reasons=reasons, sort=sort, first=cursor is None and after is None and before is None,
@@ -256,19 +256,19 @@ class _Pages:
         except _BadFilter as exc:
             return self.render("error.html", 400, page="traces", title="Bad filter", message=str(exc))
         # An id past what a store holds (2**63) names no trace; binding it would raise OverflowError.
-        row = self.store.trace_row(trace_id) if trace_id < 2**63 else None
+        row = self.store.read(ops.trace_row, trace_id) if trace_id < 2**63 else None
         if row is None:
             return self.render("error.html", 404, page="traces", title="Not found",
                                message=f"No trace has id {trace_id}.")
         try:
-            result: EvaluationResult | None = self.store.load_result(trace_id)
+            result: EvaluationResult | None = self.store.read(ops.load_result, trace_id)
         except TraceNotEvaluated:
             result = None
         except (sqlite3.DatabaseError, ValueError, StoreError) as exc:
             return self.render("error.html", 500, page="traces", title="Unreadable trace",
                                message=f"Trace {trace_id} cannot be read: {exc}")
-        near = self.store.neighbours(trace_id, flt)
-        earlier = self.store.history(trace_id)
+        near = self.store.read(ops.neighbours, trace_id, flt)
+        earlier = self.store.read(ops.history, trace_id)
         context: dict[str, Any] = {"page": "trace", "row": row, "result": result, "flt": flt, "about_local": about(),
                                    "query_shown": views.QUERY_SHOWN, "chunk_shown": views.CHUNK_SHOWN,
                                    "history": earlier,
@@ -303,7 +303,7 @@ class _Pages:
             limit = _int_param(request, "limit")
         except _BadFilter as exc:
             return self.render("error.html", 400, page="compare", title="Bad limit", message=str(exc))
-        labels = self.store.run_labels(limit=200)
+        labels = self.store.read(ops.run_labels, limit=200)
         a, b = request.query_params.get("a", "").strip(), request.query_params.get("b", "").strip()
         picked = None
         if not a and not b and len(labels) >= 2:  # the default question: what did the last run change?
@@ -355,7 +355,7 @@ class _Pages:
         except _BadFilter as exc:
             return self.render("error.html", 400, page="patterns", title="Bad filter", message=str(exc))
         until = None if flt.until is None else flt.until + dt.timedelta(days=1)
-        kbs, runs = self.store.knowledge_bases(), self.store.run_labels(limit=200)
+        kbs, runs = self.store.read(ops.knowledge_bases), self.store.read(ops.run_labels, limit=200)
         try:
             found = find_patterns(self.store, kb=flt.kb, run=None if flt.run is None else str(flt.run),
                                   since=_utc_text(flt.since), until=_utc_text(until), limit=limit or PATTERN_LIMIT)

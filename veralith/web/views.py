@@ -14,6 +14,7 @@ from typing import Any
 
 from veralith.models import EvaluationResult, FaithfulnessJudgment
 from veralith.pipeline.describe import ClaimLine
+from veralith.store import ops
 
 __all__ = ["CHUNK_SHOWN", "CLAIMS_SHOWN", "EVIDENCE_AROUND", "QUERY_SHOWN", "ClaimView", "Segment", "claim_views",
            "quote_in_chunk", "response_segments", "row_reasons"]
@@ -153,7 +154,7 @@ def row_reasons(store: Any, rows: list[dict[str, Any]]) -> dict[int, str]:
     from veralith.compare.reasons import failure_reason
 
     failing = [r["id"] for r in rows if r["quality_gate"] not in (None, "pass")]
-    details = store.failure_details(failing) if failing else {}
+    details = store.read(ops.failure_details, failing) if failing else {}
     out = {trace_id: failure_reason(detail) for trace_id, detail in details.items()}
     out.update({r["id"]: r["error"] for r in rows if r["quality_gate"] is None and r.get("error")})
     return out

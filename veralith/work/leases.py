@@ -46,15 +46,25 @@ def process_start(pid: int) -> str:
 
 
 _TOKEN: tuple[int, str] | None = None
+# The first token of a process is often asked for by two threads at once (log()'s caller, which names
+# its spool segment with it, and the shipper); without the lock each could draw its own, and the spool
+# would take the caller's next append for a forked child's and forget the segment it had written.
+_TOKEN_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):  # a fork while another thread held it must not leave the child stuck
+    os.register_at_fork(after_in_child=lambda: globals().__setitem__("_TOKEN_LOCK", threading.Lock()))
 
 
 def token() -> str:
     """This process's lease token: '<pid start time>-<random hex>'; new after a fork."""
     global _TOKEN
     pid = os.getpid()
-    if _TOKEN is None or _TOKEN[0] != pid:
-        _TOKEN = (pid, f"{process_start(pid)}-{secrets.token_hex(8)}")
-    return _TOKEN[1]
+    made = _TOKEN
+    if made is None or made[0] != pid:
+        with _TOKEN_LOCK:
+            made = _TOKEN
+            if made is None or made[0] != pid:
+                made = _TOKEN = (pid, f"{process_start(pid)}-{secrets.token_hex(8)}")
+    return made[1]
 
 
 def mine() -> tuple[str, int, str]:

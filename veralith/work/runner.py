@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veralith.models import EvaluationResult
+from veralith.store import ops
 from veralith.work.claims import claims_for
 from veralith.work.judged import Judge, Judged
 from veralith.work.policy import Action, Decision, decide
@@ -81,7 +82,7 @@ class Runner:
         if claim and take is None and not self.claims.claim(trace_id, failed=failed, again=again):
             return Outcome(trace_id, Action.NOT_OURS)
         try:
-            inputs = trace if trace is not None else self.store.load_input(trace_id)
+            inputs = trace if trace is not None else self.store.read(ops.load_input, trace_id)
             judged = self.judge.judge(self.store, trace_id, inputs)
         except self.passthrough:
             raise
@@ -97,7 +98,7 @@ class Runner:
                                                                   again=again):
             return Outcome(trace_id, Action.NOT_OURS)
         try:
-            inputs = trace if trace is not None else await asyncio.to_thread(self.store.load_input, trace_id)
+            inputs = trace if trace is not None else await asyncio.to_thread(self.store.read, ops.load_input, trace_id)
             judged = await self.judge.ajudge(self.store, trace_id, inputs)
         except self.passthrough:
             raise

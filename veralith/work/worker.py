@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from veralith.errors import JudgeCallCancelled, JudgeServerDown, StoreError
+from veralith.store import ops
 from veralith.store.errors import StoreUnavailable
 from veralith.work import shipper
 from veralith.work.policy import STORE_BACKOFF_MAX_S, Action
@@ -243,7 +244,7 @@ def _claim(loop: _Loop, knowledge_base: str | None, *, sweep: bool) -> tuple[lis
 
 def progress_line(store: Store, totals: WorkerReport, in_flight: int, knowledge_base: str | None) -> str:
     try:
-        waiting = store.stats(kb=knowledge_base)["by_status"].get("pending", 0)
+        waiting = store.read(ops.stats, kb=knowledge_base)["by_status"].get("pending", 0)
         queue = f", {waiting:,} waiting"
     except StoreError:
         queue = ""
