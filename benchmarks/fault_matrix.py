@@ -395,6 +395,73 @@ def _clock_skew(fleet: Fleet, row: Row) -> None:
     row.expected = {"app": 0, "skewed worker": 0, "worker": 0}
 
 
+@scenario("migrate-in-use", "2. migrate into a store an app is logging into")
+def _migrate_in_use(fleet: Fleet, row: Row) -> None:
+    source = _history(fleet, 600)
+    app = fleet.start_app("a", 300, pause=0.01)
+    time.sleep(1.5)                    # the app's host holds a block of ids (PostgreSQL) or ids taken ahead
+    done = fleet.cli("migrate", "--from", source, "--to", fleet.url)
+    row.exits["migrate"] = done.returncode
+    row.exits["app"] = fleet.finish_app("a", app)
+    row.exits["resume"] = fleet.drain()
+    row.expected = {"migrate": 0, "app": 0, "resume": 0}
+    copied = fleet.sql("SELECT COUNT(*) FROM traces WHERE metadata LIKE ?", ['%"history"%'])[0][0]
+    renumbered = next((line for line in done.stdout.splitlines() if line.startswith("copied")), "")
+    row.note = f"copied {copied} of 600; {renumbered.split('(', 1)[-1].rstrip(')')}"
+
+
+@scenario("migrate-conflicts", "3. migrate: conflicting external ids, two at once, killed half-way")
+def _migrate_conflicts(fleet: Fleet, row: Row) -> None:
+    source = _history(fleet, 20000, external=True)
+    records = fleet.tmp / "ten.jsonl"
+    records.write_text("".join(json.dumps({"id": f"r{i}", "query": f"{QUERY} (eval {i})", "context": CONTEXT,
+                                           "response": RESPONSE}) + "\n" for i in range(10)))
+    row.exits["eval (r0-r9)"] = fleet.cli("eval", str(records)).returncode
+    app = fleet.start_app("a", 200, pause=0.01)
+    row.exits["migrate --on-conflict fail"] = fleet.cli("migrate", "--from", source, "--to", fleet.url,
+                                                        "--on-conflict", "fail").returncode
+    first = subprocess.Popen([sys.executable, "-m", "veralith.cli", "migrate", "--from", source, "--to", fleet.url],
+                             env=fleet.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=fleet.tmp)
+    assert first.stderr is not None
+    for line in first.stderr:          # copying: its first batch is in
+        if " copied" in line and not line.strip().endswith(" 0 copied"):
+            break
+    second = fleet.cli("migrate", "--from", source, "--to", fleet.url)
+    row.exits["second migrate at once"] = second.returncode
+    first.send_signal(signal.SIGKILL)
+    row.exits["migrate (SIGKILL)"] = first.wait(timeout=60)
+    half = fleet.sql("SELECT COUNT(*) FROM traces WHERE metadata LIKE ?", ['%"history"%'])[0][0]
+    again = fleet.cli("migrate", "--from", source, "--to", fleet.url)
+    row.exits["migrate again"] = again.returncode
+    row.exits["app"] = fleet.finish_app("a", app)
+    row.exits["resume"] = fleet.drain()
+    row.expected = {"eval (r0-r9)": 0, "migrate --on-conflict fail": 2, "second migrate at once": 2,
+                    "migrate (SIGKILL)": -9, "migrate again": 0, "app": 0, "resume": 0}
+    copied = fleet.sql("SELECT COUNT(*), COUNT(DISTINCT uid) FROM traces WHERE metadata LIKE ?", ['%"history"%'])[0]
+    skipped = sum(1 for line in again.stderr.splitlines() if line.startswith("skipped:"))
+    tracebacks = sum("Traceback" in text for text in (second.stderr, again.stderr))
+    row.note = (f"copied {copied[0]} of 20000 ({copied[1]} distinct; {half} before the kill), {skipped} conflicts "
+                f"reported one by one, second run: {second.stderr.strip().splitlines()[-1][:90]!r}, "
+                f"tracebacks {tracebacks}")
+
+
+@scenario("counter-deleted", "8. the id counter file deleted while two apps log")
+def _counter_deleted(fleet: Fleet, row: Row) -> None:
+    counter = (Path(fleet.url[len("sqlite:///"):] + ".spool") if fleet.kind == "sqlite" else fleet.tmp / "spool")
+    first = fleet.start_app("a", 500, pause=0.005)
+    deadline = time.monotonic() + 60
+    while fleet.logged("a") < 50 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (counter / "next-id").unlink()
+    second = fleet.start_app("b", 500, pause=0.005)
+    row.exits["app a"], row.exits["app b"] = fleet.finish_app("a", first), fleet.finish_app("b", second)
+    row.exits["resume"] = fleet.drain()
+    row.expected = {"app a": 0, "app b": 0, "resume": 0}
+    both = {line["id"] for line in fleet.apps["a"] if "id" in line} & {
+        line["id"] for line in fleet.apps["b"] if "id" in line}
+    row.note = f"ids returned to both apps: {len(both)}"
+
+
 @scenario("kill-app", "15. kill -9 of an app mid-burst")
 def _kill_app(fleet: Fleet, row: Row) -> None:
     app = fleet.start_app("a", 3000)
@@ -504,6 +571,29 @@ def _store_away(fleet: Fleet, seconds: float | None) -> Iterator[None]:
     finally:
         holder.kill()
         holder.wait()
+
+
+def _history(fleet: Fleet, count: int, *, external: bool = False) -> str:
+    """A SQLite history to migrate: `count` pending traces under ids 1..count (those a fresh store
+    hands out first), each marked {"history": n}; with `external`, external ids r0, r1, ..."""
+    import secrets
+
+    from veralith.models import ContextChunk
+    from veralith.store import open_store, repository
+    from veralith.store.protocol import TraceInput
+
+    url = f"sqlite:///{fleet.tmp / 'history.db'}"
+    rows: list[Any] = [(n + 1, secrets.token_hex(16), None, TraceInput(
+        query=f"{QUERY} (history {n})", context=[ContextChunk(id="c0", text=CONTEXT[0])], response=RESPONSE,
+        external_id=f"r{n}" if external else None, metadata={"history": n}), None, None) for n in range(count)]
+    store = open_store(url)
+    store.write(repository.create_traces, rows)
+    # Finished with (status error), so that `resume` after the fault judges the apps' traces, not these.
+    def finished(db: Any) -> None:
+        with db.write():
+            db.execute("UPDATE traces SET status = 'error', error_message = 'history'")
+    store.write(finished)
+    return url
 
 
 def _wait_judged(fleet: Fleet, seconds: float) -> None:

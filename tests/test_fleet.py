@@ -43,7 +43,12 @@ def test_remote_evaluation_records_only_and_a_worker_judges(store_url, monkeypat
     ids = [veralith.log(QUERY, CONTEXT, RESPONSE) for _ in range(5)]
     ids.append(veralith.log(QUERY, CONTEXT, RESPONSE, evaluate=True))  # this one is judged here after all
     assert veralith.shutdown() == 0
-    assert ids == sorted(ids) and len(set(ids)) == 6
+    from veralith.work.ids import RANDOM_BASE
+
+    # Ids increase per host; on PostgreSQL a fresh host's traces logged before its first block of
+    # ids arrived were given random ones (log() never waits for the block).
+    counted = [i for i in ids if i < RANDOM_BASE]
+    assert counted == sorted(counted) and len(set(ids)) == 6
     assert _statuses() == {"pending": 5, "done": 1}
     from veralith.sdk.worker import run_worker
 

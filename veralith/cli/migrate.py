@@ -20,18 +20,29 @@ def migrate_command(
     source: Annotated[str | None, typer.Option("--from", metavar="URL", help="The store to copy from (default: the "
                                                "configured one, VERALITH_DB_URL or VERALITH_DB_PATH).",
                                                show_default=False)] = None,
+    on_conflict: Annotated[str, typer.Option("--on-conflict", metavar="skip|fail",
+                                             help="A trace whose external id the target holds for another trace "
+                                             "in the same knowledge base: skip it (each one reported) or fail "
+                                             "before copying anything (exit 2).")] = "skip",
 ) -> None:
     """Copy every trace, result, run, history entry and cached judge reply into another store, e.g.
-    a laptop's SQLite history into the team's PostgreSQL. Running it again copies nothing twice; it
-    ends by comparing counts (exit 1 when they differ).
+    a laptop's SQLite history into the team's PostgreSQL, even while apps log into it (a copied
+    trace keeps its id only where no host can have been handed it). Running it again copies nothing
+    twice, and finishes a copy that was stopped; it ends by comparing counts (exit 1 when they
+    differ; traces skipped as conflicts are left out). One copy into a store at a time: another
+    exits 2.
     """
     from veralith.config import redact_configured
     from veralith.errors import StoreError
     from veralith.store import open_store, store_url
     from veralith.store.sqlstore import SqlStore
-    from veralith.work.migrate import copy
+    from veralith.work.migrate import ON_CONFLICT, copy
 
     err, out = Console(stderr=True, highlight=False), Console(highlight=False)
+    if on_conflict not in ON_CONFLICT:
+        err.print(literal(f"error: --on-conflict must be one of {', '.join(ON_CONFLICT)}, not {on_conflict!r}",
+                          "red"), soft_wrap=True)
+        raise typer.Exit(2)
     try:
         src_url, dst_url = store_url(source), store_url(to)
         if src_url == dst_url:
@@ -45,12 +56,25 @@ def migrate_command(
         if not (isinstance(src, SqlStore) and isinstance(dst, SqlStore)):
             raise StoreError("both stores must be SQL stores")
         out.print(literal(f"copying {src.url} into {dst.url}"), soft_wrap=True)
-        report = copy(src, dst, report=lambda line: err.print(literal(line, "dim"), soft_wrap=True))
+        report = copy(src, dst, report=lambda line: err.print(literal(line, "dim"), soft_wrap=True),
+                      on_conflict=on_conflict)
     except StoreError as exc:
         err.print(literal(f"error: {redact_configured(exc)}", "red"), soft_wrap=True)
         raise typer.Exit(2) from None
+    except typer.Exit:
+        raise
+    except Exception as exc:   # a database error the store did not name: one line, what was copied is whole
+        first = (str(exc).strip().splitlines() or [""])[0]
+        err.print(literal(f"error: the copy stopped: {type(exc).__name__}: {redact_configured(first)}; what was "
+                          "copied is kept whole, run the same command again to finish", "red"), soft_wrap=True)
+        raise typer.Exit(2) from None
+    for conflict in report.conflicts:
+        err.print(literal(f"skipped: {conflict.line()}", "yellow"), soft_wrap=True)
     out.print(literal(f"copied {report.traces:,} traces ({report.skipped:,} already there"
-                      + (f", {report.renumbered:,} under a new id: theirs was taken" if report.renumbered else "")
+                      + (f", {report.renumbered:,} under a new id: theirs was taken or may have been handed out"
+                         if report.renumbered else "")
+                      + (f", {len(report.conflicts):,} skipped: their external id is another trace's"
+                         if report.conflicts else "")
                       + f"), {report.runs:,} runs, {report.cache_entries:,} cached replies"))
     table = Table("", "in the source", "in the target", title="Counts", title_justify="left")
     for what, (have, found) in report.counts.items():

@@ -9,9 +9,12 @@ the traces arrive.
 
 Re-running a copy copies nothing twice. A trace is recognised by its `uid` (every trace has one,
 veralith.store.repository), a run by its kind, name, start time and input, a cache entry by its
-key. A trace keeps its id when the target has that id free; otherwise it gets a new one from the
-target's counter (its children, runs and history follow it). Each batch of traces is written in
-one transaction, so an interrupted copy leaves whole traces only, and running it again finishes it.
+key. Where a copied trace goes is the caller's `place` (the work layer's allocator decides which
+ids a copy may keep; its children, runs and history follow it). A trace whose (knowledge base,
+external id) the target holds for another trace is a conflict: skipped and reported one by one
+(`on_conflict="skip"`), or, with "fail", found before anything is copied and raised (CopyConflict).
+Each batch of traces is written in one transaction, so an interrupted copy leaves whole traces only,
+and running it again finishes it.
 The copy ends by counting, in both stores, what should now be in both: `CopyReport.mismatches`.
 
 A trace holding text no store can hold (a NUL character or a lone surrogate, as an older SQLite
@@ -26,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from veralith.errors import StoreError
 from veralith.store import deadletters
 from veralith.store.labels import copy_labels
 from veralith.store.outputsizes import copy_output_sizes
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from veralith.store.sql import Db
     from veralith.store.sqlstore import SqlStore
 
-__all__ = ["CopyReport", "copy_history"]
+__all__ = ["Conflict", "CopyConflict", "CopyReport", "copy_history"]
 
 _BATCH = 500
 # A trace's child tables, in the order foreign keys allow (completeness before its two children).
@@ -44,11 +48,39 @@ _CHILDREN = ("context_chunks", "sub_questions", "claims", "gaps", "remarks", "su
              "completeness_extras", "explanations", "trace_references", "reference_facts", "expected_contexts")
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A source trace not copied: the target has another trace with its external id."""
+    source_id: int
+    knowledge_base: str
+    external_id: str
+    target_id: int
+
+    def line(self) -> str:
+        return (f"trace {self.source_id} not copied: the target's trace {self.target_id} has its external id "
+                f"{self.external_id!r} in knowledge base {self.knowledge_base!r}")
+
+
+class CopyConflict(StoreError):
+    """`on_conflict="fail"` and the target holds some copied traces' external ids: nothing was copied."""
+
+    def __init__(self, conflicts: list[Conflict]) -> None:
+        first = conflicts[0]
+        super().__init__(f"{len(conflicts):,} trace(s) of the source have an external id the target holds for "
+                         f"another trace (first: {first.line()}); nothing was copied: use --on-conflict skip to "
+                         "copy the rest")
+        self.conflicts = conflicts
+
+
+Place = Callable[[list[int], set[int]], dict[int, int]]
+
+
 @dataclass
 class CopyReport:
     traces: int = 0          # copied by this run
     skipped: int = 0         # already in the target
-    renumbered: int = 0      # copied under a new id (theirs was taken in the target)
+    renumbered: int = 0      # copied under a new id (theirs was taken, or may have been handed out, in the target)
+    conflicts: list[Conflict] = field(default_factory=list)   # not copied: external id held by another trace
     runs: int = 0
     cache_entries: int = 0
     output_sizes: int = 0    # (task, model, prompt version) sums the dry run learns from, copied
@@ -61,24 +93,30 @@ class CopyReport:
         return {what: pair for what, pair in self.counts.items() if pair[0] != pair[1] + self.aside.get(what, 0)}
 
 
-def copy_history(source: SqlStore, target: SqlStore, *, new_id: Callable[[], int],
-                 report: Callable[[str], None] | None = None) -> CopyReport:
-    """Copy everything `source` holds into `target` (see the module docstring); `new_id()` gives a
-    trace whose id the target holds already a new one (the work layer's allocator)."""
+def copy_history(source: SqlStore, target: SqlStore, *, place: Place, report: Callable[[str], None] | None = None,
+                 on_conflict: str = "skip") -> CopyReport:
+    """Copy everything `source` holds into `target` (see the module docstring); `place(ids, taken)`
+    maps the ids of a batch of copied traces to their ids in the target (`taken`: those the target
+    stores already)."""
     say = report or (lambda line: None)
     out = CopyReport()
     with source.connection() as src, target.connection() as dst:
         columns = {table: [c for c in _columns(src, table) if c in set(_columns(dst, table))]
                    for table in ("traces", "runs", "trace_history", "run_traces", "llm_cache", *_CHILDREN)}
+        if on_conflict == "fail":
+            found = [c for batch in _batches(src, "SELECT * FROM traces ORDER BY id")
+                     for c in _conflicts(dst, _not_there(dst, batch))]
+            if found:
+                raise CopyConflict(found)
         run_ids = _copy_runs(src, dst, columns["runs"], out)
         for batch in _batches(src, "SELECT * FROM traces ORDER BY id"):
-            _copy_traces(src, dst, new_id, batch, columns, run_ids, out)
+            _copy_traces(src, dst, place, batch, columns, run_ids, out)
             say(f"{out.traces + out.skipped:,} traces looked at, {out.traces:,} copied")
         out.cache_entries = _copy_cache(src, dst, columns["llm_cache"])
         out.output_sizes = copy_output_sizes(src, dst)
         labels = copy_labels(src, dst)  # after the traces: a label finds its trace by the trace's uid
         target.after_copy(dst)
-        out.counts = _counts(src, dst)
+        out.counts = _counts(src, dst, {c.source_id for c in out.conflicts})
         out.aside = _aside(src, dst)
         out.counts["labels"] = labels
         out.counts["runs"] = (int(src.execute("SELECT COUNT(*) FROM runs").fetchone()[0]), len(run_ids))
@@ -127,36 +165,77 @@ def _copy_runs(src: Db, dst: Db, columns: list[str], out: CopyReport) -> dict[in
     return mapping
 
 
-def _copy_traces(src: Db, dst: Db, new_id: Callable[[], int], batch: list[dict[str, Any]],
-                 columns: dict[str, list[str]],
-                 run_ids: dict[int, int], out: CopyReport) -> None:
+def _not_there(dst: Db, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of `batch` the target does not hold yet (by uid: not copied before)."""
     uids = [row["uid"] for row in batch]
     marks = ", ".join("?" for _ in uids)
     have = {r[0] for r in dst.execute(f"SELECT uid FROM traces WHERE uid IN ({marks})", uids).fetchall()}
-    fresh = [row for row in batch if row["uid"] not in have]
+    return [row for row in batch if row["uid"] not in have]
+
+
+def _conflicts(dst: Db, rows: list[dict[str, Any]]) -> list[Conflict]:
+    """The rows whose (knowledge base, external id) the target holds for another trace."""
+    named = [row for row in rows if row.get("external_id") is not None]
+    if not named:
+        return []
+    marks = ", ".join("?" for _ in named)
+    held = {(r[0], r[1]): int(r[2]) for r in dst.execute(
+        f"SELECT knowledge_base, external_id, id FROM traces WHERE external_id IN ({marks})",
+        [row["external_id"] for row in named]).fetchall()}
+    return [Conflict(row["id"], row["knowledge_base"], row["external_id"], held[key]) for row in named
+            if (key := (row["knowledge_base"], row["external_id"])) in held]
+
+
+def _copy_traces(src: Db, dst: Db, place: Place, batch: list[dict[str, Any]], columns: dict[str, list[str]],
+                 run_ids: dict[int, int], out: CopyReport) -> None:
+    fresh = _not_there(dst, batch)
     out.skipped += len(batch) - len(fresh)
     fresh = _storable(src, dst, fresh, out)
-    if not fresh:
-        return
-    ids = [row["id"] for row in fresh]
+    for attempt in range(3):
+        try:
+            with dst.write():   # conflicts read where the batch is written; one logged meanwhile under
+                found = _conflicts(dst, fresh)   # the same external id fails the batch, which is read again
+                left = {c.source_id for c in found}
+                rows = [row for row in fresh if row["id"] not in left]
+                moved = _write_batch(src, dst, place, rows, columns, run_ids)
+            break
+        except dst.dialect.integrity_error:
+            if attempt == 2:
+                raise
+    out.conflicts += found
+    out.renumbered += moved
+    out.traces += len(rows)
+
+
+def _write_batch(src: Db, dst: Db, place: Place, rows: list[dict[str, Any]], columns: dict[str, list[str]],
+                 run_ids: dict[int, int]) -> int:
+    """Inside the caller's transaction: the traces of `rows` under the ids `place` gives them, with
+    their children; how many were renumbered."""
+    if not rows:
+        return 0
+    ids = [row["id"] for row in rows]
     marks = ", ".join("?" for _ in ids)
-    taken = {r[0] for r in dst.execute(f"SELECT id FROM traces WHERE id IN ({marks})", ids).fetchall()}
-    ids_to = {row["id"]: (new_id() if row["id"] in taken else row["id"]) for row in fresh}
-    out.renumbered += len(taken)
-    with dst.write():
-        names = columns["traces"]
-        dst.executemany(f"INSERT INTO traces ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                        [[ids_to[row["id"]] if c == "id" else run_ids.get(row[c]) if c == "run_id" and row[c]
-                          is not None else row[c] for c in names] for row in fresh])
-        for table in (*_CHILDREN, "trace_history", "run_traces"):
-            names = [c for c in columns[table] if not (table == "trace_history" and c == "id")]
-            rows = list(src.query(f"SELECT * FROM {table} WHERE trace_id IN ({marks})", ids))
-            if rows:
-                dst.executemany(
-                    f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
-                    [[ids_to[r["trace_id"]] if c == "trace_id" else run_ids.get(r[c], r[c]) if c == "run_id"
-                      else r[c] for c in names] for r in rows])
-    out.traces += len(fresh)
+    taken = {int(r[0]) for r in dst.execute(f"SELECT id FROM traces WHERE id IN ({marks})", ids).fetchall()}
+    ids_to = place(ids, taken)
+    _insert_traces(src, dst, rows, ids_to, columns, run_ids, marks)
+    return sum(1 for old, new in ids_to.items() if old != new)
+
+
+def _insert_traces(src: Db, dst: Db, fresh: list[dict[str, Any]], ids_to: dict[int, int],
+                   columns: dict[str, list[str]], run_ids: dict[int, int], marks: str) -> None:
+    names = columns["traces"]
+    dst.executemany(f"INSERT INTO traces ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                    [[ids_to[row["id"]] if c == "id" else run_ids.get(row[c]) if c == "run_id" and row[c]
+                      is not None else row[c] for c in names] for row in fresh])
+    ids = [row["id"] for row in fresh]
+    for table in (*_CHILDREN, "trace_history", "run_traces"):
+        names = [c for c in columns[table] if not (table == "trace_history" and c == "id")]
+        rows = list(src.query(f"SELECT * FROM {table} WHERE trace_id IN ({marks})", ids))
+        if rows:
+            dst.executemany(
+                f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' for _ in names)})",
+                [[ids_to[r["trace_id"]] if c == "trace_id" else run_ids.get(r[c], r[c]) if c == "run_id"
+                  else r[c] for c in names] for r in rows])
 
 
 def _storable(src: Db, dst: Db, fresh: list[dict[str, Any]], out: CopyReport) -> list[dict[str, Any]]:
@@ -233,10 +312,13 @@ def _copy_cache(src: Db, dst: Db, columns: list[str]) -> int:
         last = rows[-1]["key"]
 
 
-def _counts(src: Db, dst: Db) -> dict[str, tuple[int, int]]:
-    """What the source holds, and how much of it the target holds (matched by uid and key)."""
+def _counts(src: Db, dst: Db, left_out: set[int]) -> dict[str, tuple[int, int]]:
+    """What the source holds (but the traces left out: conflicts), and how much of it the target
+    holds (matched by uid and key)."""
     out: dict[str, tuple[int, int]] = {}
-    source_uids: list[str] = [r[0] for r in src.execute("SELECT uid FROM traces").fetchall()]
+    kept = [(r[1], r[2] is not None) for r in src.execute("SELECT id, uid, execution FROM traces").fetchall()
+            if int(r[0]) not in left_out]
+    source_uids: list[str] = [uid for uid, _ in kept]
     found = 0
     results = 0
     for start in range(0, len(source_uids), _BATCH):
@@ -252,9 +334,10 @@ def _counts(src: Db, dst: Db) -> dict[str, tuple[int, int]]:
         chunk = source_uids[start:start + _BATCH]
         history += int(dst.execute("SELECT COUNT(*) FROM trace_history h JOIN traces t ON t.id = h.trace_id"
                                    f" WHERE t.uid IN ({', '.join('?' for _ in chunk)})", chunk).fetchone()[0])
-    out["earlier outcomes"] = (int(src.execute("SELECT COUNT(*) FROM trace_history").fetchone()[0]), history)
-    out["stored results"] = (int(src.execute("SELECT COUNT(*) FROM traces WHERE execution IS NOT NULL")
-                                 .fetchone()[0]), results)
+    per_trace = src.execute("SELECT trace_id, COUNT(*) FROM trace_history GROUP BY trace_id").fetchall()
+    earlier = sum(int(n) for trace_id, n in per_trace if int(trace_id) not in left_out)
+    out["earlier outcomes"] = (earlier, history)
+    out["stored results"] = (sum(1 for _, judged in kept if judged), results)
     keys = [r[0] for r in src.execute("SELECT key FROM llm_cache").fetchall()]
     cached = 0
     for start in range(0, len(keys), _BATCH):

@@ -2,19 +2,26 @@
 
 `log()` must return a trace's final id at once, even while another process holds SQLite's write
 lock or PostgreSQL cannot be reached. So ids do not come from the database at insert time; they
-come from an `IdFile`: a few bytes holding the next free id and the end of the range this host
-may use, advanced under an exclusive file lock (held for microseconds, never by the database).
+come from an `IdFile`: a few bytes holding the next free id, the end of the range this host may
+use and a check of both, advanced under an exclusive lock (held for microseconds, never by the
+database) on a lock file beside it (`next-id.lock`), so that deleting or replacing the counter never
+lets two processes count at once.
 
 - SQLite (one host by nature): the file *is* the allocator. Every trace the store creates takes
   its id here (in batches, see below), so ids are consecutive as long as one process logs at a
   time; a process that dies, or exits after another process took ids, leaves the ids it held
-  unused (a gap). A missing file starts above the highest id in the database and its spool.
-- PostgreSQL (many hosts): the file holds a block this host reserved from the database's counter
-  (`refill`), shared by every process of the host; a background refill keeps it ahead of use.
-  Only a host's very first trace finds no block: `take(wait_s=...)` then waits that long for the
-  first reservation (one round trip). If the database does not answer in time, the trace takes a
-  random id from a range the counter never reaches (`RANDOM_BASE` and above): unique with
-  overwhelming probability, and checked when the trace is shipped (a clash gets a new id, logged).
+  unused (a gap). A file that is missing, cut short, damaged or older than what this process took
+  from it starts again above the highest id in the database, its spool and what any live process
+  of the host holds (veralith.work.holdings).
+- PostgreSQL (many hosts): the file holds a block this host reserved from the database's sequence
+  (`refill`), shared by every process of the host; a background refill keeps it ahead of use. A
+  file started again holds no block: the next one from the sequence is above every id handed out.
+  A host with no block (its first traces, or the database down since it started) never waits: the
+  trace takes a random id from a range the sequence never reaches (`RANDOM_BASE` and above), final
+  with overwhelming probability and checked when the trace is shipped.
+
+`veralith migrate` takes the ids a copy keeps from the same allocators (`reserve`, `reserve_blocks`):
+veralith.work.migrate.
 
 Each process takes a few ids at a time from the file into memory (`prefetch`, run ahead on a
 background thread: veralith.work.spooler), so that `take()` on the caller's thread is a counter
@@ -35,14 +42,17 @@ import os
 import secrets
 import sys
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from veralith.work.holdings import Holding, held_above, same_file
+
 if TYPE_CHECKING:  # log()'s path loads no database library: the type only
     from veralith.store.sql import Db
 
-__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile", "reserve_block"]
+__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile", "reserve_block", "reserve_blocks", "sequence_high"]
 
 logger = logging.getLogger("veralith.store")
 
@@ -73,8 +83,11 @@ class IdFile:
         self._start, self.remote, self.block = start, remote, block
         self._refill: Callable[[int], range] | None = None
         self._lock = threading.Lock()
-        self._fd: int | None = None
+        self._fd: int | None = None        # the counter file (reopened when the path names another file)
+        self._lock_fd: int | None = None   # the lock file beside it: what every process locks
         self._pid = 0
+        self._holding = Holding(self.path)  # the highest id this process took, on disk (veralith.work.holdings)
+        self._refill_failed = False         # the last refill attempt failed: nobody waits for the next
         self._refilling = threading.Event()
         self._filled = threading.Event()   # set after each refill attempt, successful or not
         # This process's ids taken ahead from the file, (next, last) ranges in order, and the pid
@@ -90,12 +103,12 @@ class IdFile:
         """The database's block reservation (a remote file): used from now on, in the background."""
         self._refill = refill
 
-    def take(self, *, wait_s: float = 0.0, ahead: bool = False) -> int:
-        """The next id. From the ids this process took ahead it is a counter in memory. When it
-        holds none, with `ahead` (log()'s path) it takes the next batch itself (one file lock, as a
-        single id would need); else one id. A remote file with no ids left in this host's block
-        asks for a refill and waits for it at most `wait_s` seconds, then takes a random id (see
-        the module docstring)."""
+    def take(self, *, ahead: bool = False) -> int:
+        """The next id, at once. From the ids this process took ahead it is a counter in memory. When
+        it holds none, with `ahead` (log()'s path) it takes the next batch itself (one file lock, as a
+        single id would need); else one id. A remote file with no ids left in this host's block (its
+        first block not reserved yet, the database unreachable) asks for a refill in the background
+        and returns a random id (see the module docstring): nothing here waits on the database."""
         found = self._held_next()
         if found is not None:
             return found
@@ -107,12 +120,9 @@ class IdFile:
             found = self._held_next()
             if found is not None:
                 return found
-        found, left, never = self._next()
+        found, left = self._next()
         if self.remote and left < self.block // 2:
             self._refill_soon()
-        if found is None and never and wait_s > 0:  # only a host's very first block is waited for
-            self._filled.wait(wait_s)
-            found, _, _ = self._next()
         return RANDOM_BASE + secrets.randbits(61) if found is None else found
 
     def _held_next(self) -> int | None:
@@ -129,14 +139,15 @@ class IdFile:
                 self._held[0] = (nxt + 1, last)
             return nxt
 
-    def _next(self) -> tuple[int | None, int, bool]:
-        """(the next id or None, ids left after it, whether this file never held a block)."""
+    def _next(self) -> tuple[int | None, int]:
+        """(the next id or None, ids left after it)."""
         with self._lock, self._locked() as fd:
             nxt, end = self._read(fd)
             if nxt > end:
-                return None, -1, self.remote and end == 0
+                return None, -1
+            self._holding.note(nxt)   # on disk before the counter moves past it
             self._write(fd, nxt + 1, end)
-            return nxt, end - nxt, False
+            return nxt, end - nxt
 
     def prefetch(self) -> None:
         """Hold two batches of ids from the file for this process (the one in use and the next),
@@ -153,6 +164,7 @@ class IdFile:
             batch = self._batch
             count = min(missing * batch, end - first + 1)
             if count > 0:
+                self._holding.note(first + count - 1)   # on disk before the counter moves past them
                 self._write(fd, first + count, end)
                 with self._mem:
                     self._held += [(start, min(start + batch, first + count) - 1)
@@ -169,6 +181,7 @@ class IdFile:
             with self._mem:
                 held, self._held = (self._held if self._held_pid == os.getpid() else []), []
             if not held:
+                self._holding.drop()
                 return
             with self._locked() as fd:
                 first, end = self._read(fd)
@@ -177,6 +190,7 @@ class IdFile:
                         break
                     first = nxt
                 self._write(fd, first, end)
+                self._holding.drop()   # what it took is used (in its spool) or given back
 
     def take_now(self) -> int:
         """The next id, refilling from the database first when the block is used up (callers that
@@ -187,6 +201,17 @@ class IdFile:
             if nxt > end:
                 self.fill()
         return self.take()
+
+    def reserve(self, *, through: int = 0, count: int = 0) -> range:
+        """Ids for the caller alone (a copy's, veralith.work.migrate), taken from a file that is the
+        only source (SQLite): every id not handed out yet up to `through`, or else `count` of them."""
+        with self._lock, self._locked() as fd:
+            nxt, end = self._read(fd)
+            stop = through + 1 if through else nxt + count
+            if stop <= nxt:
+                return range(nxt, nxt)
+            self._write(fd, stop, end)
+            return range(nxt, stop)
 
     def bump(self, above: int) -> None:
         """Make every later id greater than `above` (a clash found when shipping: the file fell behind)."""
@@ -229,38 +254,85 @@ class IdFile:
         threading.Thread(target=run, name="veralith-id-refill", daemon=True).start()
 
     def _read(self, fd: int) -> tuple[int, int]:
+        """(next id, end of the range) from the file; a file that is new, cut short, damaged or older
+        than what this process took from it is started again (`_restart`)."""
         os.lseek(fd, 0, os.SEEK_SET)
-        raw = os.read(fd, 2 * _WIDTH + 2)
+        raw = os.read(fd, 64)
         try:
-            nxt, end = (int(x) for x in raw.split())
-            return nxt, end
-        except ValueError:  # a new (empty) file, or one cut short: start above what is stored
-            first = self._start()
-            end = first - 1 if self.remote else _NO_LIMIT  # a remote file has no block yet
-            self._write(fd, first, end)
-            return first, end
+            parts = [int(x) for x in raw.split()]
+            nxt, end = parts[0], parts[1]
+            if len(parts) == 3 and parts[2] != _check(nxt, end) or len(parts) not in (2, 3):
+                raise ValueError("damaged")   # (two numbers: written by an earlier version, no check)
+        except (ValueError, IndexError):
+            return self._restart(fd)
+        if nxt <= self._holding.high:
+            return self._restart(fd)   # gone back (a copy restored over it): it would hand out ids again
+        return nxt, end
+
+    def _restart(self, fd: int) -> tuple[int, int]:
+        """Start the counter again above everything stored, spooled and held by a live process of this
+        host (veralith.work.holdings). A remote file starts with no block: the next one reserved from
+        the database's sequence is above every id handed out before."""
+        first = max(self._start(), held_above(self.path) + 1)
+        end = first - 1 if self.remote else _NO_LIMIT
+        if self._holding.high:
+            logger.warning("veralith: the trace id counter %s was lost or damaged; it starts again at %d, above "
+                           "every id stored, spooled or held by a live process", self.path, first)
+        self._write(fd, first, end)
+        return first, end
 
     def _write(self, fd: int, nxt: int, end: int) -> None:
         os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, f"{nxt:0{_WIDTH}d}\n{end:0{_WIDTH}d}\n".encode("ascii"))
+        os.write(fd, f"{nxt:0{_WIDTH}d}\n{end:0{_WIDTH}d}\n{_check(nxt, end):010d}\n".encode("ascii"))
 
     def _locked(self) -> _FileLock:
-        if self._fd is None or self._pid != os.getpid():  # a forked child opens its own descriptor
+        """The counter file's lock, held on a lock file beside it: deleting or replacing the counter
+        does not let two processes in at once. Under the lock the counter is opened again when its
+        path names another file than the one open (deleted, replaced), so every process counts in
+        the same file."""
+        if self._lock_fd is None or self._pid != os.getpid() or not same_file(self._lock_fd, self._lock_path):
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd, self._pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
-        return _FileLock(self._fd)
+            self._close()
+            self._lock_fd, self._pid = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
+        return _FileLock(self._lock_fd, self._counter)
+
+    @property
+    def _lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _counter(self) -> int:
+        """Under the lock: the counter file's descriptor, opened again if its path moved on."""
+        if self._fd is None or not same_file(self._fd, self.path):
+            if self._fd is not None:
+                os.close(self._fd)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        return self._fd
+
+    def _close(self) -> None:
+        for fd in (self._fd, self._lock_fd):
+            if fd is not None and self._pid == os.getpid():
+                os.close(fd)
+        self._fd = self._lock_fd = None
+
+
+def _check(nxt: int, end: int) -> int:
+    return zlib.crc32(f"{nxt} {end}".encode("ascii"))
 
 
 class _FileLock:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    def __init__(self, lock_fd: int, counter: Callable[[], int]) -> None:
+        self.lock_fd, self.counter = lock_fd, counter
 
     def __enter__(self) -> int:
-        _lock(self.fd)
-        return self.fd
+        _lock(self.lock_fd)
+        try:
+            return self.counter()
+        except BaseException:
+            _unlock(self.lock_fd)
+            raise
 
     def __exit__(self, *exc: object) -> None:
-        _unlock(self.fd)
+        _unlock(self.lock_fd)
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
@@ -289,3 +361,16 @@ def reserve_block(db: Db, count: int) -> range:
     REMOTE_BLOCK): the ids a host hands out from its id file."""
     start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
     return range(start, start + REMOTE_BLOCK)
+
+
+def reserve_blocks(db: Db, count: int) -> list[range]:
+    """`count` blocks of a PostgreSQL store's sequence in one statement: ids nobody else is handed
+    (other hosts' nextval calls may interleave, so the blocks need not be consecutive)."""
+    rows = db.execute("SELECT nextval('veralith_trace_ids') FROM generate_series(1, ?)", [count]).fetchall()
+    return [range(int(r[0]), int(r[0]) + REMOTE_BLOCK) for r in rows]
+
+
+def sequence_high(db: Db) -> int:
+    """The highest id a PostgreSQL store's sequence may have handed out (the end of its last block)."""
+    last, called = db.execute("SELECT last_value, is_called FROM veralith_trace_ids").fetchone()
+    return int(last) + REMOTE_BLOCK - 1 if called else 0

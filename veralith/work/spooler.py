@@ -37,13 +37,10 @@ from veralith.store.rows import now_iso
 from veralith.work.ids import IdFile
 from veralith.work.spool import Spool, read_lines, spool_stopped
 
-__all__ = ["FIRST_BLOCK_WAIT_S", "Spooler", "new_id", "spooler_for"]
+__all__ = ["Spooler", "new_id", "spooler_for"]
 
 logger = logging.getLogger("veralith.store")
 
-# The most a host's very first trace into a PostgreSQL store waits for the host's first block of
-# ids (veralith.work.ids); every later call finds ids ready and never waits.
-FIRST_BLOCK_WAIT_S = 2.0
 # How often the segment being written is touched even when nothing wakes the preparer: a spool file
 # untouched for leases.LEASE_TIMEOUT_S (5 minutes) may be taken by another host sharing the folder,
 # and copying into a mapping does not reliably update the file's modification time.
@@ -111,7 +108,7 @@ class Spooler:
             self._due.set()
         self._closed = False
         try:
-            trace_id = self.ids.take(wait_s=FIRST_BLOCK_WAIT_S, ahead=True)
+            trace_id = self.ids.take(ahead=True)
         except OSError as exc:   # its counter file could not be written: a full disk, a read-only folder
             raise spool_stopped(self.folder, exc) from None
         self.spool.append({"id": trace_id, "uid": _uid(), "created_at": now_iso(), "run": run,
@@ -203,14 +200,20 @@ def _sqlite_first_id(path: str, folder: Path) -> int:
 
 
 def _spooled_max(folder: Path) -> int:
+    """The highest id in the spool files of `folder`. A process's ids only grow, so a file's highest
+    is among its last lines: those are parsed, not the whole file (a counter started again while
+    apps log reads every segment, on a thread that holds the counter's lock)."""
     highest = 0
     if folder.is_dir():
         for path in folder.iterdir():
-            if path.name == "next-id":
+            if path.name.startswith("next-id") or path.name == "migrate.lock":   # the counter, its lock, holdings
                 continue
             with contextlib.suppress(OSError):
-                for raw in read_lines(path):
+                parsed = 0
+                for raw in reversed(read_lines(path)):
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         entry: Any = json.loads(raw)
-                        highest = max(highest, int(entry["id"]))
+                        highest, parsed = max(highest, int(entry["id"])), parsed + 1
+                    if parsed >= 8:
+                        break
     return highest
