@@ -1,4 +1,4 @@
-"""Labels: a reviewer's verdicts on stored traces (the `labels` table, migrations 0024 / postgres 0016).
+"""Labels: a reviewer's verdicts on stored traces (the `labels` table, migrations 0023 / postgres 0015).
 
 A label is one verdict on one part of a trace: its cell, its gate, one claim's relation, one
 sub-question's sufficiency or coverage. Every label is kept; the newest on the same (trace,

@@ -1,4 +1,4 @@
-"""A trace's reference and its verdicts <-> the rows of migration 0025, as pure functions (no SQL).
+"""A trace's reference and its verdicts <-> the rows of migration 0024 (PostgreSQL 0016), as pure functions (no SQL).
 
 `trace_references` holds what was given (written when the trace is logged) and, once judged, the
 correctness layer; `reference_facts` and `expected_contexts` the per-item verdicts. A result without a

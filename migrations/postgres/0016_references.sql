@@ -1,6 +1,6 @@
 -- Why: a team's reference answer and expected chunks are kept beside the trace, and its result keeps the
 -- reference's facts with their context-recall and answer-correctness verdicts, the expected chunks
--- retrieved or not, and the correctness layer: the same tables as SQLite's migration 0025.
+-- retrieved or not, and the correctness layer: the same tables as SQLite's migration 0024.
 
 CREATE TABLE trace_references (
     trace_id           bigint NOT NULL PRIMARY KEY REFERENCES traces (id) ON DELETE CASCADE,
