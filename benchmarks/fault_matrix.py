@@ -516,6 +516,28 @@ def _compare_summary(compared: dict[str, Any]) -> str:
     return json.dumps(found) if found else "(no comparison)"
 
 
+@scenario("hostile-import", "13. import of hostile files: deep nesting, wrong types, then a good file")
+def _hostile_import(fleet: Fleet, row: Row) -> None:
+    deep = fleet.tmp / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    wrong = fleet.tmp / "wrong.json"
+    wrong.write_text(json.dumps({"resourceSpans": "not a list"}))
+    good = REPO / "tests" / "import_fixtures" / "otlp_openinference.json"
+    for name, path in (("import, 100,000 levels deep", deep), ("import, resourceSpans not a list", wrong)):
+        done = fleet.cli("import", str(path))
+        lines = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith("veralith:")]
+        row.exits[name] = done.returncode
+        row.exits[name + ": one line, no traceback"] = len(lines) == 1 and "Traceback" not in done.stderr
+    stored_before = fleet.sql("SELECT COUNT(*) FROM traces")[0][0] if (fleet.tmp / "v.db").exists() or \
+        fleet.kind == "postgres" else 0
+    row.exits["traces stored by the refused files"] = stored_before
+    row.exits["import, a good file"] = fleet.cli("import", str(good)).returncode
+    row.expected = {"import, 100,000 levels deep": 2, "import, 100,000 levels deep: one line, no traceback": True,
+                    "import, resourceSpans not a list": 2,
+                    "import, resourceSpans not a list: one line, no traceback": True,
+                    "traces stored by the refused files": 0, "import, a good file": 0}
+
+
 @scenario("spliced-quotes", "14. spliced and borrowed quotes offered as verbatim")
 def _spliced_quotes(fleet: Fleet, row: Row) -> None:
     from veralith.llm.dates import quoted_periods

@@ -6,21 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_labels import TRACES
 from typer.testing import CliRunner
 
 from veralith.cli import app
 
 both = pytest.mark.usefixtures("store_url")
 
-RECORDS = [
-    {"id": "fr", "query": "What is the capital of France and when was the Eiffel Tower built?",
-     "context": ["Paris is the capital of France.", "The Eiffel Tower was completed in 1889."],
-     "response": "The capital of France is Paris. The Eiffel Tower was built in 1920."},
-    {"id": "ww2", "query": "When did World War II end?", "context": ["World War II ended in 1945."],
-     "response": "World War II ended in 1945."},
-    {"id": "bad", "query": "When did World War II end?", "context": ["World War II ended in 1945."],
-     "response": "World War II ended in 1950."},
-]
+# the labelled traces of test_labels, and one that states a wrong year
+RECORDS = [*TRACES, {"id": "bad", "query": "When did World War II end?", "context": ["World War II ended in 1945."],
+                     "response": "World War II ended in 1950."}]
 
 
 def _fresh_sqlite(tmp_path, monkeypatch, name: str) -> None:
