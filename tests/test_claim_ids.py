@@ -22,7 +22,7 @@ def test_a_fresh_evaluation_numbers_claims_k1_and_keeps_chunk_ids():
     # The default backend is the offline one.
     result = veralith.evaluate("How much is the Skylark kettle and how much does it hold?", CONTEXT, RESPONSE,
                                persist=False)
-    assert result.schema_version == SCHEMA_VERSION == "1.4"
+    assert result.schema_version == SCHEMA_VERSION == "1.5"
     assert [c.id for c in result.claims] == ["k1", "k2"]
     assert [c.id for c in result.context] == ["c0", "c1"]
     referenced = {j.claim_id for j in result.faithfulness}

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from veralith.cli import app
-from veralith.store import open_store
-from veralith.store.calibration import balanced_accuracy, calibrate, cross_validated, fit_threshold
+from veralith.store import open_store, ops
+from veralith.store.calibration import balanced_accuracy, cross_validated, fit_threshold
 
 both = pytest.mark.usefixtures("store_url")
 
@@ -41,18 +41,18 @@ def test_enough_labels_fit_the_threshold_and_every_view_says_so(tmp_path, monkey
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert runner.invoke(app, ["eval", str(path)]).exit_code in (0, 1)
     store = open_store()
-    before = calibrate(store, "kb")
+    before = store.read(ops.calibration, "kb")
     assert before.labels is None
     for i in range(3):
         assert runner.invoke(app, ["label", f"r{i}", "--sufficiency", "q1", "Y", "--by", "a"]).exit_code == 0
-    assert calibrate(store, "kb").labels is None                  # 3 < 4: nothing changes yet
+    assert store.read(ops.calibration, "kb").labels is None                  # 3 < 4: nothing changes yet
     assert runner.invoke(app, ["label", "r3", "--sufficiency", "q1", "N", "--by", "a"]).exit_code == 0
-    found = calibrate(store, "kb")
+    found = store.read(ops.calibration, "kb")
     assert found.labels == 4 and found.threshold == 1.0           # all four judged 1.0; one labelled N
-    assert store.stats(kb="kb")["thresholds"]["kb"]["source"] == "labels"
+    assert store.read(ops.stats, kb="kb")["thresholds"]["kb"]["source"] == "labels"
     path.write_text(json.dumps(dict(rows[0], id="new")) + "\n", encoding="utf-8")
     assert runner.invoke(app, ["eval", str(path)]).exit_code in (0, 1)
-    result = store.load_result(store.resolve("new"))
+    result = store.read(ops.load_result, store.read(ops.resolve, "new"))
     assert result.diagnosis.threshold_labels == 4
     shown = runner.invoke(app, ["inspect", "new"]).output
     assert "fitted to reviewers' labels on 4 traces" in " ".join(shown.split())

@@ -208,7 +208,7 @@ def test_log_keeps_working_while_postgres_is_down_and_ships_when_it_is_back(own_
 
 _EXIT_WHILE_JUDGING = """
 import time, veralith
-from veralith.store import open_store
+from veralith.store import open_store, ops
 veralith.log("What is the capital of France?", ["Paris is the capital of France."], "Paris is the capital of France.")
 store = open_store()
 deadline = time.monotonic() + 60

@@ -249,7 +249,7 @@ def test_the_ci_gate_checks_min_correct_and_min_recall(tmp_path):
     failed = runner.invoke(app, ["eval", str(path), "--min-correct", "0.9"], env={"COLUMNS": "200"})
     assert failed.exit_code == 3, failed.output
     assert "correct rate 50.0% (1/2 traces with a reference) is under --min-correct 0.9" in failed.output
-    held = runner.invoke(app, ["eval", str(path), "--min-correct", "0.5", "--min-recall", "0.5"],
+    held = runner.invoke(app, ["eval", str(path), "--rejudge", "--min-correct", "0.5", "--min-recall", "0.5"],
                          env={"COLUMNS": "200"})
     assert held.exit_code == 0, held.output
     none = tmp_path / "plain.jsonl"

@@ -516,7 +516,7 @@ def test_a_database_that_cannot_be_read_is_an_error_page_not_a_traceback(db, tmp
     def locked(*args, **kwargs):
         raise sqlite3.OperationalError("database is locked")
 
-    monkeypatch.setattr(browse, "page_traces", locked)
+    monkeypatch.setattr(ops, "page_traces", locked)
     r = c.get("/traces")
     # The store words it (veralith.store.errors.sqlite_error): locked past the busy timeout, try again.
     assert r.status_code == 503 and "Database unavailable" in r.text and "locked by another process" in r.text
@@ -525,7 +525,7 @@ def test_a_database_that_cannot_be_read_is_an_error_page_not_a_traceback(db, tmp
     def vanished(*args, **kwargs):  # what the store raises for a file that is gone
         raise StoreError(f"no database at {copy}")
 
-    monkeypatch.setattr(browse, "trace_row", vanished)
+    monkeypatch.setattr(ops, "trace_row", vanished)
     r = c.get("/traces/1")
     assert r.status_code == 503 and "no database at" in r.text and "Traceback" not in r.text
 

@@ -174,7 +174,7 @@ class Settings(BaseModel):
         10.0, ge=0, le=100, description="Percentile of sufficiency_fraction used as the calibrated threshold.")
     labels_min: int = Field(
         30, ge=1, description="Reviewers' labels a figure needs before `veralith agreement` concludes from it, and a "
-        "knowledge base needs before its threshold and review flag are fitted to its labels (docs/review.md).")
+        "knowledge base needs before its sufficiency threshold is fitted to its labels (docs/review.md).")
     local_max_chars: int = Field(
         200_000, ge=1, description="The most characters the offline `local` judge reads in one call: the "
         "query with the response, or with the context. A longer trace is not judged by it: `indeterminate`, "
