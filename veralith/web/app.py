@@ -55,8 +55,12 @@ __all__ = ["CSP", "create_app"]
 HERE = Path(__file__).resolve().parent
 CSP = ("default-src 'none'; script-src 'none'; style-src 'self'; img-src 'self'; font-src 'none'; "
        "connect-src 'none'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+# Referrer-Policy same-origin (here and in base.html's meta), not no-referrer: nothing, a token in a URL
+# included, goes to another site, and a browser still sends the real Origin with a same-origin form POST
+# (under no-referrer Chromium sends "Origin: null", and `serve --review` refuses a label from an unknown origin).
 _HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
-            (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY"),
+            (b"referrer-policy", b"same-origin"), (b"x-frame-options", b"DENY"),
             (b"cross-origin-opener-policy", b"same-origin"), (b"cache-control", b"no-store")]
 TOKEN_COOKIE = "veralith_token"
 PAGE_SIZE = 50
