@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -302,3 +303,24 @@ def test_a_process_has_one_lease_token_however_many_threads_ask_first(monkeypatc
         for thread in threads:
             thread.join()
         assert len(set(seen)) == 1
+
+
+def test_resume_moves_a_spool_in_when_the_database_file_was_never_migrated():
+    # An app killed while its first store opening was still migrating leaves a database file with no
+    # schema: resume said "has schema none ... any writing command brings it up to date", exit 2, and
+    # left every spooled trace out (found by benchmarks/fault_matrix.py, kill -9 of an app mid-burst).
+    sqlite3.connect(settings.db_path).close()          # the file exists, nothing applied
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, settings.db_path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
+    logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "5"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    ids = json.loads(logger.stdout.readline())["ids"]  # type: ignore[union-attr]
+    logger.send_signal(signal.SIGKILL)
+    logger.wait(timeout=30)
+    holder.communicate("go\n", timeout=30)
+    resumed = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=subprocess_env(), capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    store = open_store()
+    assert [store.read(ops.load_input, i).metadata["i"] for i in ids] == list(range(5))

@@ -415,7 +415,9 @@ def resume_command(
     from veralith.store import store_url
     from veralith.work import shipper
 
-    if _existing_db() is None and (refs or not shipper.spooled_here(store_url())):
+    # A spool on this host is moved in whatever the database's state: none yet, or a file whose first
+    # migration a killed app never finished (the writing store below brings it up to date).
+    if not (not refs and shipper.spooled_here(store_url())) and _existing_db() is None:
         # (A spool with no database yet: processes that logged and died before their first ship.)
         if refs:
             raise _fail(f"trace {refs[0]} not found: no database yet")
