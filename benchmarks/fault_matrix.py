@@ -277,6 +277,12 @@ def _nul(fleet: Fleet, row: Row) -> None:
 @scenario("outage", "4. the store away for 15 s while 3 workers judge and an app logs")
 def _outage(fleet: Fleet, row: Row) -> None:
     workers = [fleet.start_cli("worker", "--concurrency", "2", name="worker") for _ in range(3)]
+    # The fault is an outage while workers judge: each has opened the store and said so (a worker
+    # started while the store is away exits 2 with one line, as documented: its supervisor restarts it).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and sum(
+            "judging the traces of" in p.read_text(errors="replace") for p in fleet.tmp.glob("worker-*.err")) < 3:
+        time.sleep(0.2)
     app = fleet.start_app("a", 300, pause=0.01, env={"VERALITH_EVALUATE": "remote", "FM_DRAIN_S": "60"})
     time.sleep(2.0)
     with _store_away(fleet, 15.0):
