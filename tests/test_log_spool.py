@@ -76,20 +76,27 @@ def test_log_returns_while_another_process_holds_the_sqlite_write_lock():
     assert _statuses() == {"done": 301}
 
 
+def _killed_before_shipping(count: int) -> list[int]:
+    """An app that logs `count` traces while another process holds the database's write lock, killed
+    with SIGKILL before its spool could be shipped; the lock is then released. The ids log() returned."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, settings.db_path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
+    logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, str(count)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=subprocess_env())
+    ids: list[int] = json.loads(logger.stdout.readline())["ids"]  # type: ignore[union-attr]
+    logger.send_signal(signal.SIGKILL)                 # its spool was never shipped: the lock was held
+    logger.wait(timeout=30)
+    holder.communicate("go\n", timeout=30)
+    return ids
+
+
 def test_a_process_killed_before_shipping_loses_nothing():
     import veralith
 
     veralith.log(QUERY, CONTEXT, RESPONSE)
     veralith.shutdown()
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, settings.db_path], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
-    logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "25"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=subprocess_env())
-    ids = json.loads(logger.stdout.readline())["ids"]  # type: ignore[union-attr]
-    logger.send_signal(signal.SIGKILL)                 # its spool was never shipped: the lock was held
-    logger.wait(timeout=30)
-    holder.communicate("go\n", timeout=30)
+    ids = _killed_before_shipping(25)
     assert _statuses() == {"done": 1}
     resumed = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=subprocess_env(), capture_output=True,
                              text=True, timeout=120)
@@ -310,15 +317,7 @@ def test_resume_moves_a_spool_in_when_the_database_file_was_never_migrated():
     # schema: resume said "has schema none ... any writing command brings it up to date", exit 2, and
     # left every spooled trace out (found by benchmarks/fault_matrix.py, kill -9 of an app mid-burst).
     sqlite3.connect(settings.db_path).close()          # the file exists, nothing applied
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, settings.db_path], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "locked"  # type: ignore[union-attr]
-    logger = subprocess.Popen([sys.executable, "-c", _LOG_MANY, "5"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, env=subprocess_env())
-    ids = json.loads(logger.stdout.readline())["ids"]  # type: ignore[union-attr]
-    logger.send_signal(signal.SIGKILL)
-    logger.wait(timeout=30)
-    holder.communicate("go\n", timeout=30)
+    ids = _killed_before_shipping(5)
     resumed = subprocess.run([sys.executable, "-m", "veralith.cli", "resume"], env=subprocess_env(), capture_output=True,
                              text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr

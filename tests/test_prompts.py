@@ -207,7 +207,11 @@ def test_a_call_where_time_cannot_matter_is_told_nothing_about_time():
 
 
 def test_the_static_prefix_grows_for_the_cache_only_where_the_price_table_says_it_pays():
+    from fake_openai_server import need_offline_encodings
+
     from veralith.llm.prefix import cacheable, grows, prefix_tokens
+
+    need_offline_encodings()   # the decision is taken on exact counts only: without the encodings it never grows
 
     payload = FaithfulnessInput(query="q", claims=[ClaimIn(id="k1", text="X is 5.")],
                                 chunks=[ChunkIn(id="c0", text="X is 5.")])
