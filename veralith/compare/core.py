@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
+from veralith.compare.correctness import CorrectnessComparison, compare_correctness
 from veralith.compare.match import match
 from veralith.compare.reasons import failure_reason
 from veralith.compare.stats import PairedTest, paired_test
@@ -53,6 +54,7 @@ class TraceRow(NamedTuple):
     n_extra_claims: int | None
     reason: str | None = None     # the stored one-line why (eval runs), else built by with_reasons
     mode: str | None = None       # "full" | "fast" (veralith.pipeline.fast); None without a result
+    correctness: str | None = None  # the correctness layer the run had (None: no reference or no result)
 
 
 def cell_of(row: TraceRow) -> str:
@@ -118,6 +120,9 @@ class Comparison:
     not_judged: list[Change] = field(default_factory=list)
     # Matched pairs the paired test leaves out: {"not_judged": n, "indeterminate": n}.
     left_out: dict[str, int] = field(default_factory=dict)
+    # The correctness layer's transitions and paired test (veralith.compare.correctness); None when
+    # no pair judged in both runs had a reference on either side.
+    correctness: CorrectnessComparison | None = None
 
     @property
     def mixed_modes(self) -> bool:
@@ -148,6 +153,7 @@ class Comparison:
             "only_in_b": [asdict(o) for o in self.only_in_b],
             "modes_a": self.modes_a, "modes_b": self.modes_b, "mixed_modes": self.mixed_modes,
             "not_judged": [asdict(c) for c in self.not_judged], "left_out": self.left_out,
+            "correctness": self.correctness.to_dict() if self.correctness is not None else None,
         }
 
 
@@ -202,7 +208,8 @@ def compare_rows(rows_a: Sequence[TraceRow], rows_b: Sequence[TraceRow], *, run_
         regressions=regressions, improvements=improvements, indeterminate_changes=indeterminate,
         shifts=_shifts(judged), only_in_a=[_only(r) for r in only_a], only_in_b=[_only(r) for r in only_b],
         modes_a=modes_of(rows_a), modes_b=modes_of(rows_b), not_judged=not_judged,
-        left_out={"not_judged": len(not_judged), "indeterminate": indeterminate_pairs})
+        left_out={"not_judged": len(not_judged), "indeterminate": indeterminate_pairs},
+        correctness=compare_correctness(judged, _key))
 
 
 def left_out_note(c: Comparison) -> str | None:

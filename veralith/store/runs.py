@@ -38,10 +38,15 @@ __all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run
 
 # The columns `trace_rows` returns, in order (veralith.compare.TraceRow has the same fields).
 TRACE_ROW_COLUMNS = ("id", "external_id", "knowledge_base", "query", "failure_cell", "quality_gate", "status",
-                     "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "reason", "mode")
+                     "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "reason", "mode",
+                     "correctness")
 # run_traces columns after run_id, and what each is copied from in `traces`.
 _COPIED = ("trace_id", "external_id", "knowledge_base", "failure_cell", "quality_gate", "status",
-           "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "usd", "query", "mode")
+           "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "usd", "query", "mode",
+           "correctness")
+# The correctness layer of a trace's stored result (issue 42), NULL without a reference: it lives in
+# trace_references, so it is read with a subquery from a `traces` row.
+_CORRECTNESS = "(SELECT r.correctness FROM trace_references r WHERE r.trace_id = traces.id)"
 
 
 class RunNotFound(StoreError, KeyError):
@@ -205,7 +210,7 @@ def trace_rows(db: Db, run: Run) -> list[tuple[Any, ...]]:
         rows = db.execute(f"SELECT {columns} FROM run_traces WHERE run_id = ? ORDER BY trace_id",
                           [run.id]).fetchall()
     else:
-        columns = ", ".join("NULL" if c == "reason" else c for c in TRACE_ROW_COLUMNS)
+        columns = ", ".join({"reason": "NULL", "correctness": _CORRECTNESS}.get(c, c) for c in TRACE_ROW_COLUMNS)
         rows = db.execute(f"SELECT {columns} FROM traces WHERE run_id = ? ORDER BY id", [run.id]).fetchall()
     return [tuple(row) for row in rows]
 
@@ -270,7 +275,7 @@ _EMPTY = (0, 0, 0, 0, 0, 0.0, 0)
 
 
 _OUTCOME = {"failure_cell", "quality_gate", "sufficiency_fraction", "faithfulness_fraction", "n_claims",
-            "n_extra_claims", "usd", "mode"}
+            "n_extra_claims", "usd", "mode", "correctness"}
 
 
 def _copy(db: Db, run_id: int, where: str, params: list[Any], *, reason: str | None, replace: bool) -> None:
@@ -279,7 +284,8 @@ def _copy(db: Db, run_id: int, where: str, params: list[Any], *, reason: str | N
     def source(column: str) -> str:
         if column == "trace_id":
             return "id"
-        return f"CASE WHEN status = 'done' THEN {column} END" if column in _OUTCOME else column
+        value = _CORRECTNESS if column == "correctness" else column
+        return f"CASE WHEN status = 'done' THEN {value} END" if column in _OUTCOME else value
 
     columns = ", ".join(source(c) for c in _COPIED)
     # The SELECT's WHERE comes before ON CONFLICT: without one SQLite would read ON as a join's ON.
