@@ -151,6 +151,8 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
         matrix.add_row(_SHORT[old].replace("\n", " "),
                        *[_count(c.matrix[old][new], diagonal=old == new) for new in CELLS])
     parts.append(matrix)
+    if c.correctness is not None:
+        parts += _correctness_parts(c.correctness, limit)
     for title, rows in (("Only in A", c.only_in_a), ("Only in B", c.only_in_b)):
         parts.append(Rule(f"{title}: {len(rows)}", align="left"))
         for o in rows[:limit]:
@@ -160,6 +162,51 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
             parts.append(line)
         parts += _more(len(rows), limit)
     return Group(*parts)
+
+
+_LAYER_STYLE = {"correct": "green", "partly_correct": "yellow", "incorrect": "red"}
+
+
+def _correctness_parts(k: Any, limit: int | None) -> list[RenderableType]:
+    """The correctness layer against the reference answers (veralith.compare.correctness): its paired
+    test, its transitions and the pairs whose layer changed."""
+    from rich import box
+
+    from veralith.compare.correctness import LAYERS, correctness_note
+
+    t = k.test
+    parts: list[RenderableType] = [
+        Rule(f"Correctness against the reference ({k.pairs} pair(s) with a reference in A or B)", align="left")]
+    said = Text()
+    note = correctness_note(k)
+    if note is not None:
+        said.append(note + "\n", "yellow")
+    if t.difference is not None and t.ci95 is not None:
+        said.append(f"correct ({t.n} pairs assessed in both): {pct(t.rate_a)} → {pct(t.rate_b)}, difference "
+                    f"{t.difference * 100:+.1f} pts, 95 % CI [{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]\n")
+        said.append(f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} correct → not, {t.not_to_pass} not → "
+                    "correct); the pass rate's test, with correct read as pass")
+    else:
+        said.append("no pair was assessed against a reference in both runs: nothing to test", "yellow")
+    parts.append(said)
+    matrix = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    matrix.add_column("A \\ B", no_wrap=True)
+    for layer in LAYERS:
+        matrix.add_column(layer.replace("_", " "), justify="right", no_wrap=True)
+    for old in LAYERS:
+        matrix.add_row(old.replace("_", " "), *[_count(k.matrix[old][new], diagonal=old == new) for new in LAYERS])
+    parts.append(matrix)
+    parts.append(Text(f"correctness changes (assessed in both): {len(k.changes) or 'none'}", "bold"))
+    for ch in k.changes[:limit]:
+        line = literal(f"#{ch.old_trace_id} → #{ch.new_trace_id} " if ch.old_trace_id != ch.new_trace_id
+                       else f"#{ch.new_trace_id} ")
+        line.append_text(literal(_one_line(ch.key), "bold"))
+        line.append_text(literal(f" ({ch.knowledge_base}) "))
+        line.append(ch.old, _LAYER_STYLE.get(ch.old, ""))
+        line.append(" → ")
+        line.append(ch.new, _LAYER_STYLE.get(ch.new, ""))
+        parts.append(line)
+    return parts + _more(len(k.changes), limit)
 
 
 def _more(total: int, limit: int | None) -> list[RenderableType]:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from veralith.compare.core import CELLS, Change, Comparison, Only, left_out_note, mixed_modes_note, paired_label
+from veralith.compare.correctness import LAYERS, CorrectnessComparison, correctness_note
 
 __all__ = ["escape", "to_markdown"]
 
@@ -74,8 +75,41 @@ def to_markdown(c: Comparison, *, limit: int | None = None) -> str:
     for old in CELLS:
         lines.append(f"| {_short(old)} | " + " | ".join(str(c.matrix[old][new]) for new in CELLS) + " |")
     lines.append("")
+    if c.correctness is not None:
+        lines += _correctness(c.correctness, limit)
     lines += _only("Only in A", c.only_in_a, limit) + _only("Only in B", c.only_in_b, limit)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _correctness(k: CorrectnessComparison, limit: int | None) -> list[str]:
+    """The correctness layer against the reference answers: its paired test, its transitions, the
+    pairs whose layer changed."""
+    t = k.test
+    lines = [f"### Correctness against the reference ({k.pairs} pair(s) with a reference in A or B)", ""]
+    if t.n:
+        lines += ["| | A | B | difference (B − A) |", "|---|---|---|---|",
+                  f"| correct ({t.n} pair(s) assessed in both) | {_pct(t.rate_a)} | {_pct(t.rate_b)} | "
+                  + ("n/a" if t.difference is None or t.ci95 is None else
+                     f"{t.difference * 100:+.1f} pts, 95 % CI [{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]")
+                  + " |", "",
+                  f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} correct → not, {t.not_to_pass} not → correct); "
+                  "the same test as the pass rate's, with correct read as pass.", ""]
+    else:
+        lines += ["No pair was assessed against a reference in both runs: nothing to test.", ""]
+    note = correctness_note(k)
+    if note is not None:
+        lines += [f"**Note:** {escape(note[0].upper() + note[1:])}.", ""]
+    lines += ["| A \\ B | " + " | ".join(_short(x) for x in LAYERS) + " |", "|---" * (len(LAYERS) + 1) + "|"]
+    for old in LAYERS:
+        lines.append(f"| {_short(old)} | " + " | ".join(str(k.matrix[old][new]) for new in LAYERS) + " |")
+    lines.append("")
+    if not k.changes:
+        return [*lines, "#### Correctness changes: none", ""]
+    lines += [f"#### Correctness changes: {len(k.changes)}", "", "| trace | kb | A → B |", "|---|---|---|"]
+    for ch in k.changes[:limit]:
+        lines.append(f"| {escape(ch.key)} (trace {ch.old_trace_id} → {ch.new_trace_id}) | "
+                     f"{escape(ch.knowledge_base)} | {_short(ch.old)} → {_short(ch.new)} |")
+    return lines + [""] + _more(len(k.changes), limit)
 
 
 def _short(cell: str) -> str:

@@ -333,6 +333,7 @@ class _Pages:
         GROUP_LIMIT, 0: all). Without runs named: the newest run and the newest earlier one that shares
         a trace with it (veralith.compare.latest_pair)."""
         from veralith.compare import compare_runs, group_changes, latest_pair, left_out_note, paired_label
+        from veralith.compare.correctness import LAYERS, correctness_note
         from veralith.store.runs import RunNotFound
 
         try:
@@ -374,6 +375,8 @@ class _Pages:
                            only_limit=COMPARE_LIMIT if limit is None else limit or None,
                            left_out=left_out_note(comparison) if comparison else None,
                            paired=paired_label(comparison) if comparison else "",
+                           correctness_note=correctness_note(comparison.correctness)
+                           if comparison and comparison.correctness else None, layers=LAYERS,
                            picked=picked, cells=comparison_cells(), all_link="/compare?" + urlencode(
                                {"a": chosen[0], "b": chosen[1], "limit": 0}))
 
