@@ -4,6 +4,7 @@
 -- copy of a trace's outcome (run_traces) keeps the layer it had then, as it keeps the cell and gate.
 -- NULL: the trace had no reference, or no result in that run.
 
+-- The correctness layer the run's result of the trace had (NULL: no reference, or no result).
 ALTER TABLE run_traces ADD COLUMN correctness TEXT
     CHECK (correctness IN ('correct', 'partly_correct', 'incorrect', 'not_assessed'));
 

@@ -23,6 +23,7 @@ from rich.text import Text
 from veralith.cli.exits import ExitCode, fail
 from veralith.cli.render import literal
 from veralith.cli.runs import existing_db, pct
+from veralith.safe_text import json_safe
 
 __all__ = ["EXIT_REGRESSIONS", "compare_command", "comparison_view"]
 
@@ -66,7 +67,8 @@ def compare_command(
     except MixedModes as exc:
         raise fail(str(exc), ExitCode.ERROR) from None
     if as_json or fmt is CompareFormat.json:
-        typer.echo(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+        # Control and bidi characters as \uNNNN escapes: still the same JSON, harmless in a terminal.
+        typer.echo(json_safe(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False)))
     elif fmt is CompareFormat.markdown:
         typer.echo(to_markdown(comparison, limit=limit or None), nl=False)
     else:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from veralith.compare.core import CELLS, Change, Comparison, Only, left_out_note, mixed_modes_note, paired_label
 from veralith.compare.correctness import LAYERS, CorrectnessComparison, correctness_note
+from veralith.safe_text import visible
 
 __all__ = ["escape", "to_markdown"]
 
@@ -20,8 +21,9 @@ _SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&])")
 
 def escape(text: object) -> str:
     """Markdown-inert text on one line. A backslash does not stop GitHub from turning `@name` into
-    a mention or `#12` into a link, so those get a zero-width space after the sign."""
-    flat = _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+    a mention or `#12` into a link, so those get a zero-width space after the sign. Control and bidi
+    characters are written out first (veralith.safe_text.visible): a comment is also read with `cat`."""
+    flat = _SPECIAL.sub(r"\\\1", " ".join(visible(text).split()))
     return flat.replace("@", "@\u200b").replace("\\#", "#\u200b")
 
 

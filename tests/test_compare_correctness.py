@@ -1,0 +1,185 @@
+"""`veralith compare` and the correctness layer (issue 42): its transitions, the gate's paired test with
+correct read as pass, the pairs left out, each run's own layer of a trace judged again in place (both
+stores), and untrusted text escaped in every view."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from veralith.cli import app
+from veralith.cli.compare import comparison_view
+from veralith.compare import TraceRow, compare_rows, to_markdown
+from veralith.compare.correctness import LAYERS
+from veralith.compare.stats import paired_test
+
+CHUNKS = ["Acme was founded in 1947 by Ruth Calder in Ohio.", "Acme makes anvils and rockets."]
+REPO = Path(__file__).resolve().parents[1]
+
+
+def row(id, query, correctness, *, gate="pass", kb="kb", ext=None):
+    return TraceRow(id, ext, kb, query, "complete_grounded", gate, "done" if gate else "error", 1.0, 1.0, 1, 0,
+                    None, "full" if gate else None, correctness)
+
+
+def _text(comparison) -> str:
+    console = Console(width=160, record=True, file=io.StringIO())
+    console.print(comparison_view(comparison))
+    return console.export_text()
+
+
+# --- the comparison, as a pure function --------------------------------------------------------------
+
+
+def test_transitions_and_the_paired_test_over_pairs_assessed_in_both():
+    moves = [("correct", "correct")] * 5 + [("correct", "incorrect")] * 3 + [("correct", "partly_correct")] * 2 \
+        + [("incorrect", "correct")] * 1 + [("partly_correct", "partly_correct")] * 4 \
+        + [("not_assessed", "correct")] * 2 + [("correct", None)] * 1 + [(None, None)] * 6
+    a = [row(i, f"q{i}", old) for i, (old, _) in enumerate(moves)]
+    b = [row(100 + i, f"q{i}", new) for i, (_, new) in enumerate(moves)]
+    k = compare_rows(a, b).correctness
+    assert k is not None and k.pairs == len(moves) - 6          # pairs with no reference on either side: not counted
+    assert set(k.matrix) == set(LAYERS) and all(set(r) == set(LAYERS) for r in k.matrix.values())
+    assert k.matrix["correct"]["incorrect"] == 3 and k.matrix["not_assessed"]["correct"] == 2
+    assert k.matrix["correct"]["not_assessed"] == 1             # a side without a reference reads as not assessed
+    assert k.left_out == {"not_assessed": 2, "no_reference": 1}
+    # The gate's own test (one implementation), with correct as pass: 5 both, 5 correct -> not, 1 not -> correct.
+    assert k.test == paired_test(5, 5, 1, 4)
+    assert k.test.n == 15 and k.test.rate_a == 10 / 15 and k.test.rate_b == 6 / 15
+    assert len(k.changes) == 6 and k.changes[0].new == "incorrect" and k.changes[-1].new == "correct"
+
+
+def test_without_a_reference_nothing_is_said_about_correctness():
+    a, b = [row(1, "q", None)], [row(2, "q", None)]
+    c = compare_rows(a, b)
+    assert c.correctness is None and c.to_dict()["correctness"] is None
+    assert "orrectness" not in to_markdown(c) and "orrectness" not in _text(c)
+
+
+def test_pairs_never_judged_stay_out_of_the_correctness_layer_too():
+    c = compare_rows([row(1, "q", "correct"), row(2, "r", "correct")],
+                     [row(11, "q", None, gate=None), row(12, "r", "incorrect")])
+    assert c.correctness is not None and c.correctness.pairs == 1 and c.correctness.test.n == 1
+
+
+def test_every_view_says_the_same_and_escapes_untrusted_text():
+    hostile = "<img src=x onerror=alert(1)> [red]@team #12[/red]\x1b[31m"
+    a = [row(1, hostile, "correct"), row(2, "q2", "not_assessed")]
+    b = [row(11, hostile, "incorrect"), row(12, "q2", "correct")]
+    c = compare_rows(a, b)
+    data = json.loads(json.dumps(c.to_dict()))["correctness"]
+    assert data["changes"][0]["key"] == hostile and data["left_out_total"] == 1
+    assert data["paired_test"]["pass_to_not"] == 1 and "correct read as pass" in data["paired_test"]["method"]
+    md = to_markdown(c)
+    assert "### Correctness against the reference (2 pair(s)" in md
+    assert "1 pair\\(s\\) without a reference judgement on both sides, left out" in md
+    assert "| correct | 0 | 0 | 1 | 0 |" in md and "| <img" not in md and "\\<img" in md and "@\u200bteam" in md
+    assert "\x1b" not in md and "\\x1b" in md
+    text = _text(c)
+    assert "1 pair(s) without a reference judgement on both sides, left out" in text
+    assert "correct → incorrect" in text and "[red]@team" in text and "\x1b" not in text
+    assert "-100.0 pts" in md and "-100.0 pts" in text
+
+
+# --- end to end, both stores: a trace judged again in place keeps each run's own layer --------------
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def _golden(path: Path, year: int, hostile: str) -> Path:
+    lines = [{"id": "founded", "query": "When was Acme founded?", "contexts": CHUNKS,
+              "response": f"Acme was founded in {year}.", "reference": "Acme was founded in 1947."},
+             {"id": "makes", "query": "What does Acme make?", "contexts": CHUNKS,
+              "response": "Acme makes anvils and rockets.", "reference": "Acme makes anvils and rockets."},
+             {"id": hostile, "query": "Who founded Acme?", "contexts": CHUNKS, "response": "Ruth Calder founded Acme."}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.usefixtures("store_url")
+def test_a_trace_judged_again_in_place_compares_as_each_run_saw_it(tmp_path):
+    hostile = "<b>who</b>"
+    assert _cli("eval", str(_golden(tmp_path / "a.jsonl", 1947, hostile)), "--run-name", "before").exit_code in (0, 1)
+    assert _cli("eval", str(_golden(tmp_path / "b.jsonl", 1952, hostile)), "--run-name", "after").exit_code in (0, 1)
+    data = json.loads(_cli("compare", "before", "after", "--json").output)
+    k = data["correctness"]
+    assert data["matched"] == 3 and k["pairs"] == 2                     # the third has no reference
+    [change] = k["changes"]
+    # The same trace, judged again in place by "after": "before" still reads as it was then.
+    assert change["key"] == "founded" and change["old_trace_id"] == change["new_trace_id"]
+    assert (change["old"], change["new"]) == ("correct", "incorrect")
+    assert k["matrix"]["correct"] == {"correct": 1, "partly_correct": 0, "incorrect": 1, "not_assessed": 0}
+    assert k["paired_test"]["n"] == 2 and k["paired_test"]["pass_to_not"] == 1 and k["left_out_total"] == 0
+    # The reverse order reads the same two copies the other way round.
+    back = json.loads(_cli("compare", "after", "before", "--json").output)["correctness"]
+    assert [(c["old"], c["new"]) for c in back["changes"]] == [("incorrect", "correct")]
+    text = _cli("compare", "before", "after").output
+    assert "correct → incorrect" in text and "Correctness against the reference" in text
+
+
+@pytest.mark.usefixtures("store_url")
+def test_sdk_runs_read_the_layer_from_the_stored_result():
+    import veralith
+
+    q = "When was Acme founded?"
+    veralith.log(q, CHUNKS, "Acme was founded in 1947.", sync=True, run="old", reference="Acme was founded in 1947.")
+    veralith.log(q, CHUNKS, "Acme was founded in 1952.", sync=True, run="new", reference="Acme was founded in 1947.")
+    veralith.log("Who?", CHUNKS, "Ruth Calder.", sync=True, run="old", reference="Ruth Calder founded Acme.",
+                 reference_contexts=[])
+    veralith.log("Who?", CHUNKS, "Ruth Calder.", sync=True, run="new")
+    k = json.loads(_cli("compare", "old", "new", "--json").output)["correctness"]
+    assert [(c["old"], c["new"]) for c in k["changes"]] == [("correct", "incorrect")]
+    assert k["left_out"]["no_reference"] == 1 and k["paired_test"]["n"] == 1
+
+
+def test_the_migration_fills_a_run_s_layer_only_where_the_stored_result_is_its_own(store, tmp_path):
+    """The backfill of SQLite 0026 / PostgreSQL 0018, run again over copies taken without the column."""
+    from veralith.store.sqlstore import SqlStore
+
+    assert _cli("eval", str(_golden(tmp_path / "a.jsonl", 1947, "x")), "--run-name", "before").exit_code in (0, 1)
+    assert _cli("eval", str(_golden(tmp_path / "b.jsonl", 1952, "x")), "--run-name", "after").exit_code in (0, 1)
+    assert isinstance(store, SqlStore)
+    with store.connection() as db:
+        postgres = db.dialect.name == "postgres"
+    name = "postgres/0018_run_correctness.sql" if postgres else "0026_run_correctness.sql"
+    sql = (REPO / "migrations" / name).read_text()
+    backfill = sql[sql.index("UPDATE run_traces"):]
+    with store.connection() as db, db.write():
+        db.execute("UPDATE run_traces SET correctness = NULL")
+        db.execute(backfill)
+    with store.connection() as db:
+        got = {(r, t): c for r, t, c in db.execute("SELECT run_id, trace_id, correctness FROM run_traces")}
+    # "after" (run 2) judged every trace last: its copies are filled; "before" keeps NULL (not known).
+    assert got[(2, 1)] == "incorrect" and got[(2, 2)] == "correct" and got[(2, 3)] is None
+    assert {c for (r, _), c in got.items() if r == 1} == {None}
+
+
+def test_the_web_compare_page_shows_the_layer_escaped(tmp_path, monkeypatch):
+    pytest.importorskip("starlette", reason="the web extra is not installed (pip install 'veralith[web]')")
+    from starlette.testclient import TestClient
+
+    from veralith.config import settings
+    from veralith.web import create_app
+
+    hostile = "<script>alert(1)</script>"
+    golden = _golden(tmp_path / "a.jsonl", 1947, hostile)
+    rows = [json.loads(line) for line in golden.read_text().splitlines()]
+    rows[0]["id"] = hostile + "-founded"
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _cli("eval", str(golden), "--run-name", "before").exit_code in (0, 1)
+    rows[0]["response"] = "Acme was founded in 1952."
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _cli("eval", str(golden), "--run-name", "after").exit_code in (0, 1)
+    page = TestClient(create_app(settings.db_path), base_url="http://127.0.0.1:8765").get("/compare?a=before&b=after")
+    assert page.status_code == 200
+    html = page.text
+    assert "Correctness against the reference (2 pair(s)" in html and "correct → incorrect" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;-founded" in html and "<script>alert(1)" not in html
+    assert "A&#39;s layer is the one run A recorded" in html or "A's layer is the one run A recorded" in html
