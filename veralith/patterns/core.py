@@ -1,7 +1,7 @@
 """Cross-trace patterns: the failing traces of a scope (a knowledge base, a run, a time window) grouped
 by what they share, each group with its count, examples and a fix.
 
-Five kinds of group, each its own section (SECTIONS, in the order shown):
+Seven kinds of group, each its own section (SECTIONS, in the order shown):
 
 - `source`: a document whose chunks contradict claims of failing traces;
 - `topic`: words that the missed sub-questions of failing traces share (veralith.patterns.topics);
@@ -9,7 +9,9 @@ Five kinds of group, each its own section (SECTIONS, in the order shown):
   (veralith.patterns.claims);
 - `idle_source`: a document failing traces retrieve that grounds no claim anywhere in the scope;
 - `transition`: the failing cell traces moved to between two runs (`against` → `run`, else the
-  run before `run`, else the last two runs), matched as `veralith compare` matches them.
+  run before `run`, else the last two runs), matched as `veralith compare` matches them;
+- `missed_chunk`, `missed_fact`: expected chunks and reference facts the retriever keeps missing, over
+  every judged trace with a reference, failing or not (veralith.patterns.reference).
 
 Ranking: within a section, groups are ordered by how many failing traces they explain (the
 traces where the group's cause shows: the document contradicts one of its claims, one of its missed
@@ -36,6 +38,8 @@ from typing import TYPE_CHECKING, Any
 from veralith.compare.reasons import failure_reason
 from veralith.patterns import fixes
 from veralith.patterns.claims import KINDS, claim_kinds
+from veralith.patterns.reference import KINDS as REFERENCE_KINDS
+from veralith.patterns.reference import reference_sections
 from veralith.patterns.topics import cluster
 from veralith.patterns.transitions import transitions
 from veralith.store import ops
@@ -46,7 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["SECTIONS", "Example", "Group", "Patterns", "Section", "find_patterns"]
 
-SECTIONS = ("source", "topic", "claim", "idle_source", "transition")
+# The sections of failing traces, then the reference sections (veralith.patterns.reference), in the order shown.
+_FAILING = ("source", "topic", "claim", "idle_source", "transition")
+SECTIONS = (*_FAILING, *REFERENCE_KINDS)
 SAMPLE = 20_000   # judged sub-questions read as the topics' baseline (the newest of the scope)
 _TITLES = {"source": "Documents that contradict answers", "topic": "Topics retrieval keeps missing",
            "claim": "Kinds of fact that come out ungrounded", "idle_source": "Documents retrieved that never ground",
@@ -91,11 +97,16 @@ class Section:
     note: str | None = None
     min_traces: int = 2           # traces a group needs
     below: str | None = None      # what the cause showed in that fell short of min_traces, in words
+    unit: str = "failing traces"  # what a group's count counts
+    empty: str | None = None      # why nothing could be found at all (the reference sections: no reference, none missed)
 
     @property
     def none_found(self) -> str:
-        """What the section says when it has no group (every view): the minimum, and what fell short of it."""
-        said = f"none found: a group needs at least {self.min_traces} failing traces"
+        """What the section says when it has no group (every view): why nothing could be found, else the
+        minimum and what fell short of it."""
+        if self.empty:
+            return self.empty
+        said = f"none found: a group needs at least {self.min_traces} {self.unit}"
         return f"{said}; {self.below}" if self.below else said
 
 
@@ -131,8 +142,8 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
     base = store.read(ops.resolve_run, against) if against is not None else None
     scope = PatternScope(knowledge_base=kb, run_id=chosen.id if chosen else None, since=since, until=until)
     counts = store.read(ops.pattern_counts, scope)
-    drafts: dict[str, list[_Draft]] = {kind: [] for kind in SECTIONS}
-    short: dict[str, list[tuple[str, int]]] = {kind: [] for kind in SECTIONS}   # (what, traces) under the minimum
+    drafts: dict[str, list[_Draft]] = {kind: [] for kind in _FAILING}
+    short: dict[str, list[tuple[str, int]]] = {kind: [] for kind in _FAILING}   # (what, traces) under the minimum
     for doc in store.read(ops.document_figures, scope):
         figures = asdict(doc)
         if 0 < doc.contradicting < min_traces:
@@ -184,6 +195,7 @@ def find_patterns(store: Store, *, kb: str | None = None, run: str | None = None
         below["topic"] = f"{alone} failing trace(s) with a missed sub-question share no word that makes a topic"
     sections = _finish(store, scope, drafts, limit=limit, examples=examples, notes={"transition": note},
                        below=below, min_traces=min_traces)
+    sections += reference_sections(store, scope, limit=limit, examples=examples, min_traces=min_traces, sample=SAMPLE)
     notes = []
     if counts.get("judged_since"):
         notes.append(f"{counts['judged_since']} trace(s) of this run were judged again by a later run; their latest "
@@ -263,7 +275,7 @@ def _finish(store: Store, scope: PatternScope, drafts: dict[str, list[_Draft]], 
               if not isinstance(focus, str)}
     details = store.read(ops.failure_details, wanted) if wanted else {}
     sections = []
-    for kind in SECTIONS:
+    for kind in _FAILING:
         groups = []
         for d in shown[kind]:
             said = [Example(t, focus if isinstance(focus, str) else _reason(details.get(t), focus))

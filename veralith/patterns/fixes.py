@@ -4,7 +4,8 @@ of fact), so it can say what to change where; the texts are filled with the grou
 
 from __future__ import annotations
 
-__all__ = ["claim_fix", "idle_source_fix", "source_fix", "topic_fix", "transition_fix"]
+__all__ = ["claim_fix", "idle_source_fix", "missed_chunk_fix", "missed_fact_fix", "source_fix", "topic_fix",
+           "transition_fix"]
 
 _CLAIMS = {
     "number": ("Figures keep coming out unsupported: instruct the generator to copy numbers, prices and "
@@ -45,3 +46,21 @@ def transition_fix(run_a: str, run_b: str, suggestion: tuple[str, str] | None) -
         else ""
     return (f"Something that changed between {run_a} and {run_b} (retriever, index, prompt, model) moved these "
             f"traces: compare the two runs' configuration and inputs for it.{said}")
+
+
+def missed_chunk_fix(chunk: str, *, retrieved_sometimes: bool) -> str:
+    ranked = (" It is retrieved for some of these questions, so it is in the index: raise top-k or add a reranker "
+              "so it ranks inside the cut-off, and rewrite the queries that miss it (multi-query, HyDE)."
+              if retrieved_sometimes else
+              " It is never retrieved: check that it is in the index at all (re-index it), and that chunking "
+              "keeps it whole, then add keyword (hybrid) search or query rewriting so these questions reach it.")
+    return f"Retrieval (index, chunking, query rewrite): the expected chunk {chunk} is not returned.{ranked}"
+
+
+def missed_fact_fix(fact: str, *, words: tuple[str, ...] = ()) -> str:
+    what, them = ((f"reference facts {fact} are", "them") if words else
+                  (f"the reference fact \"{fact}\" is", "it"))
+    return (f"Retrieval (index, chunking, query rewrite): {what} not in the retrieved context. Check that the "
+            f"documents stating {them} are indexed (index them if not), that chunking does not cut a fact off from "
+            "what the question names, and add query rewriting or hybrid (keyword + vector) retrieval so these "
+            f"questions reach {them}. A prompt change cannot fix this: the generator never sees the facts.")

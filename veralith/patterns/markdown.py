@@ -57,7 +57,7 @@ def _section(s: Section) -> list[str]:
     if not s.groups:
         said = s.none_found
         return [*out, escape(said[0].upper() + said[1:]) + ".", ""]
-    out += ["| # | group | failing traces | figures | fix |", "|---|---|---|---|---|"]
+    out += [f"| # | group | {s.unit} | figures | fix |", "|---|---|---|---|---|"]
     for n, g in enumerate(s.groups, 1):
         out.append(f"| {n} | {escape(g.key)} | {g.traces} | {escape(g.detail)} | {escape(g.fix)} |")
     out.append("")

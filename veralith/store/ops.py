@@ -34,6 +34,7 @@ from veralith.store.patterns import (
     scope_counts as pattern_counts,
 )
 from veralith.store.queries import knowledge_bases, list_traces, stats, trace_run
+from veralith.store.reference_patterns import expected_examples, expected_figures, missed_facts, reference_counts
 from veralith.store.repository import (
     find_external,
     iter_stored as iter_results,
@@ -63,12 +64,12 @@ if TYPE_CHECKING:
 
 __all__ = ["bad_claims", "calibration", "calibration_count", "calibration_labels", "calibration_values",
            "common_suggestions", "count_traces", "current_threshold", "daily_figures", "discard_if_empty",
-           "document_examples", "document_figures", "failure_details", "find_external", "finish_run", "get_run",
-           "history", "iter_results", "kb_figures", "knowledge_bases", "list_runs", "list_traces", "load_input",
-           "load_result", "neighbours", "output_sizes", "page_sorted", "page_traces", "pattern_counts",
-           "question_rows", "record_result", "resolve", "resolve_run", "run_cells", "run_labels",
-           "save_explanation", "start_run", "stats", "tag_trace", "trace_info", "trace_row", "trace_rows",
-           "trace_run"]
+           "document_examples", "document_figures", "expected_examples", "expected_figures", "failure_details",
+           "find_external", "finish_run", "get_run", "history", "iter_results", "kb_figures", "knowledge_bases",
+           "list_runs", "list_traces", "load_input", "load_result", "missed_facts", "neighbours", "output_sizes",
+           "page_sorted", "page_traces", "pattern_counts", "question_rows", "record_result", "reference_counts",
+           "resolve", "resolve_run", "run_cells", "run_labels", "save_explanation", "start_run", "stats",
+           "tag_trace", "trace_info", "trace_row", "trace_rows", "trace_run"]
 
 
 def load_result(db: Db, trace_id: int) -> EvaluationResult:
