@@ -13,7 +13,14 @@ document; on top of them two causes are planted:
 - MISSED_TOPIC: questions about exporting data (`missed_rate` of the traces) for which retrieval
   returns nothing on the topic, and the answer fills the gap.
 
-IDLE_SOURCE is retrieved for `idle_rate` of the traces and never grounds a claim. The texts were
+IDLE_SOURCE is retrieved for `idle_rate` of the traces and never grounds a claim. With
+`reference_rate`, that share of the traces carries a reference (issue 42), derived from the trace as
+a golden set would have it: one fact per sub-question (the text of the document that answers it), not
+retrieved exactly where its sub-question's context did not suffice, and the document's chunk id as
+the expected chunk; the missed topic's reference is always MISSED_FACT with MISSED_CHUNK expected, a
+fact and a chunk the retriever never returns. A reference never moves a trace's cell or gate here
+(no fact is contradicted), and it draws on a random stream of its own, so the rest of a trace is the
+same with or without it. The texts were
 written for these tests; every trace is derived from (seed, index) alone, so two logs with the same
 seed differ only where their options differ.
 """
@@ -48,11 +55,14 @@ from veralith.pipeline.suggest import suggest
 from veralith.policy import status
 from veralith.store import ops
 
-__all__ = ["BAD_SOURCE", "IDLE_SOURCE", "MISSED_TERM", "TOPICS", "fill_two_runs", "planted_log"]
+__all__ = ["BAD_SOURCE", "IDLE_SOURCE", "MISSED_CHUNK", "MISSED_FACT", "MISSED_TERM", "TOPICS", "fill_two_runs",
+           "planted_log"]
 
 BAD_SOURCE = "help/billing/price-list-2019.md"
 IDLE_SOURCE = "help/legal/terms-of-service.md"
 MISSED_TERM = "export"   # the term every question of the missed topic shares
+MISSED_FACT = "Exports are made from the Data page, as a CSV file."   # the missed topic's reference fact
+MISSED_CHUNK = "data-export-1"   # ... and its expected chunk, never retrieved
 
 # topic -> ways to ask about it (what follows "How do I ..."). Words such as "account", "order" and
 # "plan" recur across topics on purpose: a topic is what retrieval misses, not what is merely common.
@@ -95,14 +105,50 @@ def _doc(topic: str, k: int) -> tuple[str, str]:
 
 def planted_log(n: int, *, seed: int = 0, start: int = 0, kb: str = "shop", bad_rate: float = 0.02,
                 missed_rate: float = 0.03, idle_rate: float = 0.05, noise: float = 0.15,
-                stale_prices: bool = True, long_texts: bool = False) -> Iterator[EvaluationResult]:
+                stale_prices: bool = True, long_texts: bool = False,
+                reference_rate: float = 0.0) -> Iterator[EvaluationResult]:
     """`n` judged traces (indices `start` .. `start + n - 1`), each with its index as "id" in its
     metadata. `long_texts`: chunks and judge reasoning as long as real ones (a few hundred
-    characters), for measuring scans."""
+    characters), for measuring scans. `reference_rate`: the share of traces with a reference."""
     for i in range(start, start + n):
         result = _trace(random.Random(seed * 1_000_003 + i), i, kb=kb, bad_rate=bad_rate, missed_rate=missed_rate,
                         idle_rate=idle_rate, noise=noise, stale_prices=stale_prices)
+        own = random.Random(seed * 1_000_003 + i + 500_000_000)   # the reference's own stream
+        if own.random() < reference_rate:
+            result = _with_reference(result, own)
         yield _lengthened(result) if long_texts else result
+
+
+def _with_reference(result: EvaluationResult, rng: random.Random) -> EvaluationResult:
+    from veralith.models import ExpectedContext, FactCorrectness, FactRecall, ReferenceAssessment, ReferenceFact
+    from veralith.pipeline.reference import _conclude
+
+    sufficient = {j.sub_question_id: j.verdict is Verdict.Y for j in result.sufficiency}
+    relation = {j.claim_id: j.relation for j in result.faithfulness}
+    mappings = result.completeness.mappings if result.completeness else {}
+    facts, expected = [], []
+    for n, sq in enumerate(result.sub_questions):
+        chunk = result.context[n] if n < len(result.context) else result.context[0]
+        stated = any(relation.get(k) is Relation.supported for k in mappings.get(sq.id, []))
+        correctness = FactCorrectness.stated if stated else FactCorrectness.missing
+        fact_id = f"f{n + 1}"
+        if MISSED_TERM in sq.text:
+            text, given = MISSED_FACT, MISSED_CHUNK
+        elif sufficient.get(sq.id):
+            text, given = chunk.text, chunk.id
+        else:   # the document that answers it, which the retriever did not return
+            topic = chunk.id.rsplit("-", 1)[0]
+            k = rng.randrange(_DOCS_PER_TOPIC)
+            text, given = _doc(topic, k)[1], f"{topic}-{k}-expected"
+        found = sufficient.get(sq.id) and MISSED_TERM not in sq.text
+        facts.append(ReferenceFact(id=fact_id, text=text, recall=FactRecall.retrieved if found else FactRecall.not_retrieved,
+                                   recall_chunk_ids=[chunk.id] if found else [], recall_reasoning="generated",
+                                   correctness=correctness, correctness_reasoning="generated"))
+        expected.append(ExpectedContext(given=given, chunk_id=chunk.id if found else None, rank=n + 1 if found else None))
+    answer = " ".join(f.text for f in facts)
+    out = ReferenceAssessment(answer=answer, contexts=[e.given for e in expected], facts=facts, expected=expected)
+    _conclude(out, result.claims)
+    return result.model_copy(update={"reference": out})
 
 
 _FILLER = (" Screens and menu names may differ slightly between the web app, the desktop app and the mobile"

@@ -137,7 +137,10 @@ def test_an_empty_history_has_no_groups(store):
 def test_json_and_markdown_carry_the_same_groups(filled):
     found = find_patterns(filled)
     data = json.loads(json.dumps(found.to_dict()))
-    assert [s["kind"] for s in data["sections"]] == ["source", "topic", "claim", "idle_source", "transition"]
+    assert [s["kind"] for s in data["sections"]] == ["source", "topic", "claim", "idle_source", "transition",
+                                                     "missed_chunk", "missed_fact"]
+    # This log has no reference: the reference sections say so (tests/test_patterns_reference.py has them).
+    assert data["sections"][-1]["empty"].startswith("no judged trace here has a reference")
     assert data["sections"][0]["groups"][0]["key"] == BAD_SOURCE
     md = to_markdown(found)
     assert "### Documents that contradict answers" in md
