@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any
 from veralith.compare.reasons import failure_reason
 from veralith.patterns import fixes
 from veralith.patterns.claims import KINDS, claim_kinds
-from veralith.patterns.reference import KINDS as REFERENCE_KINDS
-from veralith.patterns.reference import reference_sections
+from veralith.patterns.reference import KINDS as REFERENCE_KINDS, reference_sections
 from veralith.patterns.topics import cluster
 from veralith.patterns.transitions import transitions
 from veralith.store import ops
@@ -98,7 +97,7 @@ class Section:
     min_traces: int = 2           # traces a group needs
     below: str | None = None      # what the cause showed in that fell short of min_traces, in words
     unit: str = "failing traces"  # what a group's count counts
-    empty: str | None = None      # why nothing could be found at all (the reference sections: no reference, none missed)
+    empty: str | None = None      # why nothing could be found at all (a reference section: none given, none missed)
 
     @property
     def none_found(self) -> str:

@@ -71,12 +71,12 @@ def reference_sections(store: Store, scope: PatternScope, *, limit: int, example
         elif empty is None:
             missed, baseline = store.read(ops.missed_facts, scope, sample=sample)
             drafts, alone = _fact_groups(missed, baseline, min_traces, Group)
-            below = (f"{alone} trace(s) with a missed fact share neither its text nor a topic with "
-                     f"{min_traces - 1} other(s)") if alone else None
+            below = (f"{alone} trace(s) with a missed fact are in no group: fewer than {min_traces} traces share "
+                     "its text or a topic's words") if alone else None
         shown = sorted(drafts, key=lambda d: d[1])[:limit]
         if kind == "missed_chunk" and shown:
             found = _chunk_examples(store, scope, [g for g, _, _ in shown], per_group=examples)
-            shown = [(g, rank, found.get(g.key, [])) for g, rank, _ in shown]
+            shown = [(g, rank, lines) for (g, rank, _), lines in zip(shown, found, strict=True)]
         groups = [replace(g, examples=[Example(t, why) for t, why in refs[:examples]]) for g, _, refs in shown]
         sections.append(Section(kind, TITLES[kind], RULES[kind], groups, len(drafts), min_traces=min_traces,
                                 below=below, unit=UNIT, empty=empty))
@@ -86,7 +86,8 @@ def reference_sections(store: Store, scope: PatternScope, *, limit: int, example
 def _chunk_groups(store: Store, scope: PatternScope, min_traces: int, group: Any
                   ) -> tuple[list[Any], str | None]:
     merged, positional = _merge(store.read(ops.expected_figures, scope))
-    drafts, short = [], []
+    drafts: list[Any] = []
+    short: list[tuple[str, int]] = []
     for key, f in merged.items():
         if f["missed"] < min_traces:
             short.append((f["shown"], f["missed"]))
@@ -99,16 +100,16 @@ def _chunk_groups(store: Store, scope: PatternScope, min_traces: int, group: Any
 
 
 def _chunk_examples(store: Store, scope: PatternScope, shown: list[Group], *, per_group: int
-                    ) -> dict[str, list[tuple[int, str]]]:
-    """Example lines for the expected-chunk groups shown: (trace id, why), newest first."""
+                    ) -> list[list[tuple[int, str]]]:
+    """Example lines for each expected-chunk group shown, in order: (trace id, why), newest first."""
     givens = [given for g in shown for given in g.figures["variants"]]
     found = store.read(ops.expected_examples, scope, givens, per_given=per_group)
-    out: dict[str, list[tuple[int, str]]] = {}
+    out = []
     for g in shown:
         rows = sorted({row for given in g.figures["variants"] for row in found.get(given, [])}, key=lambda r: -r[0])
-        out[g.key] = [(trace_id, "expected chunk not retrieved; the answer is "
-                       + (layer.replace("_", " ") if layer else "not assessed against a reference answer"))
-                      for trace_id, layer in rows[:per_group]]
+        out.append([(trace_id, "expected chunk not retrieved; correctness against the reference: "
+                     + (layer.replace("_", " ") if layer else "not judged"))
+                    for trace_id, layer in rows[:per_group]])
     return out
 
 
@@ -171,7 +172,8 @@ def _shown(given: str) -> str:
 
 
 def _chunk_detail(f: dict[str, Any]) -> str:
-    said = f"expected by {f['expected']} trace(s), not retrieved in {f['missed']} ({f['missed_failing']} failing the gate)"
+    said = (f"expected by {f['expected']} trace(s), not retrieved in {f['missed']} "
+            f"({f['missed_failing']} failing the gate)")
     retrieved = f["expected"] - f["missed"]
     if retrieved <= 0:
         return said + "; never retrieved"
@@ -204,12 +206,13 @@ def _fact_groups(missed: list[tuple[int, str, str, bool, str | None]], baseline:
         alone = len({r[0] for r in rest} - {t for topic in topics for t in topic.trace_ids})
         for topic in topics:
             rows = [by_id[(t, topic.sub_questions[t])] for t in topic.trace_ids]
+            members = set(topic.trace_ids)
             label = "about " + " · ".join(topic.words)
-            out.append((group("missed_fact", label, len(topic.trace_ids), detail=_fact_detail(rows, set(topic.trace_ids)),
+            out.append((group("missed_fact", label, len(members), detail=_fact_detail(rows, members),
                               fix=fixes.missed_fact_fix(label, words=topic.words), terms=topic.words,
-                              figures={**_fact_figures(rows, set(topic.trace_ids)), "words": list(topic.words),
+                              figures={**_fact_figures(rows, members), "words": list(topic.words),
                                        "miss_rate": topic.miss_rate, "base_rate": topic.base_rate}),
-                        (-len(topic.trace_ids), -topic.n_sub_questions, label), _fact_examples(rows)))
+                        (-len(members), -topic.n_sub_questions, label), _fact_examples(rows)))
     return out, alone
 
 
