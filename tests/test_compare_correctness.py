@@ -183,3 +183,19 @@ def test_the_web_compare_page_shows_the_layer_escaped(tmp_path, monkeypatch):
     assert "Correctness against the reference (2 pair(s)" in html and "correct → incorrect" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;-founded" in html and "<script>alert(1)" not in html
     assert "A&#39;s layer is the one run A recorded" in html or "A's layer is the one run A recorded" in html
+
+
+def test_a_copied_history_keeps_each_run_s_layer(store, tmp_path):
+    """`veralith migrate --to` copies run_traces.correctness: the copy compares as the source does."""
+    from veralith.compare import compare_runs
+    from veralith.store import open_store
+    from veralith.work.migrate import copy as copy_history
+
+    assert _cli("eval", str(_golden(tmp_path / "a.jsonl", 1947, "x")), "--run-name", "before").exit_code in (0, 1)
+    assert _cli("eval", str(_golden(tmp_path / "b.jsonl", 1952, "x")), "--run-name", "after").exit_code in (0, 1)
+    target = open_store(f"sqlite:///{tmp_path / 'copy.db'}")
+    report = copy_history(store, target)
+    assert report.traces == 3 and not report.mismatches
+    source, copied = compare_runs(store, "before", "after"), compare_runs(target, "before", "after")
+    assert copied.correctness is not None and copied.correctness == source.correctness
+    assert [(c.old, c.new) for c in copied.correctness.changes] == [("correct", "incorrect")]

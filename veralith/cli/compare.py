@@ -117,9 +117,7 @@ def comparison_view(c: Any, *, limit: int | None = None) -> RenderableType:
     if left_out is not None:
         rates.append(left_out + "\n", "yellow")
     if t.difference is not None and t.ci95 is not None:
-        rates.append(f"paired ({t.n} pairs): {pct(t.rate_a)} → {pct(t.rate_b)}, difference "
-                     f"{t.difference * 100:+.1f} pts, 95 % CI [{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]\n")
-        rates.append(f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} pass → not, {t.not_to_pass} not → pass)\n")
+        rates.append(_paired(t, f"paired ({t.n} pairs)", "pass"))
         rates.append(t.method, "dim")
     else:
         rates.append("no pairs judged pass or fail in both runs: nothing to test" if c.matched
@@ -184,10 +182,8 @@ def _correctness_parts(k: Any, limit: int | None) -> list[RenderableType]:
     if note is not None:
         said.append(note + "\n", "yellow")
     if t.difference is not None and t.ci95 is not None:
-        said.append(f"correct ({t.n} pairs assessed in both): {pct(t.rate_a)} → {pct(t.rate_b)}, difference "
-                    f"{t.difference * 100:+.1f} pts, 95 % CI [{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]\n")
-        said.append(f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} correct → not, {t.not_to_pass} not → "
-                    "correct); the pass rate's test, with correct read as pass")
+        said.append(_paired(t, f"correct ({t.n} pairs assessed in both)", "correct"))
+        said.append("the pass rate's test, with correct read as pass", "dim")
     else:
         said.append("no pair was assessed against a reference in both runs: nothing to test", "yellow")
     parts.append(said)
@@ -209,6 +205,15 @@ def _correctness_parts(k: Any, limit: int | None) -> list[RenderableType]:
         line.append(ch.new, _LAYER_STYLE.get(ch.new, ""))
         parts.append(line)
     return parts + _more(len(k.changes), limit)
+
+
+def _paired(t: Any, what: str, yes: str) -> str:
+    """A paired test in two lines: the two rates with their difference and interval, then McNemar's p
+    with the discordant pairs (`yes`: what the rates count, pass or correct)."""
+    assert t.difference is not None and t.ci95 is not None
+    return (f"{what}: {pct(t.rate_a)} → {pct(t.rate_b)}, difference {t.difference * 100:+.1f} pts, 95 % CI "
+            f"[{t.ci95[0] * 100:+.1f}, {t.ci95[1] * 100:+.1f}]\n"
+            f"McNemar exact p = {t.p_value:.3g} ({t.pass_to_not} {yes} → not, {t.not_to_pass} not → {yes})\n")
 
 
 def _more(total: int, limit: int | None) -> list[RenderableType]:

@@ -63,7 +63,7 @@ def reference_sections(store: Store, scope: PatternScope, *, limit: int, example
     counts = store.read(ops.reference_counts, scope)
     sections = []
     for kind in KINDS:
-        empty = (_chunk_empty if kind == "missed_chunk" else _fact_empty)(counts)
+        empty = _empty(kind, counts)
         drafts: list[tuple[Group, tuple[Any, ...], list[tuple[int, str]]]] = []
         below = None
         if empty is None and kind == "missed_chunk":
@@ -116,28 +116,22 @@ def _chunk_examples(store: Store, scope: PatternScope, shown: list[Group], *, pe
 # --- internals ----------------------------------------------------------------------------------
 
 
-def _chunk_empty(counts: ReferenceCounts) -> str | None:
-    if counts.traces == 0:
+def _empty(kind: str, c: ReferenceCounts) -> str | None:
+    """Why a reference section can hold nothing at all (None: it may)."""
+    if c.traces == 0:
         return "no judged trace here has a reference (give reference / reference_contexts with the traces)"
-    if counts.with_expected == 0:
-        return (f"none of the {counts.traces} judged trace(s) with a reference names expected chunks "
-                "(reference_contexts)")
-    if counts.expected_missed == 0:
-        return (f"none missed: all {counts.expected} expected chunk(s) of {counts.with_expected} trace(s) were "
-                "retrieved")
-    return None
-
-
-def _fact_empty(counts: ReferenceCounts) -> str | None:
-    if counts.traces == 0:
-        return "no judged trace here has a reference (give reference / reference_contexts with the traces)"
-    if counts.with_facts == 0:
-        return (f"none of the {counts.traces} judged trace(s) with a reference has a reference fact with a "
-                "context-recall verdict (a reference answer, split into facts and judged)")
-    if counts.facts_missed == 0:
-        return (f"none missed: the retrieved context supported all {counts.facts} reference fact(s) of "
-                f"{counts.with_facts} trace(s)")
-    return None
+    if kind == "missed_chunk":
+        lacking = None if c.with_expected else "names expected chunks (reference_contexts)"
+        clean = f"all {c.expected} expected chunk(s) of {c.with_expected} trace(s) were retrieved"
+        missed = c.expected_missed
+    else:
+        lacking = None if c.with_facts else ("has a reference fact with a context-recall verdict (a reference "
+                                             "answer, split into facts and judged)")
+        clean = f"the retrieved context supported all {c.facts} reference fact(s) of {c.with_facts} trace(s)"
+        missed = c.facts_missed
+    if lacking is not None:
+        return f"none of the {c.traces} judged trace(s) with a reference {lacking}"
+    return None if missed else f"none missed: {clean}"
 
 
 def _norm(text: str) -> str:
