@@ -54,7 +54,9 @@ def compare_command(
         "--allow-mixed-modes", help="Compare runs judged in different modes (full, fast: VERALITH_MODE); the output "
         "says so. Without it such a comparison is refused.")] = False,
 ) -> None:
-    """Compare two runs: cell transitions, pass rates with a paired test, regressions with reasons."""
+    """Compare two runs: cell transitions, pass rates with a paired test, regressions with reasons.
+
+    With references, also the correctness layer's transitions and the same paired test on it."""
     from veralith.compare import compare_runs, to_markdown
 
     db = existing_db()

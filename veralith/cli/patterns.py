@@ -64,7 +64,8 @@ def patterns_command(
 ) -> None:
     """Group failing traces by shared cause: a document, a question topic, a kind of fact, a run-to-run move.
 
-    Deterministic, no model is called. Groups are ranked by how many failing traces each explains."""
+    With references, also the expected chunks and reference facts the retriever keeps missing. Deterministic,
+    no model is called. Groups are ranked by how many traces each explains."""
     from veralith.patterns import find_patterns, to_markdown
     from veralith.patterns.markdown import scope_words
 
