@@ -50,25 +50,22 @@ class ExpectedFigures:
 
 
 def reference_counts(db: Db, scope: PatternScope) -> ReferenceCounts:
-    """The scope's reference figures, in one pass over its traces with a reference (each trace's facts
-    and expected chunks counted through their primary keys); nothing is read when the store holds no
-    reference at all, the common case, so then it costs a scope nothing."""
-    judged, params = scope.judged(db)
-
-    def per_trace(table: str, condition: str) -> str:
-        return f"(SELECT COUNT(*) FROM {table} x WHERE x.trace_id = t.id AND {condition})"
-
-    facts, expected = per_trace("reference_facts", "x.recall IS NOT NULL"), per_trace("expected_contexts", "1 = 1")
-    missed_facts = per_trace("reference_facts", "x.recall = 'not_retrieved'")
-    missed_expected = per_trace("expected_contexts", "x.chunk_id IS NULL")
+    """The scope's reference figures, in one query driven by the traces with a reference (each one's
+    facts and expected chunks counted once per trace, the scope checked once per trace); nothing is
+    read when the store holds no reference at all, the common case, so then it costs a scope nothing."""
+    scoped, params = scope.traces(db, failing=False)
     with db.read():
         if db.execute("SELECT 1 FROM trace_references LIMIT 1").fetchone() is None:
             return ReferenceCounts(0, 0, 0, 0, 0, 0, 0)
         row = db.execute(
-            f"SELECT COUNT(*), SUM(CASE WHEN {facts} > 0 THEN 1 ELSE 0 END),"
-            f" SUM(CASE WHEN {expected} > 0 THEN 1 ELSE 0 END), SUM({facts}),"
-            f" SUM({missed_facts}), SUM({expected}), SUM({missed_expected})"
-            f" FROM ({judged}) AS t JOIN trace_references r ON r.trace_id = t.id", params).fetchone()
+            "SELECT COUNT(*), SUM(CASE WHEN f.n > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN e.n > 0 THEN 1 ELSE 0 END),"
+            " SUM(f.n), SUM(f.missed), SUM(e.n), SUM(e.missed) FROM trace_references r"
+            " LEFT JOIN (SELECT trace_id, COUNT(*) AS n, SUM(CASE WHEN recall = 'not_retrieved' THEN 1 ELSE 0 END)"
+            " AS missed FROM reference_facts WHERE recall IS NOT NULL GROUP BY trace_id) AS f"
+            " ON f.trace_id = r.trace_id"
+            " LEFT JOIN (SELECT trace_id, COUNT(*) AS n, SUM(CASE WHEN chunk_id IS NULL THEN 1 ELSE 0 END) AS missed"
+            " FROM expected_contexts GROUP BY trace_id) AS e ON e.trace_id = r.trace_id"
+            f" WHERE r.trace_id IN ({scoped})", params).fetchone()
     return ReferenceCounts(*(int(v or 0) for v in row))
 
 
