@@ -116,7 +116,8 @@ def review_flag_line(name: str, f: dict[str, Any]) -> str:
 
     head = (f"fitted to {f['labelled_traces']} labelled traces {f['cutoff']:.2f}" if f["fitted"] else
             f"not fitted (no cut-off catches a disagreement), the default {f['cutoff']:.2f} stays")
-    return (f"knowledge base {name}: review cut-off {head}; out of fold ({f['folds']} folds) the flag "
+    return (f"knowledge base {name}: review cut-off {head}; out of fold (5 folds by trace, {f['folds']} of them "
+            f"fitted, the others flagged under the default) the flag "
             f"{caught(f['out_of_fold'])}; the default {f['default_cutoff']:.2f} {caught(f['default'])}; "
             f"reading at random: precision {pct(f['base_rate'])}")
 
