@@ -118,20 +118,16 @@ def labelled_review(db: Db, knowledge_base: str | None = None) -> dict[str, list
     ...] by trace id} over done traces whose labels were given against their current result; one or
     (None) every knowledge base, only those with at least `settings.labels_min` such traces (one count
     first, so a store without enough labels pays one query)."""
-    scope, params = ("", []) if knowledge_base is None else (" AND t.knowledge_base = ?", [knowledge_base])
-    joined = (" FROM labels l JOIN traces t ON t.id = l.trace_id WHERE t.status = 'done'"
-              " AND t.review_confidence IS NOT NULL AND l.result_at = t.evaluated_at AND l.judged IS NOT NULL")
-    rows = db.execute(f"SELECT t.knowledge_base, COUNT(DISTINCT l.trace_id){joined}{scope} GROUP BY t.knowledge_base",
-                      params).fetchall()
-    wanted = [kb for kb, n in rows if int(n) >= settings.labels_min]
-    if not wanted:
-        return {}
-    from veralith.store.labels import current
+    from veralith.store.labels import current, enough_labelled
 
+    condition = ("t.status = 'done' AND t.review_confidence IS NOT NULL AND l.result_at = t.evaluated_at"
+                 " AND l.judged IS NOT NULL")
+    wanted = enough_labelled(db, condition, knowledge_base)
     out: dict[str, list[tuple[float, bool]]] = {}
     for kb in wanted:
         info = {int(tid): (float(conf), evaluated) for tid, conf, evaluated in db.execute(
-            "SELECT DISTINCT t.id, t.review_confidence, t.evaluated_at" + joined + " AND t.knowledge_base = ?",
+            "SELECT DISTINCT t.id, t.review_confidence, t.evaluated_at FROM labels l JOIN traces t"
+            f" ON t.id = l.trace_id WHERE {condition} AND t.knowledge_base = ?",
             [kb]).fetchall()}
         disagree: dict[int, bool] = {}
         for label in current(db, kb=kb):

@@ -409,8 +409,9 @@ class _Pages:
             flt = self._filter(request)
         except _BadFilter as exc:
             return self.render("error.html", 400, page="agreement", title="Bad filter", message=str(exc))
+        # labels are not kept per run, so the form offers no run (runs=[])
         return self.render("agreement.html", page="agreement", flt=flt, kbs=self.store.read(ops.knowledge_bases),
-                           **agreement_context(self.store, flt.kb, flt.since))
+                           runs=[], **agreement_context(self.store, flt.kb, flt.since))
 
     def metrics(self, request: Request) -> Response:
         """Prometheus text of the store's queue (veralith.store.queue), behind the same token and Host
