@@ -87,8 +87,12 @@ def main() -> int:
                      if cell else "")
                   + f"; judge_quality golden: {ref['right']}/{ref['n']}, unflagged {ref['unflagged_right']}/"
                     f"{ref['unflagged']} -> {'same' if match else 'DIFFERENT'}")
+            from veralith.review.report import review_flag_line
+
+            for name, figures in data["review_flag"].items():   # the review cut-off fitted to these labels
+                print(f"{stem}: {review_flag_line(name, figures)}")
             if args.markdown:
-                from veralith.cli.agreeing import markdown
+                from veralith.review.report import markdown
 
                 print(markdown(data))
     return 0 if same else 1

@@ -326,3 +326,69 @@ def test_every_page_here_fits_and_axe_finds_no_violation(browser, base_url, db, 
              f"/traces/{_id(db, 'support-002')}"]
     found = page_problems(browser, base_url, pages, *WINDOWS[size])
     assert not found, json.dumps(found, indent=1, ensure_ascii=False)[:6000]
+
+
+# --- the agreement page, over labelled traces --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def labelled_url(db, tmp_path_factory) -> str:
+    """This store copied, with a reviewer's gate and cell labels on every judged trace (one gate in four
+    disagreeing), served with VERALITH_LABELS_MIN at 5 so the fitted threshold and cut-off are shown."""
+    import shutil
+
+    from veralith.config import settings
+    from veralith.review.verdicts import make_label
+    from veralith.store import open_store, ops
+    from veralith.store.labels import add_labels
+
+    copy = tmp_path_factory.mktemp("labelled") / "web.db"
+    shutil.copy(db, copy)
+    store = open_store(copy)
+    with sqlite3.connect(copy) as conn:
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM traces WHERE status = 'done' ORDER BY id")]
+    labels = []
+    for n, tid in enumerate(ids):
+        result, info = store.read(ops.load_result, tid), store.read(ops.trace_info, tid)
+        gate = result.status.quality_gate.value
+        flipped = {"pass": "fail", "fail": "pass"}.get(gate, "fail") if n % 4 == 0 else gate
+        for target, value in (("gate", flipped), ("cell", result.failure_cell.value if result.failure_cell
+                                                   else "no_cell")):
+            labels.append(make_label(result, target, "", value, reviewer='<img src=x onerror="window.__xss=1">',
+                                     note="<script>window.__xss=1</script>", evaluated_at=info.evaluated_at))
+    store.write(add_labels, labels)
+    # The server answers on its own threads, which a context's override would not reach: the environment.
+    before = os.environ.get("VERALITH_LABELS_MIN")
+    os.environ["VERALITH_LABELS_MIN"] = "5"
+    settings.reload()
+    try:
+        with live_server(create_app(copy)) as url:
+            yield url
+    finally:
+        if before is None:
+            os.environ.pop("VERALITH_LABELS_MIN", None)
+        else:
+            os.environ["VERALITH_LABELS_MIN"] = before
+        settings.reload()
+
+
+@pytest.mark.parametrize("size", list(WINDOWS), ids=list(WINDOWS))
+def test_the_agreement_page_fits_and_axe_finds_no_violation(browser, labelled_url, size):
+    found = page_problems(browser, labelled_url, ["/agreement", "/agreement?kb=support", "/"], *WINDOWS[size])
+    assert not found, json.dumps(found, indent=1, ensure_ascii=False)[:6000]
+
+
+def test_the_agreement_page_reads_in_a_browser_with_no_script(browser, labelled_url):
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        window = context.new_page()
+        window.goto(labelled_url + "/")
+        window.get_by_role("navigation", name="Main").get_by_role("link", name="Agreement").click()
+        assert window.locator("h1").inner_text() == "Judge–human agreement"
+        table = window.get_by_role("region", name="Agreement per judge").inner_text()
+        assert "gate" in table and "cell" in table and "95 % interval" in table
+        assert window.locator("table.matrix caption").all_inner_texts()[:2] == ["cell", "gate"]
+        fitted = window.locator("ul.fitted").inner_text()
+        assert "review cut-off" in fitted and "out of fold (5 folds by trace" in fitted
+        assert window.evaluate("() => window.__xss === undefined") and window.locator("main script").count() == 0
+    finally:
+        context.close()

@@ -275,6 +275,12 @@ class Diagnosis(_Model):
     needs_review: bool = Field(False, description="A low-confidence verdict decides the cell or the gate.")
     review_ids: list[str] = Field(default_factory=list,
                                   description="The low-confidence verdicts whose flip would change cell or gate.")
+    review_cutoff: float | None = Field(None, description="The confidence below which a deciding verdict flagged "
+                                        "this trace (None: stored before it was recorded, when it was 0.7).")
+    review_cutoff_labels: int | None = Field(None, description="Labelled traces the review cut-off was fitted to "
+                                             "(docs/review.md); None when it is the default.")
+    review_confidence: float | None = Field(None, description="The lowest confidence among the verdicts that decide "
+                                            "the cell or the gate (1.0 when none does); what a cut-off is fitted to.")
 
 
 class Suggestion(_Model):

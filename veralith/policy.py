@@ -32,12 +32,17 @@ from veralith.models import (
     Status,
 )
 
-__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "fail_cells", "quality_gate", "reference_gate", "status"]
+__all__ = ["INPUT_REFUSALS", "REFUSAL_KINDS", "REVIEW_BELOW", "fail_cells", "quality_gate", "reference_gate", "status"]
 
 REFUSAL_KINDS = frozenset({ResponseKind.full_refusal, ResponseKind.partial_refusal})
 # Judge error kinds that say the judge declined the input itself (the offline judge: too large for
 # it, or not English); an indeterminate gate gives that as its reason.
 INPUT_REFUSALS = frozenset({"input_too_large", "unsupported_language"})
+# The review flag's default cut-off (veralith.pipeline.review): a binary verdict is right with
+# probability >= 0.5 by construction; below 0.7 the judge is closer to a coin than to sure. Here, not
+# in the pipeline, because a knowledge base's cut-off fitted to labels (veralith.store.review_cutoff)
+# falls back to it and the store may not import the pipeline.
+REVIEW_BELOW = 0.7
 
 
 def fail_cells() -> frozenset[FailureCell]:

@@ -3,6 +3,9 @@
     def test_refund_answer(veralith):
         veralith.assert_diagnosis(query, chunks, answer, cell="complete_grounded")
 
+    def test_the_judge_agrees_with_our_reviewers(veralith):
+        veralith.assert_agreement("labelled.jsonl", min_agreement=0.9)   # from `veralith export --labelled`
+
 The fixture evaluates without writing to the database and, with `--veralith-backend local|openai`
 (or the `veralith_backend` ini option), runs every test on that judge backend; otherwise the
 usual settings (VERALITH_BACKEND, an API key) decide. A failed assertion's message shows the cell,
@@ -48,6 +51,15 @@ class VeralithFixture:
         from veralith.testing import assert_diagnosis
 
         return assert_diagnosis(query, context, response, **kwargs)
+
+    def assert_agreement(self, path: Any, min_agreement: float = 0.9, **kwargs: Any) -> Any:
+        """veralith.testing.assert_agreement: judge a labelled export (`veralith export --labelled`) and
+        check the judge agrees with the people's verdicts at least `min_agreement` of the time (the
+        gate of `veralith eval FILE --expect --min-agreement X`)."""
+        __tracebackhide__ = True
+        from veralith.testing import assert_agreement
+
+        return assert_agreement(path, min_agreement, **kwargs)
 
 
 @pytest.fixture

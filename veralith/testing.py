@@ -11,15 +11,25 @@ needs to fix the answer: the cell and gate found, each ungrounded claim with its
 chunks against it, each uncovered sub-question, the extra claims and any judge error, not a bare
 `assert False`. The pytest plugin (veralith.pytest_plugin) offers the same through the `veralith`
 fixture, with the backend chosen once for the session.
+
+`assert_agreement` checks the judge itself against people: it judges a labelled export (`veralith
+export --labelled`) and fails when its agreement with the expected verdicts is below a minimum, the
+computation and rule of `veralith eval FILE --expect --min-agreement X` (veralith.review.regression).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+from typing import TYPE_CHECKING, Any
 
 from veralith.models import EvaluationResult, FailureCell
 
-__all__ = ["DiagnosisMismatch", "assert_diagnosis", "explain", "uncovered_sub_questions"]
+if TYPE_CHECKING:
+    from veralith.review.regression import Comparison
+
+__all__ = ["AgreementBelow", "DiagnosisMismatch", "assert_agreement", "assert_diagnosis", "explain",
+           "uncovered_sub_questions"]
 
 _GATES = ("pass", "fail", "indeterminate")
 _CORRECTNESS = ("correct", "partly_correct", "incorrect", "not_assessed")
@@ -71,6 +81,63 @@ def assert_diagnosis(query: str, context: Any, response: str, *, cell: str | Fai
     if wrong:
         raise DiagnosisMismatch("veralith: " + "; ".join(wrong) + "\n" + explain(result), result)
     return result
+
+
+class AgreementBelow(AssertionError):
+    """The judge agrees with the expected verdicts less than required; `comparison` has the figures."""
+
+    def __init__(self, message: str, comparison: Comparison) -> None:
+        super().__init__(message)
+        self.comparison = comparison
+
+
+def assert_agreement(path: str | os.PathLike[str], min_agreement: float = 0.9, *,
+                     knowledge_base: str = "default") -> Comparison:
+    """Judge every record of a labelled export (`veralith export --labelled`: JSON lines with `expected`)
+    and check the judge's agreement with those verdicts is at least `min_agreement`.
+
+    The comparison and the rule are `veralith eval FILE --expect --min-agreement X`'s: per expected
+    verdict, the same label-against-result comparison as `veralith agreement`; an expected claim or
+    sub-question the judge now splits differently is not compared (counted in `moved`); the gate fails
+    when nothing could be compared, when the agreement is below `min_agreement`, or when a record could
+    not be compared. Returns the Comparison when it holds; raises AgreementBelow (an AssertionError)
+    with the per-judge table otherwise. Records are judged without writing to the database (the verdicts
+    compared do not depend on a store). A file that cannot be read raises ValueError naming the line.
+    """
+    __tracebackhide__ = True
+    if not 0 <= min_agreement <= 1:
+        raise ValueError(f"min_agreement must be from 0 to 1, got {min_agreement!r}")
+    import veralith
+    from veralith.config import settings
+    from veralith.review.regression import compare, expected_labels
+    from veralith.review.report import markdown
+    from veralith.store.labels import LabelError
+
+    found: list[tuple[EvaluationResult, Any]] = []
+    with open(path, encoding="utf-8-sig") as lines:
+        for n, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict) or "expected" not in record:
+                    continue   # a record without expectations is not part of the check
+                expected_labels(record["expected"])
+            except (ValueError, LabelError) as exc:
+                raise ValueError(f"{path}:{n}: {exc}") from None
+            result = veralith.evaluate(str(record.get("query", "")), record.get("context") or [],
+                                       str(record.get("response", "")), persist=False,
+                                       knowledge_base=str(record.get("knowledge_base") or knowledge_base),
+                                       metadata=record.get("metadata") or None)
+            found.append((result, record["expected"]))
+    comparison = compare(found, min_labels=settings.labels_min)
+    why = comparison.failure(min_agreement)
+    if why is not None:
+        counted = f"{comparison.agree}/{comparison.total}" if comparison.total else "0"
+        moved = f"; {comparison.moved} not compared (the judge now splits them differently)" if comparison.moved else ""
+        raise AgreementBelow(f"veralith: judge agreement {why} ({counted} expected verdicts agree{moved})\n"
+                             + markdown(comparison.report.to_json()), comparison)
+    return comparison
 
 
 def explain(result: EvaluationResult) -> str:

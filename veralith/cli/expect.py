@@ -70,46 +70,36 @@ def check_expected(store: Any, file: Path, *, default_kb: str, min_agreement: fl
                    err: Console) -> bool:
     """Compare the stored results with the file's expectations, print the agreement, and say whether
     it holds (--min-agreement; always True without one)."""
-    from veralith.cli.agreeing import markdown
     from veralith.config import settings
-    from veralith.review.agreement import agreement
-    from veralith.review.regression import expected_labels, moved
+    from veralith.review.regression import compare, expected_labels
+    from veralith.review.report import markdown
     from veralith.store.errors import StoreError
-    from veralith.store.labels import Label, LabelError
+    from veralith.store.labels import LabelError
 
-    pairs: list[tuple[Label, EvaluationResult]] = []
-    shifted = problems = 0
+    found: list[tuple[EvaluationResult, Any]] = []
+    problems = 0
     for line, kb, ref, expected in _expectations(file, default_kb, err):
         try:
             result = store.read(ops.load_result, store.read(ops.resolve, ref, knowledge_base=kb))
-            wants = expected_labels(expected)
+            expected_labels(expected)   # a malformed expectation is named with its line, and not compared
         except (StoreError, LabelError) as exc:
             problems += 1
             err.print(literal(f"{file}:{line}: {exc}; not compared", "red"), soft_wrap=True)
             continue
-        for want in wants:
-            if moved(result, want):
-                shifted += 1
-                continue
-            pairs.append((Label(trace_id=int(result.trace_id or 0), target=want.target, item=want.item,
-                                value=want.value, reviewer="expected"), result))
-    report = agreement(pairs, min_labels=settings.labels_min)
-    data = report.to_json()
-    out.print(literal(markdown(data).rstrip()), soft_wrap=True)
-    agree = sum(t.agree for t in report.judges.values())
-    total = sum(t.n for t in report.judges.values())
-    overall = agree / total if total else None
-    if shifted:
-        out.print(literal(f"{shifted} expected claim or sub-question verdicts not compared: the judge now "
+        found.append((result, expected))
+    comparison = compare(found, min_labels=settings.labels_min, problems=problems)
+    out.print(literal(markdown(comparison.report.to_json()).rstrip()), soft_wrap=True)
+    if comparison.moved:
+        out.print(literal(f"{comparison.moved} expected claim or sub-question verdicts not compared: the judge now "
                           "decomposes those traces differently"), soft_wrap=True)
+    overall = comparison.overall
     out.print(literal("agreement with the expected verdicts: "
-                      + (f"{agree}/{total} = {overall:.3f}" if overall is not None else "nothing to compare")),
-              soft_wrap=True)
+                      + (f"{comparison.agree}/{comparison.total} = {overall:.3f}" if overall is not None
+                         else "nothing to compare")), soft_wrap=True)
     if min_agreement is None:
         return True
-    if overall is None or overall < min_agreement or problems:
-        why = ("nothing could be compared" if overall is None else f"{overall:.3f} is below {min_agreement}"
-               if overall < min_agreement else f"{problems} record(s) could not be compared")
+    why = comparison.failure(min_agreement)
+    if why is not None:
         err.print(literal(f"judge gate failed: agreement {why}", "red"), soft_wrap=True)
         return False
     out.print(literal(f"judge gate passed: agreement {overall:.3f} >= {min_agreement}", "green"))

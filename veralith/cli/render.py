@@ -161,6 +161,8 @@ def _header(result: EvaluationResult, said: Description, external_id: str | None
     if diag is not None and diag.needs_review:
         lines.append(Text.assemble(("needs review", "bold yellow"), ": low-confidence verdicts decide the outcome (",
                                    _ids(diag.review_ids), ")"))
+    if said.review_flag:
+        lines.append(Text(f"review flag: {said.review_flag}", style="dim"))
     return Group(*lines)
 
 
@@ -519,10 +521,14 @@ def stats_view(stats: Mapping[str, Any], judge: str = "") -> RenderableType:
                      + f"  (of {ref['traces']} with a reference answer)  mean context recall "
                      f"{fmt_fraction(ref['mean_context_recall'])}  answer correctness "
                      f"{fmt_fraction(ref['mean_answer_correctness'])}")
-    thresholds = Table("knowledge base", "threshold", "source", "complete_grounded traces", box=None,
-                       pad_edge=False, title="Sufficiency threshold", title_justify="left")
+    thresholds = Table("knowledge base", "threshold", "source", "complete_grounded traces", "review cut-off",
+                       box=None, pad_edge=False, title="Sufficiency threshold and review flag", title_justify="left")
     for kb, info in stats["thresholds"].items():
-        thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]))
+        cutoff = info.get("review_cutoff")   # the cut-off the review flag uses (veralith.store.review_cutoff)
+        flag = "–" if cutoff is None else (f"{cutoff:.2f} labels ({info['review_labels']})" if info.get("review_labels")
+                                           else f"{cutoff:.2f} default")
+        thresholds.add_row(literal(kb), f"{info['threshold']:.2f}", info["source"], str(info["calibration_traces"]),
+                           flag)
     parts: list[RenderableType] = [dist, lines]
     if stats.get("queue"):   # veralith.store.queue, added by the CLI
         parts.append(queue_view(stats["queue"]))

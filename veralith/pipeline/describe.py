@@ -100,6 +100,7 @@ class Description:
     completeness: list[str]       # the Completeness section's lines
     sufficiency: str              # the level, the fraction and the threshold in words ("" when not judged)
     fix: Suggestion | None
+    review_flag: str = ""         # which review cut-off flagged (or would flag) it ("" when not recorded)
 
 
 def describe(result: EvaluationResult) -> Description:
@@ -112,7 +113,7 @@ def describe(result: EvaluationResult) -> Description:
     cell_words = f"{ROW_WORDS[row]}, and {COLUMN_WORDS[column]}" if cell != NO_CELL else ""
     return Description(cell=cell, cell_words=cell_words, headline=_headline(result, cell, questions, claims),
                        questions=questions, claims=claims, completeness=_completeness(result, questions, claims),
-                       sufficiency=_sufficiency(result), fix=result.suggestion)
+                       sufficiency=_sufficiency(result), fix=result.suggestion, review_flag=_review_flag(result))
 
 
 def relation_words(judgment: FaithfulnessJudgment) -> str:
@@ -279,6 +280,16 @@ def _sufficiency(result: EvaluationResult) -> str:
     return (f"{'HIGH' if high else 'LOW'}: the context answers {enough} of {d.n_sub_questions} sub-question(s) "
             f"({d.sufficiency_fraction:.0%}), {'at or above' if high else 'below'} the {d.threshold:.0%} this "
             f"knowledge base needs ({source})")
+
+
+def _review_flag(result: EvaluationResult) -> str:
+    """Which cut-off the review flag used: fitted to labels or the default (veralith.store.review_cutoff)."""
+    d = result.diagnosis
+    if d is None or d.review_cutoff is None:
+        return ""   # stored before the cut-off was recorded
+    source = (f"fitted to reviewers' labels on {d.review_cutoff_labels} traces of this knowledge base"
+              if d.review_cutoff_labels else "the default until this knowledge base has enough reviewers' labels")
+    return f"a deciding verdict below {d.review_cutoff:.0%} confidence flags the trace ({source})"
 
 
 def _join(ids: list[str]) -> str:

@@ -51,7 +51,7 @@ from veralith.pipeline.inputs import (
 from veralith.pipeline.judges import completeness, faithfulness, sufficiency
 from veralith.pipeline.partial import Judged, Missing, decide
 from veralith.pipeline.reference_inputs import check_reference
-from veralith.pipeline.review import review
+from veralith.pipeline.review import REVIEW_BELOW, deciders, flagged_by, least_sure
 from veralith.pipeline.suggest import suggest, with_cause
 from veralith.policy import REFUSAL_KINDS, reference_gate, status
 from veralith.usage import CallUsage, OutputSize
@@ -235,6 +235,7 @@ class _Setting:
         self.store = store
         self.trace_id = trace_id
         threshold, source, labelled = _threshold(knowledge_base, store)
+        cutoff, cutoff_labels = _cutoff(knowledge_base, store)
         created = None
         if store is not None and trace_id is not None:
             from veralith.store import ops
@@ -243,7 +244,8 @@ class _Setting:
             created = store.read(ops.trace_info, trace_id).created_at
         self.pipeline: dict[str, Any] = dict(threshold=threshold, threshold_source=source, threshold_labels=labelled,
                                              knowledge_base=knowledge_base, metadata=metadata, trace_id=trace_id,
-                                             as_of=as_of_date(metadata or {}, created), reference=reference)
+                                             as_of=as_of_date(metadata or {}, created), reference=reference,
+                                             review_cutoff=cutoff, review_cutoff_labels=cutoff_labels)
 
     def saved(self, judged: JudgedTrace) -> EvaluationResult:
         """The result, written first when there is a store: a new trace under an id from the work
@@ -265,6 +267,16 @@ def _threshold(knowledge_base: str, store: Store | None) -> tuple[float, Thresho
 
     found = store.read(ops.calibration, knowledge_base)
     return found.threshold, found.source, found.labels
+
+
+def _cutoff(knowledge_base: str, store: Store | None) -> tuple[float, int | None]:
+    """(the review flag's cut-off, labelled traces it was fitted to or None: veralith.store.review_cutoff)."""
+    if store is None:
+        return REVIEW_BELOW, None
+    from veralith.store import ops
+
+    found = store.read(ops.review_cutoff, knowledge_base)
+    return found.cutoff, found.labels
 
 
 def run_pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
@@ -292,7 +304,8 @@ async def arun_pipeline(client: JudgeClient, query: str, chunks: list[ContextChu
 def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], response: str, *,
               threshold: float, threshold_source: ThresholdSource, knowledge_base: str,
               metadata: dict[str, Any] | None, trace_id: int | None, as_of: str | None,
-              threshold_labels: int | None = None, reference: Reference | None = None) -> Steps[JudgedTrace]:
+              threshold_labels: int | None = None, reference: Reference | None = None,
+              review_cutoff: float = REVIEW_BELOW, review_cutoff_labels: int | None = None) -> Steps[JudgedTrace]:
     """Every stage, written once: it yields the judge calls it needs and is sent their outcomes. It
     returns the result with what its calls wrote per task (for the dry run, once it is stored)."""
     started = time.perf_counter()
@@ -357,15 +370,17 @@ def _pipeline(client: JudgeClient, query: str, chunks: list[ContextChunk], respo
     cls, kind, level, suff_fraction = decision.classification, decision.kind, decision.level, decision.fraction
     example = decision.example
     shown = classify_mod.classify(parts.sub_questions, parts.claims, example.faithfulness, example.completeness)
-    flagged = review(parts.sub_questions, parts.claims, parts.gaps, parts.asks_clarification, example.sufficiency,
-                     example.faithfulness, example.completeness) if decision.gate_decided else []
+    deciding = deciders(parts.sub_questions, parts.claims, parts.gaps, parts.asks_clarification, example.sufficiency,
+                        example.faithfulness, example.completeness) if decision.gate_decided else []
+    flagged = flagged_by(deciding, review_cutoff)
     diagnosis = Diagnosis(
         failure_cell=cls.failure_cell, sufficiency_level=level, sufficiency_fraction=suff_fraction,
         faithfulness_fraction=cls.faithfulness_fraction, threshold=threshold, threshold_source=threshold_source,
         threshold_labels=threshold_labels, n_sub_questions=len(parts.sub_questions), n_claims=len(parts.claims),
         n_uncovered_sub_questions=cls.n_uncovered_sub_questions, n_extra_claims=cls.n_extra_claims,
         n_partial_sub_questions=cls.n_partial_sub_questions, coverage=cls.coverage,
-        needs_review=bool(flagged), review_ids=flagged)
+        needs_review=bool(flagged), review_ids=flagged, review_cutoff=review_cutoff,
+        review_cutoff_labels=review_cutoff_labels, review_confidence=least_sure(deciding))
     refusal = kind in REFUSAL_KINDS
     suggestion = (suggest(cls.failure_cell, level, refusal=refusal, faithfulness=faith or [])
                   if cls.failure_cell is not None else None)

@@ -1,9 +1,10 @@
 """Which low-confidence verdicts decide the outcome, so a person should review the trace.
 
 A verdict *decides* the cell or the gate when flipping it alone would change either. Each verdict
-below REVIEW_BELOW confidence is flipped in turn and the trace re-classified; the ones whose flip
-changes the outcome are listed, and `needs_review` is true when there is any. A verdict whose
-confidence is unknown (None) is never flagged: unknown is not low.
+is flipped in turn and the trace re-classified (`deciders`); the deciding ones below the cut-off
+are listed, and `needs_review` is true when there is any. The cut-off is REVIEW_BELOW (0.7) unless
+the knowledge base has enough reviewers' labels to fit its own (veralith.store.review_cutoff). A
+verdict whose confidence is unknown (None) is never flagged: unknown is not low.
 """
 
 from __future__ import annotations
@@ -22,13 +23,9 @@ from veralith.models import (
     Verdict,
 )
 from veralith.pipeline.classify import classify, response_kind
-from veralith.policy import status
+from veralith.policy import REVIEW_BELOW, status
 
-__all__ = ["REVIEW_BELOW", "Outcome", "outcome", "review"]
-
-# A binary verdict is right with probability >= 0.5 by construction; below 0.7 the judge is
-# closer to a coin than to sure.
-REVIEW_BELOW = 0.7
+__all__ = ["REVIEW_BELOW", "Outcome", "deciders", "flagged_by", "least_sure", "outcome", "review"]
 
 
 @dataclass(frozen=True)
@@ -49,42 +46,58 @@ def outcome(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Ga
     return Outcome(cls.failure_cell.value if cls.failure_cell else None, st.quality_gate.value, st.reason)
 
 
-def review(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap], asks_clarification: bool,
-           sufficiency: list[SufficiencyJudgment] | None, faithfulness: list[FaithfulnessJudgment] | None,
-           completeness: CompletenessJudgment | None) -> list[str]:
-    """Ids of the low-confidence verdicts that decide the cell or the gate (claim, sub-question ids)."""
+def deciders(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap], asks_clarification: bool,
+             sufficiency: list[SufficiencyJudgment] | None, faithfulness: list[FaithfulnessJudgment] | None,
+             completeness: CompletenessJudgment | None) -> list[tuple[str, float]]:
+    """(id, confidence) of every verdict with a known confidence whose flip alone changes the cell or
+    the gate (claims, then sub-questions' sufficiency, then their coverage; an id once)."""
     args = (sub_questions, claims, gaps, asks_clarification)
     base = outcome(*args, sufficiency, faithfulness, completeness)
     if base.cell is None:
         return []   # nothing was concluded, so nothing hinges on a verdict
-    flagged: list[str] = []
+    found: dict[str, float] = {}
     for i, j in enumerate(faithfulness or []):
-        if _low(j.confidence):
+        if j.confidence is not None:
             flipped = list(faithfulness or [])
             flipped[i] = _flip_faithfulness(j)
             if outcome(*args, sufficiency, flipped, completeness) != base:
-                flagged.append(j.claim_id)
+                found.setdefault(j.claim_id, j.confidence)
     for i, s in enumerate(sufficiency or []):
-        if _low(s.confidence):
+        if s.confidence is not None:
             flipped_s = list(sufficiency or [])
             flipped_s[i] = s.model_copy(update={"verdict": Verdict.N if s.verdict is Verdict.Y else Verdict.Y})
-            if outcome(*args, flipped_s, faithfulness, completeness) != base and s.sub_question_id not in flagged:
-                flagged.append(s.sub_question_id)
+            if outcome(*args, flipped_s, faithfulness, completeness) != base:
+                found[s.sub_question_id] = min(s.confidence, found.get(s.sub_question_id, 1.0))
     if completeness is not None:
         for q, conf in completeness.confidence.items():
             current = completeness.statuses.get(q)
-            if not _low(conf) or current is None or current is CompletenessStatus.unanswered:
+            if conf is None or current is None or current is CompletenessStatus.unanswered:
                 continue   # an unanswered status has no answering claim to promote
             answered = CompletenessStatus.answered
             other = CompletenessStatus.partial if current is answered else answered
             changed = completeness.model_copy(update={"statuses": {**completeness.statuses, q: other}})
-            if outcome(*args, sufficiency, faithfulness, changed) != base and q not in flagged:
-                flagged.append(q)
-    return flagged
+            if outcome(*args, sufficiency, faithfulness, changed) != base:
+                found[q] = min(conf, found.get(q, 1.0))
+    return list(found.items())
 
 
-def _low(confidence: float | None) -> bool:
-    return confidence is not None and confidence < REVIEW_BELOW
+def review(sub_questions: list[SubQuestion], claims: list[Claim], gaps: list[Gap], asks_clarification: bool,
+           sufficiency: list[SufficiencyJudgment] | None, faithfulness: list[FaithfulnessJudgment] | None,
+           completeness: CompletenessJudgment | None, below: float = REVIEW_BELOW) -> list[str]:
+    """Ids of the verdicts below `below` confidence that decide the cell or the gate (claim, sub-question ids)."""
+    return flagged_by(deciders(sub_questions, claims, gaps, asks_clarification, sufficiency, faithfulness,
+                               completeness), below)
+
+
+def flagged_by(found: list[tuple[str, float]], below: float) -> list[str]:
+    """The deciding verdicts (`deciders`) a cut-off flags: those under it."""
+    return [item for item, confidence in found if confidence < below]
+
+
+def least_sure(found: list[tuple[str, float]]) -> float:
+    """The lowest confidence among the deciding verdicts, 1.0 when none decides: a trace is flagged under
+    a cut-off c exactly when this is below c (what a cut-off is fitted to, veralith.store.review_cutoff)."""
+    return min((confidence for _, confidence in found), default=1.0)
 
 
 def _flip_faithfulness(j: FaithfulnessJudgment) -> FaithfulnessJudgment:

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from veralith.models import EvaluationResult
+from veralith.review.agreement import Report, agreement
 from veralith.store.labels import Label, LabelError, check
 
-__all__ = ["Expected", "expected_labels", "moved", "record"]
+__all__ = ["Comparison", "Expected", "compare", "expected_labels", "moved", "record"]
 
 _ITEM_KEYS = {"claim": ("claims", "relation"), "sufficiency": ("sufficiency", "verdict"),
               "coverage": ("coverage", "coverage")}
@@ -77,3 +78,56 @@ def moved(result: EvaluationResult, want: Expected) -> bool:
     pool = result.claims if want.target == "claim" else result.sub_questions
     now = next((x.text for x in pool if x.id == want.item), None)
     return now is None or " ".join(now.split()) != " ".join(want.text.split())
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Expected verdicts against what the judge says now: the agreement report (veralith.review.agreement),
+    the expectations left out because the judge now splits the trace differently, and the records that
+    could not be compared at all."""
+
+    report: Report
+    moved: int = 0
+    problems: int = 0
+
+    @property
+    def agree(self) -> int:
+        return sum(t.agree for t in self.report.judges.values())
+
+    @property
+    def total(self) -> int:
+        return sum(t.n for t in self.report.judges.values())
+
+    @property
+    def overall(self) -> float | None:
+        """Agreement over every expected verdict compared (the CI gate's figure)."""
+        return self.agree / self.total if self.total else None
+
+    def failure(self, min_agreement: float | None) -> str | None:
+        """Why the gate `--min-agreement` fails (None: it holds, or there is no gate): the rule of
+        `veralith eval --expect` and of veralith.testing.assert_agreement alike."""
+        if min_agreement is None:
+            return None
+        overall = self.overall
+        if overall is None:
+            return "nothing could be compared"
+        if overall < min_agreement:
+            return f"{overall:.3f} is below {min_agreement}"
+        return f"{self.problems} record(s) could not be compared" if self.problems else None
+
+
+def compare(found: Iterable[tuple[EvaluationResult, Any]], *, min_labels: int, problems: int = 0) -> Comparison:
+    """Each (result, its record's `expected`) compared the way `veralith agreement` compares a label; a
+    result without a trace id counts by its place (a result the caller did not store). LabelError when
+    an expectation is malformed."""
+    pairs: list[tuple[Label, EvaluationResult]] = []
+    shifted = 0
+    for n, (result, expected) in enumerate(found):
+        for want in expected_labels(expected):
+            if moved(result, want):
+                shifted += 1
+                continue
+            trace = int(result.trace_id) if result.trace_id is not None else -1 - n
+            pairs.append((Label(trace_id=trace, target=want.target, item=want.item, value=want.value,
+                                reviewer="expected"), result))
+    return Comparison(agreement(pairs, min_labels=min_labels), shifted, problems)

@@ -194,15 +194,9 @@ def labelled_sufficiency(db: Db, knowledge_base: str | None = None) -> dict[str,
     """{knowledge base: [(the judge's sufficiency_fraction, whether the reviewer found the context
     sufficient), ...]} over done traces with a current sufficiency label and a fraction; one or (None)
     every knowledge base. Only when some knowledge base could have enough does it read the labels."""
-    where, params = ("", []) if knowledge_base is None else (" AND t.knowledge_base = ?", [knowledge_base])
-    rows = db.execute("SELECT t.knowledge_base, COUNT(DISTINCT l.trace_id) FROM labels l JOIN traces t ON"
-                      f" t.id = l.trace_id WHERE l.target = 'sufficiency'{where} GROUP BY t.knowledge_base",
-                      params).fetchall()
-    wanted = [kb for kb, n in rows if int(n) >= settings.labels_min]
-    if not wanted:
-        return {}
-    from veralith.store.labels import current
+    from veralith.store.labels import current, enough_labelled
 
+    wanted = enough_labelled(db, "l.target = 'sufficiency'", knowledge_base)
     out: dict[str, list[tuple[float, bool]]] = {}
     for kb in wanted:
         verdicts: dict[int, bool] = {}

@@ -22,7 +22,7 @@ from veralith.models import CELLS, NO_CELL, Coverage, Gate, Relation, Verdict
 from veralith.store.sql import Db
 
 __all__ = ["TARGETS", "VALUES", "Label", "LabelError", "add_labels", "check", "copy_labels", "current",
-           "find_trace", "labels_of", "queue", "trace_keys"]
+           "enough_labelled", "find_trace", "labels_of", "queue", "trace_keys"]
 
 TARGETS = ("cell", "gate", "claim", "sufficiency", "coverage")
 VALUES: dict[str, tuple[str, ...]] = {
@@ -91,6 +91,18 @@ def add_labels(db: Db, labels: Iterable[Label]) -> int:
 
 def _label(row: dict[str, Any]) -> Label:
     return Label(**{c: row[c] for c in _COLUMNS})
+
+
+def enough_labelled(db: Db, condition: str, knowledge_base: str | None = None) -> list[str]:
+    """The knowledge bases (`knowledge_base`, or every one with None) with at least `settings.labels_min`
+    traces holding a label that meets `condition` (SQL over `l`, the label, and `t`, its trace): one
+    count, so calibration from labels costs a store without enough of them one query."""
+    from veralith.config import settings
+
+    scope, params = ("", []) if knowledge_base is None else (" AND t.knowledge_base = ?", [knowledge_base])
+    rows = db.execute("SELECT t.knowledge_base, COUNT(DISTINCT l.trace_id) FROM labels l JOIN traces t"
+                      f" ON t.id = l.trace_id WHERE {condition}{scope} GROUP BY t.knowledge_base", params).fetchall()
+    return [kb for kb, n in rows if int(n) >= settings.labels_min]
 
 
 def labels_of(db: Db, trace_id: int) -> list[Label]:

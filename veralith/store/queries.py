@@ -14,6 +14,7 @@ from veralith.models import cell_name
 from veralith.store import deadletters
 from veralith.store.calibration import CountedCalibration, calibrate, labelled_sufficiency, value_counts
 from veralith.store.histogram import app_latency_percentiles, histograms, percentiles
+from veralith.store.review_cutoff import fitted_cutoff, labelled_review
 from veralith.store.sql import Db
 
 __all__ = ["PREVIEW_CHARS", "STATUSES", "app_latency_percentiles", "knowledge_bases", "list_traces", "stats",
@@ -106,10 +107,13 @@ def stats(db: Db, *, kb: str | None = None) -> dict[str, Any]:
     # One read each for every knowledge base's counts by value and latency histogram.
     counted = CountedCalibration(value_counts(db, settings.calibration_percentile, kb), labelled_sufficiency(db, kb))
     timed = histograms(db, kb)
+    flagged = labelled_review(db, kb)
     for name in sorted(kbs if kb is None else {kb}):
         found = calibrate(counted, name)
+        cutoff = fitted_cutoff(flagged.get(name, []))
         thresholds[name] = {"threshold": found.threshold, "source": "labels" if found.labels else found.source.value,
-                            "calibration_traces": found.traces}
+                            "calibration_traces": found.traces, "review_cutoff": cutoff.cutoff,
+                            "review_source": "labels" if cutoff.labels else "default", "review_labels": cutoff.labels}
         figures = percentiles(timed.get(name))
         if figures is not None:
             latency[name] = figures

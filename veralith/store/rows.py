@@ -44,6 +44,7 @@ RESULT_COLUMNS = (
     "suggestion_actions", "calls", "cache_hits", "input_tokens", "cached_input_tokens", "output_tokens",
     "usd", "backend", "judge_model", "latency_ms", "prompt_versions", "response_kind", "as_of", "needs_review",
     "review_ids", "coverage", "n_partial_sub_questions", "repairs", "mode", "threshold_labels",
+    "review_cutoff", "review_cutoff_labels", "review_confidence",
 )
 
 
@@ -68,6 +69,9 @@ def result_columns(result: EvaluationResult) -> dict[str, Any]:
         "threshold": d.threshold if d else None,
         "threshold_source": d.threshold_source.value if d else None,
         "threshold_labels": d.threshold_labels if d else None,
+        "review_cutoff": d.review_cutoff if d else None,
+        "review_cutoff_labels": d.review_cutoff_labels if d else None,
+        "review_confidence": d.review_confidence if d else None,
         "n_sub_questions": d.n_sub_questions if d else None,
         "n_claims": d.n_claims if d else None,
         "n_uncovered_sub_questions": d.n_uncovered_sub_questions if d else None,
@@ -203,7 +207,8 @@ def from_rows(trace: dict[str, Any], children: dict[str, list[dict[str, Any]]]) 
         diagnosis = {k: trace[k] for k in (
             "failure_cell", "sufficiency_level", "sufficiency_fraction", "faithfulness_fraction", "threshold",
             "threshold_source", "n_sub_questions", "n_claims", "n_uncovered_sub_questions", "n_extra_claims",
-            "n_partial_sub_questions", "threshold_labels")}
+            "n_partial_sub_questions", "threshold_labels", "review_cutoff", "review_cutoff_labels",
+            "review_confidence")}
         diagnosis.update(needs_review=bool(trace["needs_review"]), review_ids=json.loads(trace["review_ids"] or "[]"),
                          coverage=json.loads(trace["coverage"] or "{}"))
     suggestion = None

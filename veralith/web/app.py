@@ -99,6 +99,7 @@ def create_app(where: str | os.PathLike[str], *, token: str | None = None, page_
         Route("/traces/{trace_id:int}", pages.trace, name="trace"),
         Route("/compare", pages.compare, name="compare"),
         Route("/patterns", pages.patterns, name="patterns"),
+        Route("/agreement", pages.agreement, name="agreement"),
         Route("/favicon.ico", pages.favicon, name="favicon"),
         Route("/metrics", pages.metrics, name="metrics"),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
@@ -401,6 +402,19 @@ class _Pages:
         except RunNotFound as exc:
             return self.render("error.html", 404, page="patterns", title="No such run", message=str(exc))
         return self.render("patterns.html", page="patterns", p=found, flt=flt, kbs=kbs, runs=runs)
+
+    def agreement(self, request: Request) -> Response:
+        """How often the judge agrees with reviewers' labels: the content of `veralith agreement`
+        (veralith.review.report) for the knowledge base and labels from the date chosen. Read-only."""
+        from veralith.web.agreement import agreement_context
+
+        try:
+            flt = self._filter(request)
+        except _BadFilter as exc:
+            return self.render("error.html", 400, page="agreement", title="Bad filter", message=str(exc))
+        # labels are not kept per run, so the form offers no run (runs=[])
+        return self.render("agreement.html", page="agreement", flt=flt, kbs=self.store.read(ops.knowledge_bases),
+                           runs=[], **agreement_context(self.store, flt.kb, flt.since))
 
     def metrics(self, request: Request) -> Response:
         """Prometheus text of the store's queue (veralith.store.queue), behind the same token and Host
