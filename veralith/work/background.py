@@ -72,6 +72,7 @@ class Background:
         self._stores: dict[str, Store] = {}
         self._urls: set[str] = set()     # stores logged into; the shipper opens them (never the caller)
         self._swept: set[str] = set()
+        self._shipped_ok = True           # the last shipping round reached every store
         self._kept: dict[int, tuple[str, Outcome]] = {}   # results waiting for a store that went away
         self._active: set[int] = set()    # the trace the evaluator is judging now (logged here or swept)
         self._wake = threading.Event()
@@ -136,7 +137,7 @@ class Background:
             if not stopping and time.monotonic() < earliest:
                 latest = earliest  # woken early: the ship waits for its turn
                 continue
-            ok = self._ship_all()
+            ok = self._shipped_ok = self._ship_all()
             if stopping:
                 self._close_all()
                 return
@@ -176,6 +177,7 @@ class Background:
                     shipper.recover(store)  # spools of processes on this host that are gone
                     if self._base.evaluate == "local":
                         self._submit_sweep(url, store)
+                shipper.secure(store, now=not self._shipped_ok)   # first round after an outage: at once
                 for trace_id in shipper.ship(store, refused=self._set_aside):
                     self._submit(trace_id, url)
             except StoreError as exc:

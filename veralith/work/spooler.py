@@ -159,16 +159,16 @@ def _make(url: str) -> Spooler:
     from veralith.work.ids import REMOTE_BLOCK
 
     ids = IdFile(folder / "next-id", start=lambda: 1, remote=True, block=REMOTE_BLOCK)
-    ids.attach(lambda count: _reserve(url, count))
+    ids.attach(lambda count: _reserve(url, ids))
     return Spooler(folder, ids)
 
 
-def _reserve(url: str, count: int) -> range:
-    """A block from the database (on the refill thread: the PostgreSQL library loads there, not in log())."""
-    from veralith.store import open_store
-    from veralith.work.ids import reserve_block
+def _reserve(url: str, ids: IdFile) -> range:
+    """A block from the database, above this host's high-water mark and recorded as its (on the refill
+    thread: the PostgreSQL library loads there, not in log())."""
+    from veralith.store import open_store, ops
 
-    return open_store(url).write(reserve_block, count)
+    return open_store(url).write(ops.reserve_block, ids.high_water(), ids.owner)
 
 
 def _postgres_folder(url: str) -> Path:
