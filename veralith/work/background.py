@@ -86,11 +86,14 @@ class Background:
                                         name="veralith-log-shipper", daemon=True)
         self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
                                        name="veralith-log-worker", daemon=True)
+        # Only the shipper starts here, on the caller's thread (log()'s first call): Thread.start waits
+        # until the new thread runs, a wait of a scheduler's turn that on a loaded machine was tens of
+        # milliseconds per thread. The shipper starts the evaluator and the spool's preparer itself.
         self.shipper.start()
-        self.thread.start()
 
     def alive(self) -> bool:
-        return self.pid == os.getpid() and self.thread.is_alive() and self.shipper.is_alive()
+        evaluator = self.thread.is_alive() or self.thread.ident is None   # (None: the shipper starts it)
+        return self.pid == os.getpid() and evaluator and self.shipper.is_alive()
 
     def store(self, url: str) -> Store:
         """The store at `url` (opened on first use: on the background threads only)."""
@@ -119,7 +122,7 @@ class Background:
         except queue.Full:
             self.abandon = True
         else:
-            if wait:
+            if wait and self.thread.ident is not None:
                 self.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         self.abandon = True  # on timeout: finish the current trace, leave the rest pending
         self._give_back()
@@ -128,6 +131,7 @@ class Background:
     def _ship_loop(self) -> None:
         """Ship when woken (a first trace since the last ship) or every SHIP_EVERY_S, but no sooner
         than SHIP_GAP_S after the last ship (later while the store is unavailable)."""
+        self.thread.start()
         pause = SHIP_EVERY_S
         earliest = latest = time.monotonic()
         while True:
@@ -171,13 +175,17 @@ class Background:
         ok = True
         for url in list(self._urls):
             try:
+                spooler_for(url).start_preparer()   # once per process; not on log()'s path (see __init__)
                 store = self.store(url)
                 if url not in self._swept:
                     self._swept.add(url)
                     shipper.recover(store)  # spools of processes on this host that are gone
                     if self._base.evaluate == "local":
                         self._submit_sweep(url, store)
-                shipper.secure(store, now=not self._shipped_ok)   # first round after an outage: at once
+                try:   # first round after an outage: at once. Never in the way of shipping itself:
+                    shipper.secure(store, now=not self._shipped_ok)
+                except Exception as exc:   # (the store gone again: the ship below says so)
+                    logger.debug("veralith: could not check this host's trace ids against the store: %s", exc)
                 for trace_id in shipper.ship(store, refused=self._set_aside):
                     self._submit(trace_id, url)
             except StoreError as exc:
