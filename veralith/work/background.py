@@ -184,8 +184,10 @@ class Background:
                         self._submit_sweep(url, store)
                 try:   # first round after an outage: at once. Never in the way of shipping itself:
                     shipper.secure(store, now=not self._shipped_ok)
-                except Exception as exc:   # (the store gone again: the ship below says so)
+                except StoreError as exc:   # the store gone again: the ship below says so
                     logger.debug("veralith: could not check this host's trace ids against the store: %s", exc)
+                except Exception:
+                    logger.exception("veralith: could not check this host's trace ids against the store")
                 for trace_id in shipper.ship(store, refused=self._set_aside):
                     self._submit(trace_id, url)
             except StoreError as exc:
