@@ -476,7 +476,7 @@ def _restore(fleet: Fleet, row: Row) -> None:
     it. Traces the restore removed are not counted as lost; an id returned twice, or naming another
     trace, is."""
     postgres = fleet.kind == "postgres"
-    first = fleet.start_app("a", 600, pause=0.01)
+    first = fleet.start_app("a", 400, pause=0.01)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:   # a logs from a block of its own, and has stored traces of it
         counted = [line["id"] for line in fleet.apps["a"] if "id" in line and line["id"] < (1 << 62)]
@@ -501,10 +501,10 @@ def _restore(fleet: Fleet, row: Row) -> None:
         (fleet.spool_folder() / "next-id").write_bytes(f"{nxt:020d}\n{end:020d}\n{_check(nxt, end):010d}\n".encode())
     if postgres:
         time.sleep(3.0)   # a's next shipping round (docs/sdk.md: the window after a restore)
-    second = fleet.start_app("b", 600, pause=0.01, env={"VERALITH_SPOOL_DIR": str(fleet.tmp / "spool-b")}
+    second = fleet.start_app("b", 300, pause=0.01, env={"VERALITH_SPOOL_DIR": str(fleet.tmp / "spool-b")}
                              if postgres else None)
     row.exits["app a"], row.exits["app b"] = fleet.finish_app("a", first), fleet.finish_app("b", second)
-    row.exits["resume"] = fleet.drain()
+    row.exits["resume"] = fleet.drain(timeout=600)   # what the apps left pending is judged here
     both = {line["id"] for line in fleet.apps["a"] if "id" in line} & {
         line["id"] for line in fleet.apps["b"] if "id" in line}
     row.exits["ids returned to both hosts"] = len(both)
