@@ -239,7 +239,9 @@ class IdFile:
             nxt, end = self._read(fd)
             with self._mem:
                 spans = list(self._held) if self._held_pid == os.getpid() else []
-        block = (end - self.block + 1, end) if self.remote and end >= self.block else None
+        # The block this host hands out from (a used-up one needs no record: the high-water mark keeps the
+        # sequence above it; and a file started again holds none, its `end` names no block).
+        block = (end - self.block + 1, end) if self.remote and nxt <= end and end >= self.block else None
         if nxt <= end:
             spans.append((nxt, min(end, RANDOM_BASE - 1)))
         return self.high_water(), block, spans
