@@ -237,3 +237,47 @@ def test_resume_recovers_the_spool_of_an_app_killed_before_any_store_existed(tmp
     with sqlite3.connect(tmp_path / "v.db") as conn:
         rows = dict(conn.execute("SELECT id, metadata FROM traces WHERE status = 'done'").fetchall())
     assert sorted(rows) == sorted(ids) and [json.loads(rows[i])["seq"] for i in ids] == list(range(20))
+
+
+def test_two_results_written_at_once_both_count_in_a_closed_run(pg_url):
+    """The fault-12 flake on PostgreSQL (run 1 counted 11 of its 12 traces judged after `resume`): two
+    results of one closed run written by two of resume's threads at once. Each transaction counted the
+    run's totals before waiting for the other's lock on the runs row, so the later commit wrote totals
+    that left out the earlier one's trace. The row is now locked before the totals are counted."""
+    from veralith.store import runs
+
+    store = open_store(pg_url)
+    ids = [create_trace(store, _trace(i)) for i in range(2)]
+
+    def closed_run(db):
+        run_id = runs.start_run(db, name="before", backend="local", model=None, prompt_versions=None)
+        for trace_id in ids:
+            runs.record_result(db, run_id, trace_id)   # pending: the run holds them without an outcome
+        runs.finish_run(db, run_id)
+        return run_id
+
+    run_id = store.write(closed_run)
+    sql(store, "UPDATE traces SET status = 'done', quality_gate = 'pass', failure_cell = 'complete_grounded'")
+    first_done, first_commit = threading.Event(), threading.Event()
+
+    def first(db):
+        with db.write():
+            runs.fill_unjudged(db, ids[0])
+            first_done.set()
+            first_commit.wait(10)   # the second transaction counts (or waits) meanwhile
+
+    def second(db):
+        with db.write():
+            runs.fill_unjudged(db, ids[1])
+
+    one = threading.Thread(target=store.write, args=(first,))
+    one.start()
+    assert first_done.wait(10)
+    two = threading.Thread(target=store.write, args=(second,))
+    two.start()
+    time.sleep(0.5)   # the second is inside its transaction, at the runs row the first holds
+    first_commit.set()
+    one.join(10)
+    two.join(10)
+    run = store.read(ops.get_run, run_id)
+    assert (run.n_traces, run.n_pass, run.n_unevaluated) == (2, 2, 0), run

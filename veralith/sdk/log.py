@@ -37,19 +37,27 @@ from typing import TYPE_CHECKING, Any
 # Imported here, not on log()'s first call: it registers its own at-exit close, which must run after
 # the drain (registered later, when the first worker starts), and importing it costs milliseconds.
 import veralith.llm.cache  # noqa: F401
+
+# log()'s own path, loaded with the SDK: none of it loads a database library (veralith.work.spooler).
+import veralith.store.location  # noqa: F401
 from veralith.config import settings
 from veralith.errors import StoreError
 from veralith.models import EvaluationResult
 from veralith.pipeline import inputs
 from veralith.pipeline.inputs import check_knowledge_base, check_metadata, check_query, check_text, normalize_context
 from veralith.pipeline.reference_inputs import check_reference
-
-# log()'s own path, loaded with the SDK: none of it loads a database library (veralith.work.spooler).
 from veralith.store import store_url
 from veralith.store.protocol import TraceInput
 from veralith.validate import check_run_name, check_stored_inputs
+from veralith.work import leases
 from veralith.work.background import Background
 from veralith.work.spooler import spooler_for
+
+# What log()'s first call would otherwise do on the caller's thread, done once at import: the module
+# store_url() imports (veralith.store.location, above), and this process's lease token (a read of
+# /proc/<pid>/stat) that names its spool segment and id record. Neither has a side effect (the token
+# is drawn again after a fork).
+leases.token()
 
 if TYPE_CHECKING:
     from veralith.store.protocol import Store

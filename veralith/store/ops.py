@@ -24,6 +24,7 @@ from veralith.store.browse import (
 )
 from veralith.store.calibration import SqlCalibration, calibrate
 from veralith.store.history import history
+from veralith.store.idblocks import reserve_block, secure as secure_ids, taken as taken_ids
 from veralith.store.outputsizes import read_output_sizes as output_sizes
 from veralith.store.patterns import (
     bad_claims,
@@ -69,8 +70,9 @@ __all__ = ["bad_claims", "calibration", "calibration_count", "calibration_labels
            "find_external", "finish_run", "get_run", "history", "iter_results", "kb_figures", "knowledge_bases",
            "list_runs", "list_traces", "load_input", "load_result", "missed_facts", "neighbours", "output_sizes",
            "page_sorted", "page_traces", "pattern_counts", "question_rows", "record_result", "reference_counts",
-           "resolve", "resolve_run", "review_cutoff", "run_cells", "run_labels", "save_explanation", "start_run",
-           "stats", "tag_trace", "trace_info", "trace_row", "trace_rows", "trace_run"]
+           "reserve_block", "resolve", "resolve_run", "review_cutoff", "run_cells", "run_labels", "save_explanation",
+           "secure_ids", "start_run", "stats", "tag_trace", "taken_ids", "trace_info", "trace_row", "trace_rows",
+           "trace_run"]
 
 
 def load_result(db: Db, trace_id: int) -> EvaluationResult:

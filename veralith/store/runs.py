@@ -127,8 +127,12 @@ def fill_unjudged(db: Db, trace_id: int) -> None:
     waiting = [int(r[0]) for r in db.execute(
         "SELECT run_id FROM run_traces WHERE trace_id = ? AND quality_gate IS NULL", [trace_id]).fetchall()]
     for run_id in waiting:
+        # The run's row is locked before its totals are counted: on PostgreSQL two results of one run
+        # written at once (resume's threads) each counted before waiting for the other's lock, and the
+        # later commit stored totals without the earlier trace (run 1 judged 11 of 12, fault 12). Under
+        # the lock the count (a new statement, a new snapshot at READ COMMITTED) sees the other's copy.
+        ended = db.execute(f"SELECT ended_at FROM runs WHERE id = ?{db.dialect.for_update}", [run_id]).fetchone()
         _copy(db, run_id, "id = ?", [trace_id], reason=None, replace=True)
-        ended = db.execute("SELECT ended_at FROM runs WHERE id = ?", [run_id]).fetchone()
         if ended is not None and ended[0] is not None:
             totals = _totals(db, [run_id]).get(run_id, _EMPTY)
             db.execute("UPDATE runs SET n_traces = ?, n_pass = ?, n_fail = ?, n_indeterminate = ?,"
@@ -139,7 +143,8 @@ def finish_run(db: Db, run_id: int) -> Run:
     """Close a run: store its end time and totals (as they are now); return it. An eval run also
     keeps the traces it wrote but holds no outcome for (a failed evaluation) as they are now."""
     with db.write():
-        source = db.execute("SELECT source FROM runs WHERE id = ?", [run_id]).fetchone()
+        # Locked first, as in fill_unjudged: a result written meanwhile is counted, not overwritten.
+        source = db.execute(f"SELECT source FROM runs WHERE id = ?{db.dialect.for_update}", [run_id]).fetchone()
         if source is not None and source[0] == "eval":
             _copy(db, run_id, "run_id = ?", [run_id], reason=None, replace=False)
         totals = _totals(db, [run_id]).get(run_id, _EMPTY)

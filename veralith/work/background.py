@@ -72,6 +72,7 @@ class Background:
         self._stores: dict[str, Store] = {}
         self._urls: set[str] = set()     # stores logged into; the shipper opens them (never the caller)
         self._swept: set[str] = set()
+        self._shipped_ok = True           # the last shipping round reached every store
         self._kept: dict[int, tuple[str, Outcome]] = {}   # results waiting for a store that went away
         self._active: set[int] = set()    # the trace the evaluator is judging now (logged here or swept)
         self._wake = threading.Event()
@@ -85,11 +86,14 @@ class Background:
                                         name="veralith-log-shipper", daemon=True)
         self.thread = threading.Thread(target=contextvars.copy_context().run, args=(self._run,),
                                        name="veralith-log-worker", daemon=True)
+        # Only the shipper starts here, on the caller's thread (log()'s first call): Thread.start waits
+        # until the new thread runs, a wait of a scheduler's turn that on a loaded machine was tens of
+        # milliseconds per thread. The shipper starts the evaluator and the spool's preparer itself.
         self.shipper.start()
-        self.thread.start()
 
     def alive(self) -> bool:
-        return self.pid == os.getpid() and self.thread.is_alive() and self.shipper.is_alive()
+        evaluator = self.thread.is_alive() or self.thread.ident is None   # (None: the shipper starts it)
+        return self.pid == os.getpid() and evaluator and self.shipper.is_alive()
 
     def store(self, url: str) -> Store:
         """The store at `url` (opened on first use: on the background threads only)."""
@@ -118,7 +122,7 @@ class Background:
         except queue.Full:
             self.abandon = True
         else:
-            if wait:
+            if wait and self.thread.ident is not None:
                 self.thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         self.abandon = True  # on timeout: finish the current trace, leave the rest pending
         self._give_back()
@@ -127,6 +131,7 @@ class Background:
     def _ship_loop(self) -> None:
         """Ship when woken (a first trace since the last ship) or every SHIP_EVERY_S, but no sooner
         than SHIP_GAP_S after the last ship (later while the store is unavailable)."""
+        self.thread.start()
         pause = SHIP_EVERY_S
         earliest = latest = time.monotonic()
         while True:
@@ -136,7 +141,7 @@ class Background:
             if not stopping and time.monotonic() < earliest:
                 latest = earliest  # woken early: the ship waits for its turn
                 continue
-            ok = self._ship_all()
+            ok = self._shipped_ok = self._ship_all()
             if stopping:
                 self._close_all()
                 return
@@ -170,12 +175,19 @@ class Background:
         ok = True
         for url in list(self._urls):
             try:
+                spooler_for(url).start_preparer()   # once per process; not on log()'s path (see __init__)
                 store = self.store(url)
                 if url not in self._swept:
                     self._swept.add(url)
                     shipper.recover(store)  # spools of processes on this host that are gone
                     if self._base.evaluate == "local":
                         self._submit_sweep(url, store)
+                try:   # first round after an outage: at once. Never in the way of shipping itself:
+                    shipper.secure(store, now=not self._shipped_ok)
+                except StoreError as exc:   # the store gone again: the ship below says so
+                    logger.debug("veralith: could not check this host's trace ids against the store: %s", exc)
+                except Exception:
+                    logger.exception("veralith: could not check this host's trace ids against the store")
                 for trace_id in shipper.ship(store, refused=self._set_aside):
                     self._submit(trace_id, url)
             except StoreError as exc:

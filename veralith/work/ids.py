@@ -40,30 +40,28 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import socket
 import sys
 import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from veralith.store.idblocks import BLOCK, RANDOM_BASE  # constants only: no database library
 from veralith.work.holdings import Holding, held_above, same_file
 
-if TYPE_CHECKING:  # log()'s path loads no database library: the type only
-    from veralith.store.sql import Db
-
-__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile", "reserve_block", "reserve_blocks", "sequence_high"]
+__all__ = ["RANDOM_BASE", "REMOTE_BLOCK", "IdFile", "Span"]
 
 logger = logging.getLogger("veralith.store")
 
-RANDOM_BASE = 1 << 62      # ids at or above this were taken at random (see the module docstring)
+Span = tuple[int, int]     # ids first..last, both included
 # Ids a process takes from the file at a time, ahead of its traces: PREFETCH at first, doubled (up
 # to PREFETCH_MAX) each time the caller ran out before the background took more. A thread that
 # never releases the GIL keeps others waiting a switch interval (5 ms) before they run, so a
 # process logging in a tight loop can use a few hundred ids before the background gets its turn.
 PREFETCH = 64
 PREFETCH_MAX = 4096
-REMOTE_BLOCK = 1000        # ids per block a PostgreSQL store hands a host (its sequence's increment)
+REMOTE_BLOCK = BLOCK       # ids per block a PostgreSQL store hands a host (its sequence's increment)
 _NO_LIMIT = (1 << 62) - 1  # the end of a SQLite file's range: it has no other source to wait for
 _WIDTH = 20                # digits per number in the file: fixed width, so one write replaces both
 
@@ -98,6 +96,10 @@ class IdFile:
         self._batch = PREFETCH
         self._prefetched = False   # a batch was taken ahead since the batch size last grew
         self.low: Callable[[], object] | None = None   # called (on the caller's thread) when they run low
+        self._seen_end = 0   # the end of the host's range when the file was last read (a block's last id)
+        # Who holds this file's blocks in the store's record of them (veralith.store.idblocks): the host
+        # and the folder, as every process of the host shares the file.
+        self.owner = f"{socket.gethostname()}:{self.path.parent}"
 
     def attach(self, refill: Callable[[int], range]) -> None:
         """The database's block reservation (a remote file): used from now on, in the background."""
@@ -222,6 +224,54 @@ class IdFile:
             if nxt <= above and (not self.remote or above < end):
                 self._write(fd, above + 1, end)
 
+    # -- after a restore (veralith.store.idblocks; the shipper asks on its rounds) ---------------------
+    def high_water(self) -> int:
+        """The highest id this host may hand out or has handed out, as far as this process knows: what
+        the store's sequence must never fall back below (the end of the host's block, what this process
+        took). In memory: no file lock."""
+        return max(self._seen_end, self._holding.high)
+
+    def unused(self) -> tuple[int, Span | None, list[Span]]:
+        """(high_water, the host's current block (lo, hi) or None, the ranges not handed out yet that
+        this process and its host may still hand out: this process's ids taken ahead, and the file's
+        rest (a SQLite counter's: every id from its next one on))."""
+        with self._lock, self._locked() as fd:
+            nxt, end = self._read(fd)
+            with self._mem:
+                spans = list(self._held) if self._held_pid == os.getpid() else []
+        # The block this host hands out from (a used-up one needs no record: the high-water mark keeps the
+        # sequence above it; and a file started again holds none, its `end` names no block).
+        block = (end - self.block + 1, end) if self.remote and nxt <= end and end >= self.block else None
+        if nxt <= end:
+            spans.append((nxt, min(end, RANDOM_BASE - 1)))
+        return self.high_water(), block, spans
+
+    def drop(self, taken: dict[Span, int]) -> None:
+        """Stop handing out the ranges of `unused()` found taken in the store (`taken`: each range with
+        the first id taken in it): a restore handed them to another host too, or its counter fell
+        behind what is stored. What this process took ahead there is forgotten (gaps); the file moves
+        on: a remote file gives up its block (the next take reserves a new one), a SQLite counter starts
+        again above everything stored, spooled and held."""
+        with self._lock, self._locked() as fd:
+            with self._mem:
+                lasts = {last for _first, last in taken}
+                self._held = [span for span in self._held if span[1] not in lasts]
+            nxt, end = self._read(fd)
+            # A SQLite counter the host's own processes moved past the taken id meanwhile (their traces,
+            # shipped since) stays as it is; a remote block another owner overlaps is given up whatever.
+            moved = [first for (_lo, hi), first in taken.items()
+                     if hi == min(end, RANDOM_BASE - 1) and (self.remote or nxt <= first)]
+            if moved:
+                if self.remote:
+                    self._write(fd, end + 1, end)
+                else:
+                    self._write(fd, max(self._start(), held_above(self.path) + 1, self._holding.high + 1), end)
+        spans = ", ".join(f"{lo}-{hi}" for lo, hi in sorted(taken))
+        logger.warning("veralith: trace ids %s of %s were found taken in the store (restored from a backup, or its "
+                       "counter put back?); they are not handed out, new ids are taken above", spans, self.path)
+        if self.remote and moved:
+            self._refill_soon()
+
     def fill(self) -> None:
         """Reserve a new block from the database now (a remote file whose refill is attached); the
         unused rest of the current block, if half of it or more, is kept instead."""
@@ -267,13 +317,20 @@ class IdFile:
             return self._restart(fd)
         if nxt <= self._holding.high:
             return self._restart(fd)   # gone back (a copy restored over it): it would hand out ids again
+        if not self._holding.high and not self.remote and nxt <= held_above(self.path):
+            # This process's first look (it holds nothing yet) at a counter that went back below what a
+            # live process took from it (a restore of the folder, a copy put back): once per process,
+            # as a live process's record is never above the counter otherwise.
+            return self._restart(fd)
+        self._seen_end = max(self._seen_end, end) if self.remote else 0
         return nxt, end
 
     def _restart(self, fd: int) -> tuple[int, int]:
         """Start the counter again above everything stored, spooled and held by a live process of this
         host (veralith.work.holdings). A remote file starts with no block: the next one reserved from
         the database's sequence is above every id handed out before."""
-        first = max(self._start(), held_above(self.path) + 1)
+        # This process's own high-water mark too: its record on disk may have been replaced with the rest.
+        first = max(self._start(), held_above(self.path) + 1, self._holding.high + 1)
         end = first - 1 if self.remote else _NO_LIMIT
         if self._holding.high:
             logger.warning("veralith: the trace id counter %s was lost or damaged; it starts again at %d, above "
@@ -355,22 +412,3 @@ else:
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-
-def reserve_block(db: Db, count: int) -> range:
-    """A block of ids from a PostgreSQL store's sequence (its increment is the block size,
-    REMOTE_BLOCK): the ids a host hands out from its id file."""
-    start = int(db.execute("SELECT nextval('veralith_trace_ids')").fetchone()[0])
-    return range(start, start + REMOTE_BLOCK)
-
-
-def reserve_blocks(db: Db, count: int) -> list[range]:
-    """`count` blocks of a PostgreSQL store's sequence in one statement: ids nobody else is handed
-    (other hosts' nextval calls may interleave, so the blocks need not be consecutive)."""
-    rows = db.execute("SELECT nextval('veralith_trace_ids') FROM generate_series(1, ?)", [count]).fetchall()
-    return [range(int(r[0]), int(r[0]) + REMOTE_BLOCK) for r in rows]
-
-
-def sequence_high(db: Db) -> int:
-    """The highest id a PostgreSQL store's sequence may have handed out (the end of its last block)."""
-    last, called = db.execute("SELECT last_value, is_called FROM veralith_trace_ids").fetchone()
-    return int(last) + REMOTE_BLOCK - 1 if called else 0

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from veralith.errors import StoreError
-from veralith.work.ids import RANDOM_BASE, REMOTE_BLOCK, reserve_blocks, sequence_high
+from veralith.store.idblocks import reserve_blocks, sequence_high
+from veralith.work.ids import RANDOM_BASE, REMOTE_BLOCK
 from veralith.work.spooler import spooler_for
 
 if TYPE_CHECKING:

@@ -17,11 +17,12 @@ again, after a fix (`veralith dead-letters --retry`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from veralith.errors import StoreError
-from veralith.store import deadletters, repository
+from veralith.store import deadletters, ops, repository
 from veralith.store.deadletters import Letter
 from veralith.work import deadletter, leases, spool
 from veralith.work.spooler import spooler_for
@@ -29,10 +30,15 @@ from veralith.work.spooler import spooler_for
 if TYPE_CHECKING:
     from veralith.store.protocol import Connected
 
-__all__ = ["Refused", "recover", "retry", "ship", "spooled_here"]
+__all__ = ["SECURE_EVERY_S", "Refused", "recover", "retry", "secure", "ship", "spooled_here"]
 
 logger = logging.getLogger("veralith.work")
 _CLASH_RETRIES = 5
+# How often a shipping process checks its ids against the store (veralith.store.idblocks), and always
+# on its first round after the store was unavailable (a restore ends that way): the window after a
+# restore in which another host may be handed ids this one holds (docs/sdk.md).
+SECURE_EVERY_S = 2.0
+_secured: dict[str, float] = {}
 
 
 Refused = Callable[[list[int]], object]   # told the ids of spooled traces set aside (not stored)
@@ -48,6 +54,25 @@ def ship(store: Connected, refused: Refused | None = None) -> list[int]:
     here: list[int] = []
     spooled.ship(lambda entries: here.extend(_ingest(store, entries, queued=True, refused=refused)))
     return here
+
+
+def secure(store: Connected, *, now: bool = False) -> None:
+    """Keep this host's ids safe across a restore of the store (veralith.store.idblocks): PostgreSQL's
+    sequence moved forward to the host's high-water mark and its block recorded again; ids it holds
+    and has not handed out that the store finds taken (another host's block, a stored trace) dropped.
+    At most every SECURE_EVERY_S, unless `now`. StoreUnavailable passes up (the round failed)."""
+    url = store.spool_url
+    if not now and time.monotonic() - _secured.get(url, -SECURE_EVERY_S) < SECURE_EVERY_S:
+        return
+    ids = spooler_for(url).ids
+    high, block, unused = ids.unused()
+    if ids.remote:
+        taken = store.write(ops.secure_ids, ids.owner, high, block, unused)
+    else:
+        taken = store.read(ops.taken_ids, unused)
+    if taken:
+        ids.drop(taken)
+    _secured[url] = time.monotonic()
 
 
 def recover(store: Connected) -> int:

@@ -60,6 +60,7 @@ class Spooler:
         self._pid = 0
         self._closed = False               # by close(), until the next append
         self._preparing = threading.Lock()  # prepare() and close() one at a time (background only)
+        self._starting = threading.Lock()
         ids.low = self.spool.spare_used = self._due.set
 
     @property
@@ -86,11 +87,17 @@ class Spooler:
             self.ids.give_back()
             self.spool.close()
 
-    def _start_preparer(self) -> None:
-        """On a process's first append (and a forked child's): its system calls are made anyway."""
-        self._pid = os.getpid()
-        self._preparer = threading.Thread(target=self._prepare_loop, name="veralith-spool-prepare", daemon=True)
-        self._preparer.start()
+    def start_preparer(self) -> None:
+        """Start the preparer thread of this process (a forked child's own), once: by log()'s shipper
+        thread, not on log()'s path (Thread.start waits for a turn of the scheduler). Until it runs,
+        an append takes ids and makes its segment itself."""
+        with self._starting:
+            if self._pid == os.getpid():
+                return
+            self._pid = os.getpid()
+            self._preparer = threading.Thread(target=self._prepare_loop, name="veralith-spool-prepare", daemon=True)
+            self._preparer.start()
+        self._due.set()
 
     def _prepare_loop(self) -> None:
         while True:
@@ -103,9 +110,6 @@ class Spooler:
 
     def append(self, trace: TraceInput, *, run: str | None, evaluate_here: bool) -> int:
         """Make `trace` durable under its final id and return the id (see veralith.work.spool)."""
-        if self._pid != os.getpid():
-            self._start_preparer()
-            self._due.set()
         self._closed = False
         try:
             trace_id = self.ids.take(ahead=True)
@@ -159,16 +163,16 @@ def _make(url: str) -> Spooler:
     from veralith.work.ids import REMOTE_BLOCK
 
     ids = IdFile(folder / "next-id", start=lambda: 1, remote=True, block=REMOTE_BLOCK)
-    ids.attach(lambda count: _reserve(url, count))
+    ids.attach(lambda count: _reserve(url, ids))
     return Spooler(folder, ids)
 
 
-def _reserve(url: str, count: int) -> range:
-    """A block from the database (on the refill thread: the PostgreSQL library loads there, not in log())."""
-    from veralith.store import open_store
-    from veralith.work.ids import reserve_block
+def _reserve(url: str, ids: IdFile) -> range:
+    """A block from the database, above this host's high-water mark and recorded as its (on the refill
+    thread: the PostgreSQL library loads there, not in log())."""
+    from veralith.store import open_store, ops
 
-    return open_store(url).write(reserve_block, count)
+    return open_store(url).write(ops.reserve_block, ids.high_water(), ids.owner)
 
 
 def _postgres_folder(url: str) -> Path:
