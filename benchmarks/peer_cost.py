@@ -7,7 +7,8 @@ Both packages install `import veralith`, so the original runs in a virtual envir
 the repository (default: ~/.cache/veralith-bench/veralith-0.2.7; `--venv` chooses another, `--fresh` builds it
 again), made with `python -m venv` and `pip install veralith==0.2.7` from the package index: the first run
 needs the network, later runs reuse it. Not run by the tests or CI for that reason
-(tests/test_peer_cost.py covers the scripted answers).
+(tests/test_peer_cost.py covers the scripted answers). `--original-json spaced|indented` writes the
+original's replies as its prompts show their shape, or indented, instead of compact like Veralith's.
 
 How the original is configured (read from its installed source, veralith/llm.py and config.py): an
 `openai.OpenAI(api_key=OPENAI_API_KEY)` client, so `OPENAI_BASE_URL` points it at the scripted server;
@@ -37,6 +38,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +47,8 @@ from six_traces import ORACLES, ScriptedServer, answer_schema, row, usd
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("VERALITH_SHARED_DIR") or REPO.parent / "shared")
 VERSION = "0.2.7"
-DEFAULT_VENV = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "veralith-bench" / f"veralith-{VERSION}"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+DEFAULT_VENV = CACHE / "veralith-bench" / f"veralith-{VERSION}"
 
 # Run with the original's interpreter: every trace through its evaluate(), one JSON line of outcomes back.
 _CHILD = """
@@ -111,11 +114,20 @@ def original_answer(oracle: dict[str, Any], body: dict[str, Any]) -> dict[str, A
     raise ValueError(f"not a request of the original's: {str(body['messages'][0]['content'])[:80]!r}")
 
 
-def answer(oracle: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
-    """Either package's request: a strict schema is Veralith's, JSON mode without one the original's."""
-    if (body.get("response_format") or {}).get("type") == "json_schema":
-        return answer_schema(oracle, body)
-    return original_answer(oracle, body)
+# How the original's replies are written out: as Veralith's (compact, the default: the same answers cost
+# the same characters), or as the original's prompts show their shape (spaced), or indented; a model in
+# JSON mode may write any of them, and output tokens cost four times input on gpt-4o.
+WRITTEN = {"compact": {"separators": (",", ":")}, "spaced": {}, "indented": {"indent": 2}}
+
+
+def answerer(original_json: str = "compact") -> Callable[[dict[str, Any], dict[str, Any]], Any]:
+    """The server's answer to either package's request: a strict schema is Veralith's (compact JSON), JSON
+    mode without one the original's (written as `original_json` says)."""
+    def answer(oracle: dict[str, Any], body: dict[str, Any]) -> Any:
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return answer_schema(oracle, body)
+        return json.dumps(original_answer(oracle, body), **WRITTEN[original_json])
+    return answer
 
 
 # ---------------------------------------------------------------- the original, in its own environment
@@ -157,13 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="the original's virtual environment")
     parser.add_argument("--fresh", action="store_true", help="build that environment again")
+    parser.add_argument("--original-json", choices=sorted(WRITTEN), default="compact",
+                        help="how the original's replies are written (default: compact, as Veralith's)")
     args = parser.parse_args(argv)
     sys.path[:0] = [str(REPO / "tests"), str(REPO)]
     os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(SHARED / "tiktoken"))
     from reply_cost import measure
 
     python = original_python(args.venv, args.fresh)
-    with ScriptedServer(answer) as server:
+    with ScriptedServer(answerer(args.original_json)) as server:
         original = run_original(python, server)
         runs = {"original": server.calls()}
         mini = measure("gpt-4o-mini", server)
@@ -173,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         raise SystemExit(f"the original reported judge errors: {bad}")
     base = usd(runs["original"])
-    print(f"### Six traces, one scripted server, schemas billed as input (original: veralith=={VERSION})\n")
+    print(f"### Six traces, one scripted server, schemas billed as input (original: veralith=={VERSION}, its "
+          f"replies written {args.original_json})\n")
     print("| | calls | gpt-4o in / out | gpt-4o-mini in / out | USD per trace |")
     print("|---|---:|---:|---:|---:|")
     print(row(f"the original `veralith` {VERSION} (JSON mode, no schema)", runs["original"], warm=False))

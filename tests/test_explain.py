@@ -13,8 +13,8 @@ from work_support import save_result
 import veralith
 from veralith.cli import app
 from veralith.config import settings
-from veralith.llm.tasks import EXPLAIN, quote_in
 from veralith.llm.prompts import PROMPT_VERSIONS
+from veralith.llm.tasks import EXPLAIN, quote_in
 from veralith.models import Explanation, ExplanationQuote, Usage
 from veralith.pipeline.budget import BudgetExceeded, estimate_trace
 from veralith.pipeline.explain import DROPPED_QUOTE, explain_input

@@ -5,6 +5,7 @@ shape the original's prompts ask for (0-based indices, Y/N, chunk ranks, typed c
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def test_each_request_finds_its_trace_and_a_strict_schema_is_veraliths(peer):
                      f"Sub-questions:\n[Q0] {ferry['sub_questions'][0]}")
     oracle_of = sys.modules["six_traces"].oracle_of   # the shared machinery peer_cost imports
     assert oracle_of(original) is ferry
-    assert peer.original_task(original) == "sufficiency" and "results" in peer.answer(ferry, original)
+    assert peer.original_task(original) == "sufficiency"
+    assert json.loads(peer.answerer("indented")(ferry, original))["results"][0]["verdict"] == "Y"
     with pytest.raises(ValueError):
         oracle_of(_body("You are a Sufficiency judge ...", "Context:\n[chunk 0]\nnothing of the six"))

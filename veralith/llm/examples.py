@@ -200,7 +200,8 @@ MORE: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                      "sufficient": "no"},
                     {"sub_question_id": "q2", "evidence": [{"chunk_id": "c1", "quote": "free for under-18s; adults "
                                                             "pay 12 euros"}],
-                     "missing_facts": [], "reasoning": "c1 settles it: free only for under-18s.", "sufficient": "yes"}]}),
+                     "missing_facts": [], "reasoning": "c1 settles it: free only for under-18s.",
+                     "sufficient": "yes"}]}),
         (SufficiencyInput(query="Does the Kestrel app have any offline mode?",
                           sub_questions=[SubQuestionIn(id="q1", text="Does the Kestrel app have any offline mode?")],
                           chunks=[ChunkIn(id="c0", text="Kestrel syncs your notes across all your devices.")]),
@@ -373,5 +374,6 @@ def _output_lines(task_name: str, out: dict[str, Any]) -> list[str]:
                 + [f"what_went_wrong: {out['what_went_wrong']}", f"change_to_try: {out['change_to_try']}"])
     return ([f"{c['claim_id']} → {c['role']}" + (f" {_ids(c['sub_question_ids'])}" if c["sub_question_ids"] else "")
              for c in out["claims"]]
-            + [f"{g['gap_id']} → declines {_ids(g['sub_question_ids']) or 'nothing asked'}" for g in out.get("gaps", [])]
+            + [f"{g['gap_id']} → declines {_ids(g['sub_question_ids']) or 'nothing asked'}"
+               for g in out.get("gaps", [])]
             + [f"{q['sub_question_id']}: {q['reasoning']} → {q['status']}" for q in out["sub_questions"]])

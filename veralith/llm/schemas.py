@@ -15,8 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
-    "DERIVED", "GROUNDED", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessGaplessOutput",
-    "CompletenessInput", "CompletenessOutput",
+    "DERIVED", "GROUNDED", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput",
+    "CompletenessGaplessOutput", "CompletenessInput", "CompletenessOutput",
     "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote", "ExtractedClaim", "ExtractedGap",
     "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "FaithfulnessUntimedOutput",
     "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink", "JudgedClaimIn",

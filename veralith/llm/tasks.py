@@ -76,7 +76,8 @@ from veralith.llm.text import quote_in
 __all__ = [
     "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "EXPLAIN", "FAITHFULNESS", "FAST", "FAST_REASK", "QUESTIONS",
     "QUOTE_NOT_FOUND", "SUFFICIENCY", "TASKS", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput",
-    "CompletenessGaplessOutput", "CompletenessInput", "CompletenessOutput", "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput",
+    "CompletenessGaplessOutput", "CompletenessInput", "CompletenessOutput", "DateEvidence", "Evidence",
+    "ExplainInput", "ExplainOutput",
     "ExplainQuote", "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
     "FaithfulnessOutput", "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink",
     "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem", "QuestionItem", "QuestionsInput",
