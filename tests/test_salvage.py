@@ -63,3 +63,12 @@ def test_extraction_replies_are_read_whole():
     assert output.sub_questions[0].id == "q1" and repairs[0][0] == "json_in_fence"
     with pytest.raises(Unusable):
         read_whole(QUESTIONS, payload, '{"sub_questions": []}')   # the query is not empty
+
+
+def test_chunk_ids_a_reply_writes_though_not_asked_are_not_taken():
+    # The grounding chunks are the ones the quotes cite (schemas.DERIVED): a JSON-mode reply that lists one
+    # without quoting it has grounded nothing, and is re-asked as one that quotes nothing.
+    reply = {"items": [{**item("k1"), "evidence": [], "grounding_chunk_ids": ["c0"]}, item("k2", "unsupported")]}
+    reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps(reply))
+    output, bad = settle(FAITHFULNESS, PAYLOAD, reading.items, reading.bad)
+    assert [i.claim_id for i in output.items] == ["k2"] and "quotes no chunk that states it" in bad[("items", "k1")][0]
