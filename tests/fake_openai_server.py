@@ -664,16 +664,16 @@ def auto_reply(body: dict[str, Any]) -> dict[str, Any]:
                 "gaps": [{"id": f"g{n}", "source_sentence_ids": [i], "text": text}
                          for n, (i, text) in enumerate(gaps, 1)],
                 "asks_clarification": False}
-    if task == "sufficiency":   # quotes the first chunk's first words, verbatim
-        opening = " ".join(b["chunk"][0][1].split()[:8]) if first else ""
-        return {"items": [{"sub_question_id": i, "evidence": [{"chunk_id": first[0], "quote": opening}] if first else [],
-                           "missing_facts": [] if first else ["the answer"], "reasoning": "auto reply",
-                           "sufficient": "yes" if first else "no", "supporting_chunk_ids": first}
-                          for i in sq_ids]}
+    # Sufficiency and faithfulness quote the first chunk's first words, verbatim: the chunks a verdict
+    # rests on are the ones its evidence quotes (Veralith derives them; no reply writes them).
+    opening = [{"chunk_id": first[0], "quote": " ".join(b["chunk"][0][1].split()[:8])}] if first else []
+    if task == "sufficiency":
+        return {"items": [{"sub_question_id": i, "evidence": opening, "missing_facts": [] if first else ["the answer"],
+                           "reasoning": "auto reply", "sufficient": "yes" if first else "no"} for i in sq_ids]}
     if task == "faithfulness":
-        return {"items": [{"claim_id": i, "evidence": [], "reasoning": "auto reply",
-                           "relation": "supported" if first else "unsupported", "grounding_chunk_ids": first,
-                           "contradicting_chunk_ids": []} for i in claim_ids]}
+        return {"items": [{"claim_id": i, "evidence": opening, "reasoning": "auto reply",
+                           "relation": "supported" if first else "unsupported", "contradicting_chunk_ids": []}
+                          for i in claim_ids]}
     if task == "completeness":
         answered = bool(claim_ids and sq_ids)
         return {"claims": [{"claim_id": i, "role": "answers" if sq_ids else "extra",

@@ -73,23 +73,23 @@ def test_each_batch_holds_one_model_also_when_a_resend_meets_the_judges(batch_en
 
 def test_a_round_past_the_limits_goes_out_as_several_batches_waited_for_together(batch_env, store, tmp_path,
                                                                                  monkeypatch):
-    # 17 requests a batch bind the decomposition round; the judges' requests are larger (about 3.9 kB), so
-    # there the byte limit binds first (16 of them a batch).
-    monkeypatch.setenv("VERALITH_BATCH_MAX_REQUESTS", "17")
+    # 19 requests a batch bind the decomposition round (about 3.3 kB each, 63 kB a batch); the judges'
+    # requests are larger (about 3.6 kB), so there the byte limit binds first (18 of them a batch).
+    monkeypatch.setenv("VERALITH_BATCH_MAX_REQUESTS", "19")
     monkeypatch.setenv("VERALITH_BATCH_MAX_BYTES", "65536")
     settings.reload()
-    batch_env.max_requests, batch_env.max_bytes = 17, 65536   # the service refuses a batch past either
+    batch_env.max_requests, batch_env.max_bytes = 19, 65536   # the service refuses a batch past either
     result = run("eval", str(traces_file(tmp_path)), "--batch")
     assert result.exit_code == 0, result.output
     batches = sorted(batch_env.batches.values(), key=lambda b: b["n"])
     sizes = [(len(b["lines"]), len(batch_env.files[b["state"]["input_file_id"]]["data"])) for b in batches]
     assert all(b["state"]["status"] == "completed" for b in batches)
-    assert all(n <= 17 and size <= 65536 for n, size in sizes) and max(n for n, _ in sizes) == 17
-    assert max(n for n, _ in sizes[3:]) < 17   # the judges' batches: cut by bytes
+    assert all(n <= 19 and size <= 65536 for n, size in sizes) and max(n for n, _ in sizes) == 19
+    assert max(n for n, _ in sizes[3:]) < 19   # the judges' batches: cut by bytes
     # Each round's requests went out at once, then were waited for together.
     rounds = [line for line in result.stderr.splitlines() if "requests sent; batches:" in line]
     assert "40 requests sent" in rounds[0] and rounds[0].count(" validating 0/") == 3
-    assert "finalizing 0/17" in rounds[1] and "60 requests sent" in rounds[2] and "4 validating" in rounds[2]
+    assert "finalizing 0/19" in rounds[1] and "60 requests sent" in rounds[2] and "4 validating" in rounds[2]
     first_judges = next(i for i, b in enumerate(batches) if task_of(b["lines"][0]["body"]) not in ("questions", "claims"))
     assert first_judges == 3 and len(batches) >= 3 + 4
     results = stored(store)

@@ -167,6 +167,26 @@ def test_the_estimate_bounds_the_bill_with_the_untimed_schemas_and_a_prefix_grow
         "$defs"].values()) and item
 
 
+def test_the_estimate_bounds_the_bill_whether_completeness_asks_for_gaps_or_not(openai_server):
+    """Completeness asks for gaps only when the response states one (tasks.gapless), and the grounding and
+    supporting chunks are never asked (derived from the quotes); the estimate plans the larger, gapful
+    call, so it bounds what the server counted either way."""
+    _needs_tiktoken_files()
+    openai_server.count_tokens = True
+    for response, gaps in ((RESPONSE, False), (RESPONSE + " I couldn't find who designed it.", True)):
+        before = openai_server.count
+        with _judge(openai_server, cache=False, decomposer_model="gpt-4o-mini"):
+            est = estimate_trace(QUERY, CONTEXT, response)
+            result = veralith.evaluate(QUERY, CONTEXT, response, persist=False)
+        assert not result.errors and est.usd is not None and result.usage.usd is not None
+        assert est.input_tokens >= result.usage.input_tokens and est.usd >= result.usage.usd, response
+        sent = {b["response_format"]["json_schema"]["name"]: b["response_format"]["json_schema"]["schema"]
+                for b in openai_server.requests[before:]}
+        assert ("gaps" in sent["completeness"]["properties"]) is gaps
+        defs = [d for name in ("sufficiency", "faithfulness") for d in sent[name]["$defs"].values()]
+        assert not any({"supporting_chunk_ids", "grounding_chunk_ids"} & set(d["properties"]) for d in defs)
+
+
 def test_offline_fallback_is_fast_warns_once_and_never_fails(tmp_path, monkeypatch, fresh_encodings):
     # No cache file and no network: tiktoken's own download (no timeout) may only run in the
     # background; the count must come back at once, from the documented character estimate.

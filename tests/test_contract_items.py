@@ -35,8 +35,10 @@ def _bodies(server, task: str) -> list[dict[str, Any]]:
 
 
 def _item(relation: str, dates=(), grounding=("c0",), contradicting=(), claim="k1", quote="Idris Carne") -> dict:
-    return {"claim_id": claim, "evidence": [{"chunk_id": grounding[0] if grounding else "c0", "quote": quote}],
-            "dates": list(dates), "reasoning": "r", "relation": relation, "grounding_chunk_ids": list(grounding),
+    # The grounding chunks are the ones the evidence quotes (schemas.FaithfulnessItem): none quoted, none grounding.
+    quoted = grounding[:1] or [c for c in contradicting if c == "c0"]
+    return {"claim_id": claim, "evidence": [{"chunk_id": c, "quote": quote} for c in quoted],
+            "dates": list(dates), "reasoning": "r", "relation": relation,
             "contradicting_chunk_ids": list(contradicting)}
 
 
@@ -177,7 +179,7 @@ def test_11_a_re_ask_says_only_what_is_wrong_with_an_item_that_was_given(openai_
     with _openai(openai_server):
         evaluate("Who is the harbour master of Port Velloc?", [HARBOUR], f"{HARBOUR} {HARBOUR}", persist=False)
     reask = _bodies(openai_server, "faithfulness")[1]["messages"][-1]["content"]
-    assert "claim k1: k1 is 'supported' but cites no grounding chunk; cite the chunks that state it" in reask
+    assert "claim k1: k1 is 'supported' but quotes no chunk that states it; quote the chunks that state it" in reask
     assert "no item for" not in reask and "claim k2" not in reask
 
 

@@ -13,6 +13,7 @@ from work_support import save_result
 import veralith
 from veralith.cli import app
 from veralith.config import settings
+from veralith.llm.prompts import PROMPT_VERSIONS
 from veralith.llm.tasks import EXPLAIN, quote_in
 from veralith.models import Explanation, ExplanationQuote, Usage
 from veralith.pipeline.budget import BudgetExceeded, estimate_trace
@@ -68,7 +69,7 @@ def test_a_failing_trace_is_explained_with_every_quote_found_in_the_trace(openai
     assert result.suggestion is not None   # beside the rule-based suggestion, never instead of it
     # Priced: the call's own usage, and the trace's total includes it.
     assert e.model == "gpt-4o" and e.usage.calls == 1 and e.usage.usd and e.usage.usd > 0
-    assert result.usage.calls == openai_server.count and result.prompt_versions["explain"] == "explain-v3"
+    assert result.usage.calls == openai_server.count and result.prompt_versions["explain"] == PROMPT_VERSIONS["explain"]
     stored = open_store().read(ops.load_result, result.trace_id)
     assert stored.explanation == e and stored.suggestion == result.suggestion
     shown = CliRunner().invoke(app, ["inspect", str(result.trace_id)])

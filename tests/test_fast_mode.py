@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 import veralith
 from veralith.cli import app
 from veralith.config import settings
+from veralith.llm.prompts import PROMPT_VERSIONS
 from veralith.models import Phase
 from veralith.pipeline.budget import BudgetExceeded, enforce_budget, estimate_trace
 from veralith.store import ops
@@ -43,7 +44,7 @@ def test_one_call_per_trace_a_result_like_the_full_modes_and_its_mode_stored(sto
     with settings.override(mode="fast"):
         fast = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert dict(judge.by_task()) == {"fast": 1}
-    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": "fast-v3"}
+    assert fast.mode == "fast" and fast.usage.calls == 1 and fast.prompt_versions == {"fast": PROMPT_VERSIONS["fast"]}
     full = veralith.evaluate(QUERY, CONTEXT, RESPONSE)
     assert full.mode == "full" and full.usage.calls >= 4
     assert _form(fast) == _form(full)                    # the fake answers both alike: so must the pipeline
@@ -91,8 +92,8 @@ def test_the_dry_run_and_the_budget_guard_count_one_call(tmp_path):
 
 
 def _spoil(reply: dict) -> dict:
-    reply["sufficiency"][0].update(supporting_chunk_ids=[])        # "yes" citing nothing: its only item
-    reply["faithfulness"][0].update(grounding_chunk_ids=[])        # "supported" citing nothing: one of two
+    reply["sufficiency"][0].update(evidence=[])        # "yes" quoting nothing: its only item
+    reply["faithfulness"][0].update(evidence=[])       # "supported" quoting nothing: one of two
     return reply
 
 
@@ -111,8 +112,8 @@ def test_bad_verdicts_are_asked_again_once_in_one_request_saying_only_what_is_wr
     # named by the reply's own claim ids, and a schema asking only for the lists that hold a bad item.
     assert reask["messages"][:2] == judge.requests[0]["messages"] and reask["messages"][2]["role"] == "assistant"
     asked = reask["messages"][3]["content"]
-    assert "faithfulness claim c1: c1 is 'supported' but cites no grounding chunk; cite the chunks" in asked
-    assert "sufficiency sub-question q1: q1 is 'yes' but cites no supporting chunk" in asked
+    assert "faithfulness claim c1: c1 is 'supported' but quotes no chunk that states it; quote the chunks" in asked
+    assert "sufficiency sub-question q1: q1 is 'yes' but quotes nothing" in asked
     assert "no item for" not in asked and "c2" not in asked
     assert set(reask["response_format"]["json_schema"]["schema"]["properties"]) == {"sufficiency", "faithfulness"}
     assert [j.claim_id for j in result.faithfulness] == ["k1", "k2"] and len(result.sufficiency) == 1

@@ -204,7 +204,7 @@ def oracle_client(trace: dict) -> FakeClient:
             yes = o["sufficiency"][_index(q.id, sq_texts, q.text)] == "yes"
             items.append({"sub_question_id": q.id, "evidence": [{"chunk_id": chunk, "quote": CHUNK_START}] if yes else [],
                           "missing_facts": [] if yes else [q.text], "reasoning": "oracle",
-                          "sufficient": "yes" if yes else "no", "supporting_chunk_ids": [chunk] if yes else []})
+                          "sufficient": "yes" if yes else "no"})
         return {"items": items}
 
     def faithfulness(payload):
@@ -218,11 +218,12 @@ def oracle_client(trace: dict) -> FakeClient:
                 blind = "conflicting" if len(payload.chunks) > 1 else "supported"
                 items.append({"claim_id": c.id, "reasoning": "oracle", "relation": blind,
                               "evidence": [{"chunk_id": k.id, "quote": CHUNK_START} for k in payload.chunks],
-                              "grounding_chunk_ids": [first],
                               "contradicting_chunk_ids": [last] if blind == "conflicting" else []})
                 continue
-            items.append({"claim_id": c.id, "evidence": [], "reasoning": "oracle", "relation": relation,
-                          "grounding_chunk_ids": [first] if relation in ("supported", "conflicting") else [],
+            # A verdict's grounding chunks are the ones its evidence quotes (schemas.FaithfulnessItem).
+            quoted = [first] if relation in ("supported", "conflicting") else []
+            items.append({"claim_id": c.id, "evidence": [{"chunk_id": k, "quote": CHUNK_START} for k in quoted],
+                          "reasoning": "oracle", "relation": relation,
                           "contradicting_chunk_ids": [last] if relation in ("contradicted", "conflicting") else []})
         return {"items": items}
 

@@ -43,7 +43,7 @@ def _k2_never_judged(*, k1_unsupported: bool):
         if task_of(body) == "faithfulness":
             reply["items"][-1]["relation"] = "probably"
             if k1_unsupported:
-                reply["items"][0].update(relation="unsupported", grounding_chunk_ids=[])
+                reply["items"][0].update(relation="unsupported")   # its quote grounds nothing then
         if task_of(body) == "completeness" and k1_unsupported:
             reply["claims"][-1]["role"] = "supports"
         return reply

@@ -480,13 +480,13 @@ ONE_CLAIM = [ClaimIn(id="c1", text="The Eiffel Tower is 330 metres tall.")]
 
 def _faith(**item) -> dict:
     base = {"claim_id": "c1", "evidence": [{"chunk_id": "c0", "quote": "330 metres tall"}], "reasoning": "c0.",
-            "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []}
+            "relation": "supported", "contradicting_chunk_ids": []}
     return {"items": [{**base, **item}]}
 
 
 def _suff(**item) -> dict:
     base = {"sub_question_id": "q1", "evidence": [{"chunk_id": "c0", "quote": "330 metres tall"}], "missing_facts": [],
-            "reasoning": "c0 gives it.", "sufficient": "yes", "supporting_chunk_ids": ["c0"]}
+            "reasoning": "c0 gives it.", "sufficient": "yes"}
     return {"items": [{**base, **item}]}
 
 
@@ -508,8 +508,9 @@ CLAIMS_IN = ClaimsInput(query="How tall is it?", response="It is 330 metres tall
 
 VIOLATIONS = {
     # name: (task, input, a reply that breaks a rule, a good reply, words the re-ask must carry)
-    "unsupported with grounding ids": (FAITHFULNESS, FAITH_IN, _faith(relation="unsupported"), _faith(),
-                                       "lists grounding chunks"),
+    # The grounding chunks are the ones the evidence quotes (schemas.FaithfulnessItem).
+    "supported without a quote": (FAITHFULNESS, FAITH_IN, _faith(evidence=[]), _faith(),
+                                  "quotes no chunk that states it"),
     "supported with contradicting ids": (FAITHFULNESS, FAITH_IN, _faith(contradicting_chunk_ids=["c1"]), _faith(),
                                          "lists contradicting chunks"),
     "quote not in the cited chunk": (FAITHFULNESS, FAITH_IN,
@@ -517,8 +518,8 @@ VIOLATIONS = {
                                      "not one span of chunk c1"),
     "sufficient with missing facts": (SUFFICIENCY, SUFF_IN, _suff(missing_facts=["the year"]), _suff(),
                                       "lists missing facts"),
-    "insufficient with supporting ids": (SUFFICIENCY, SUFF_IN, _suff(sufficient="no", missing_facts=["x"]), _suff(),
-                                         "lists supporting chunks"),
+    "insufficient with a quote": (SUFFICIENCY, SUFF_IN, _suff(sufficient="no", missing_facts=["x"]), _suff(),
+                                  "is 'no' but quotes evidence"),
     "answered without an answering claim": (COMPLETENESS, COMP_IN, _comp(role="supports"), _comp(),
                                             "no claim has role 'answers'"),
     "extra with sub-questions": (COMPLETENESS, COMP_IN, _comp(role="extra"), _comp(), "an extra claim lists none"),
@@ -538,11 +539,11 @@ def test_each_check_is_repaired_by_the_one_re_ask(openai_server, name):
 
 
 def test_the_same_violation_twice_is_a_recorded_malformed_reply(openai_server):
-    openai_server.enqueue(_faith(relation="unsupported"), _faith(relation="unsupported"))
+    openai_server.enqueue(_faith(evidence=[]), _faith(evidence=[]))
     with pytest.raises(JudgeCallError) as info:
         client_for(openai_server).run(FAITHFULNESS, FAITH_IN)
     assert info.value.kind == "malformed_reply" and openai_server.count == 2
-    assert "lists grounding chunks" in info.value.message
+    assert "quotes no chunk that states it" in info.value.message
 
 
 # ---------------------------------------------------------------- a server that truncates the prompt

@@ -10,14 +10,15 @@ from veralith.llm.salvage import Unusable, extract_json, read_items, read_whole,
 from veralith.llm.tasks import FAITHFULNESS, QUESTIONS, ChunkIn, ClaimIn, FaithfulnessInput, QuestionsInput
 
 CHUNKS = [ChunkIn(id="c0", text="The tower is 330 metres tall.")]
+QUOTE = "330 metres tall"
 PAYLOAD = FaithfulnessInput(query="How tall?", chunks=CHUNKS,
                             claims=[ClaimIn(id="k1", text="It is 330 m."), ClaimIn(id="k2", text="It is old.")])
 
 
 def item(cid: str, relation: str = "supported", chunk: str = "c0") -> dict:
-    grounded = relation in ("supported", "Supported", "SUPPORTED.")
-    return {"claim_id": cid, "evidence": [], "reasoning": "r", "relation": relation,
-            "grounding_chunk_ids": [chunk] if grounded else [], "contradicting_chunk_ids": []}
+    grounded = relation in ("supported", "Supported", "SUPPORTED.")   # its grounding: the chunks it quotes
+    return {"claim_id": cid, "evidence": [{"chunk_id": chunk, "quote": QUOTE}] if grounded else [], "reasoning": "r",
+            "relation": relation, "contradicting_chunk_ids": []}
 
 
 def test_json_is_found_in_a_fence_in_prose_and_before_a_cut():
@@ -48,10 +49,10 @@ def test_case_and_punctuation_are_repaired_and_recorded_but_not_guesses():
 def test_settle_keeps_good_items_and_names_every_bad_one():
     reply = {"items": [item("k1"), item("k2", "unsupported", chunk="c0")]}
     reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps(reply))
-    reading.items[("items", "k2")]["grounding_chunk_ids"] = ["c0"]   # unsupported yet grounded: inconsistent
+    reading.items[("items", "k2")]["contradicting_chunk_ids"] = ["c0"]   # unsupported yet contradicted: inconsistent
     output, bad = settle(FAITHFULNESS, PAYLOAD, reading.items, reading.bad)
     assert [i.claim_id for i in output.items] == ["k1"] and list(bad) == [("items", "k2")]
-    assert "lists grounding chunks" in bad[("items", "k2")][0]
+    assert "lists contradicting chunks" in bad[("items", "k2")][0]
     output, bad = settle(FAITHFULNESS, PAYLOAD, {("items", "k1"): reading.items[("items", "k1")]}, {})
     assert bad == {("items", "k2"): ["no item for claim k2; give one"]}
 
@@ -62,3 +63,12 @@ def test_extraction_replies_are_read_whole():
     assert output.sub_questions[0].id == "q1" and repairs[0][0] == "json_in_fence"
     with pytest.raises(Unusable):
         read_whole(QUESTIONS, payload, '{"sub_questions": []}')   # the query is not empty
+
+
+def test_chunk_ids_a_reply_writes_though_not_asked_are_not_taken():
+    # The grounding chunks are the ones the quotes cite (schemas.DERIVED): a JSON-mode reply that lists one
+    # without quoting it has grounded nothing, and is re-asked as one that quotes nothing.
+    reply = {"items": [{**item("k1"), "evidence": [], "grounding_chunk_ids": ["c0"]}, item("k2", "unsupported")]}
+    reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps(reply))
+    output, bad = settle(FAITHFULNESS, PAYLOAD, reading.items, reading.bad)
+    assert [i.claim_id for i in output.items] == ["k2"] and "quotes no chunk that states it" in bad[("items", "k1")][0]

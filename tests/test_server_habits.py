@@ -185,7 +185,7 @@ def test_a_llama_cpp_grammar_gets_the_schema_narrowed_to_the_call():
     items = faith["properties"]["items"]
     assert items["minItems"] == items["maxItems"] == 2
     item = faith["$defs"]["FaithfulnessItem"]["properties"]
-    assert item["claim_id"]["enum"] == ["k1", "k2"] and item["grounding_chunk_ids"]["items"]["enum"] == ["c0"]
+    assert item["claim_id"]["enum"] == ["k1", "k2"] and item["contradicting_chunk_ids"]["items"]["enum"] == ["c0"]
     questions = bounded(QUESTIONS, QuestionsInput(query="Who built it and when?"), strict_schema(QUESTIONS))
     listed = questions["properties"]["sub_questions"]
     assert listed["minItems"] == 1 and listed["maxItems"] == 3

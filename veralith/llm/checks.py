@@ -30,7 +30,6 @@ from veralith.llm.schemas import (
     QuestionsInput,
     QuestionsOutput,
     SufficiencyInput,
-    SufficiencyItem,
     SufficiencyOutput,
 )
 from veralith.llm.stale_check import stale_problems
@@ -142,26 +141,15 @@ def check_sufficiency(inp: SufficiencyInput, out: SufficiencyOutput) -> list[Pro
     dates = {c.id: c.date for c in inp.chunks}
     for item in out.items:
         sq = item.sub_question_id
-        problems += _known(sq, "supporting_chunk_ids", item.supporting_chunk_ids, chunks)
+        # The chunks a verdict rests on are the ones its evidence quotes (schemas.SufficiencyItem), so
+        # checking the quotes checks them: each a known chunk, each quote one span of it.
         problems += _evidence(sq, item.evidence, chunks)
-        problems += _labelled(item) if item.sufficient == "yes" else [
-            rule(sq) for rule, bad in ((r.SUPPORT_FOR_NO, item.supporting_chunk_ids),
-                                       (r.EVIDENCE_FOR_NO, item.evidence),
-                                       (r.MISSING_FOR_NO, not item.missing_facts)) if bad]
+        problems += [rule(sq) for rule, bad in (
+            ((r.EVIDENCE_FOR_YES, not item.evidence), (r.MISSING_FOR_YES, item.missing_facts))
+            if item.sufficient == "yes" else
+            ((r.EVIDENCE_FOR_NO, item.evidence), (r.MISSING_FOR_NO, not item.missing_facts))) if bad]
         if item.sufficient == "yes" and cutoffs.get(sq):
             problems += _current(sq, str(cutoffs[sq]), item.supporting_chunk_ids, dates)
-    return problems
-
-
-def _labelled(item: SufficiencyItem) -> list[Problem]:
-    """A "yes" item's fields: supporting chunks, quotes from them, nothing missing."""
-    sq = item.sub_question_id
-    problems = [rule(sq) for rule, bad in ((r.SUPPORT_FOR_YES, not item.supporting_chunk_ids),
-                                           (r.EVIDENCE_FOR_YES, not item.evidence),
-                                           (r.MISSING_FOR_YES, item.missing_facts)) if bad]
-    outside = [e.chunk_id for e in item.evidence if e.chunk_id not in item.supporting_chunk_ids]
-    if item.supporting_chunk_ids and outside:
-        problems.append(r.EVIDENCE_FROM_SUPPORT(sq, chunk=sorted(set(outside))))
     return problems
 
 
@@ -181,14 +169,13 @@ def check_faithfulness(inp: FaithfulnessInput, out: FaithfulnessOutput) -> list[
     problems = _ids("claim", list(claims), [i.claim_id for i in out.items])
     for item in out.items:
         cid, rel = item.claim_id, item.relation
-        problems += _known(cid, "grounding_chunk_ids", item.grounding_chunk_ids, chunks)
+        # Its grounding chunks are the ones its evidence quotes (schemas.FaithfulnessItem): checked with the quotes.
         problems += _known(cid, "contradicting_chunk_ids", item.contradicting_chunk_ids, chunks)
         problems += _evidence(cid, item.evidence, chunks)
         problems += stale_problems(cid, item, claims.get(cid), inp)
         grounding, against = bool(item.grounding_chunk_ids), bool(item.contradicting_chunk_ids)
         for rule, bad in ((r.GROUNDING_FOR_LABEL, rel in ("supported", "conflicting", "stale") and not grounding),
                           (r.CONTRADICTING_FOR_LABEL, rel in ("contradicted", "conflicting") and not against),
-                          (r.NO_GROUNDING, rel in ("unsupported", "contradicted") and grounding),
                           (r.NO_CONTRADICTING, rel in ("unsupported", "supported") and against)):
             if bad:
                 problems.append(rule(cid, relation=rel))

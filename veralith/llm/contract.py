@@ -73,19 +73,18 @@ CONTRACTS: dict[str, Contract] = {c.task: c for c in (
     )),
     Contract("sufficiency", (
         _ids("items[].sub_question_id", _SUFF),
-        Field("items[].evidence", "for \"yes\"", _SUFF_WHY,
-              (r.EVIDENCE_FOR_YES, r.EVIDENCE_FOR_NO, r.EVIDENCE_FROM_SUPPORT)),
+        Field("items[].evidence", "for \"yes\"", _SUFF_WHY, (r.EVIDENCE_FOR_YES, r.EVIDENCE_FOR_NO)),
         Field("items[].evidence[].chunk_id", "with its quote", _SUFF_WHY, (r.KNOWN_IDS,)),
         Field("items[].evidence[].quote", "with its chunk", _SUFF_WHY, _QUOTES),
         Field("items[].missing_facts", "for \"no\"", _SUFF_WHY, (r.MISSING_FOR_NO, r.MISSING_FOR_YES)),
         Field("items[].reasoning", "always", _SUFF_WHY),
         Field("items[].sufficient", "always", _SUFF),
-        Field("items[].supporting_chunk_ids", "for \"yes\"", _SUFF,
-              (r.SUPPORT_FOR_YES, r.SUPPORT_FOR_NO, r.KNOWN_IDS, r.CURRENT_SUPPORT)),
+        Field("items[].supporting_chunk_ids", "never written: the chunks its evidence quotes", _SUFF,
+              (r.CURRENT_SUPPORT,)),
     )),
     Contract("faithfulness", (
         _ids("items[].claim_id", _FAITH),
-        Field("items[].evidence", "when a chunk supports or contradicts it", _FAITH),
+        Field("items[].evidence", "when a chunk supports or contradicts it", _FAITH, (r.GROUNDING_FOR_LABEL,)),
         Field("items[].evidence[].chunk_id", "with its quote", _FAITH, (r.KNOWN_IDS,)),
         Field("items[].evidence[].quote", "with its chunk", _FAITH, _QUOTES),
         Field("items[].dates", "for stale", _FAITH, (r.DATES_ONLY_STALE, r.STALE_UNDATED)),
@@ -95,8 +94,8 @@ CONTRACTS: dict[str, Contract] = {c.task: c for c in (
         Field("items[].reasoning", "always", _FAITH),
         Field("items[].relation", "always", _FAITH,
               (r.STALE_NOT_LATER, r.STALE_NOT_BEFORE_CUTOFF, r.STALE_NOT_BEFORE_TIME, r.STALE_TIMELESS)),
-        Field("items[].grounding_chunk_ids", "for supported, conflicting and stale", _FAITH,
-              (r.GROUNDING_FOR_LABEL, r.NO_GROUNDING, r.KNOWN_IDS)),
+        Field("items[].grounding_chunk_ids", "never written: for supported, conflicting and stale, the chunks its "
+              "evidence quotes that are not against it", _FAITH),
         Field("items[].contradicting_chunk_ids", "for contradicted and conflicting; for stale, the later chunks",
               _FAITH, (r.CONTRADICTING_FOR_LABEL, r.NO_CONTRADICTING, r.KNOWN_IDS)),
     )),
@@ -138,7 +137,8 @@ def rule_lines(task: str, *, timed: bool = True) -> list[str]:
     if task in ("fast", "fast_reask"):
         parts = ("questions", "claims", "sufficiency", "faithfulness", "completeness")
         return list(dict.fromkeys(line for part in parts for line in rule_lines(part)))
-    return list(dict.fromkeys(rule.says for rule in CONTRACTS[task].rules() if timed or rule not in r.TIME))
+    return list(dict.fromkeys(rule.says if timed or not rule.untimed else rule.untimed
+                              for rule in CONTRACTS[task].rules() if timed or rule not in r.TIME))
 
 
 def markdown() -> str:

@@ -184,7 +184,10 @@ def planned_calls(query: str, chunks: Sequence[ContextChunk], response: str, *, 
         calls += [("faithfulness", t.FaithfulnessInput(query=query, claims=b, chunks=chunk_in, as_of=as_of))
                   for b in _batches(claims, batch_size)]
     if sub_questions and claims:  # otherwise the pipeline decides completeness without a call
-        calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims)))
+        # Planned as a call whose response states a gap: its prompt and schema are the larger ones
+        # (tasks.gapless), and whether the response states one is known only after decomposition.
+        calls.append(("completeness", t.CompletenessInput(query=query, sub_questions=sub_questions, claims=claims,
+                                                          gaps=[t.GapIn(id="g1", text="")])))
     if settings.explain:  # whether the trace will fail is unknown before judging: counted as if it will
         calls.append(("explain", t.ExplainInput(
             query=query, response=response, chunks=chunk_in, cell="incomplete_ungrounded",

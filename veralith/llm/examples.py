@@ -86,10 +86,9 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                                   ChunkIn(id="c1", text="In 2023 Lumen grew its headcount by 25%.")]),
          {"items": [{"sub_question_id": "q1",
                      "evidence": [{"chunk_id": "c0", "quote": "120 staff"}, {"chunk_id": "c1", "quote": "by 25%"}],
-                     "missing_facts": [], "reasoning": "120 grown by 25% is 150.", "sufficient": "yes",
-                     "supporting_chunk_ids": ["c0", "c1"]},
+                     "missing_facts": [], "reasoning": "120 grown by 25% is 150.", "sufficient": "yes"},
                     {"sub_question_id": "q2", "evidence": [], "missing_facts": ["the CEO"],
-                     "reasoning": "No chunk names a CEO.", "sufficient": "no", "supporting_chunk_ids": []}]}),
+                     "reasoning": "No chunk names a CEO.", "sufficient": "no"}]}),
     ],
     "faithfulness": [
         (FaithfulnessInput(query="What were 2023 sales, can children take Zorvex, and what does it cost now?",
@@ -104,14 +103,14 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                            as_of="2025-05-01"),
          {"items": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "were $383.3 billion"}], "dates": [],
                      "reasoning": "383.3 is about 383, from the annual report.",
-                     "relation": "supported", "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": []},
+                     "relation": "supported", "contradicting_chunk_ids": []},
                     {"claim_id": "k2", "evidence": [{"chunk_id": "c1", "quote": "not approved for children under 12"}],
                      "dates": [], "reasoning": "Chunk c1 negates approval under 12 only, not 12 to 17.",
-                     "relation": "unsupported", "grounding_chunk_ids": [], "contradicting_chunk_ids": []},
+                     "relation": "unsupported", "contradicting_chunk_ids": []},
                     {"claim_id": "k3", "evidence": [{"chunk_id": "c2", "quote": "Zorvex costs $40 a month"}],
                      "dates": [{"chunk_id": "c2", "date": "2021", "quote": "As of 2021"}],
                      "reasoning": "Only c2 states it, and 2021 is before its cutoff.",
-                     "relation": "stale", "grounding_chunk_ids": ["c2"], "contradicting_chunk_ids": []}]}),
+                     "relation": "stale", "contradicting_chunk_ids": []}]}),
     ],
     "completeness": [(_ACME, _COMPLETENESS_OUT)],
     "explain": [
@@ -136,17 +135,16 @@ EXAMPLES: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
          {"sub_questions": [{"id": "q1", "text": "How long is the X200 warranty?"},
                             {"id": "q2", "text": "Who makes the X200?"}],
           "sufficiency": [{"sub_question_id": "q1", "evidence": [{"chunk_id": "c0", "quote": "a 24-month warranty"}],
-                           "missing_facts": [], "reasoning": "c0 gives the length.", "sufficient": "yes",
-                           "supporting_chunk_ids": ["c0"]},
+                           "missing_facts": [], "reasoning": "c0 gives the length.", "sufficient": "yes"},
                           {"sub_question_id": "q2", "evidence": [], "missing_facts": ["the X200 maker"],
-                           "reasoning": "No chunk names a maker.", "sufficient": "no", "supporting_chunk_ids": []}],
+                           "reasoning": "No chunk names a maker.", "sufficient": "no"}],
           "claims": [{"id": "k1", "source_sentence_ids": ["S1"], "text": "The X200 has a 36-month warranty.",
                       "note": ""}],
           "gaps": [{"id": "g1", "source_sentence_ids": ["S2"], "text": "who makes the X200"}],
           "remarks": [], "asks_clarification": False,
           "faithfulness": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "a 24-month warranty"}],
                             "reasoning": "c0 says 24 months, not 36.", "relation": "contradicted",
-                            "grounding_chunk_ids": [], "contradicting_chunk_ids": ["c0"]}],
+                            "contradicting_chunk_ids": ["c0"]}],
           "completeness": {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q1"]}],
                            "gaps": [{"gap_id": "g1", "sub_question_ids": ["q2"]}],
                            "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1.", "status": "answered"},
@@ -187,11 +185,10 @@ MORE: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                                   ChunkIn(id="c1", text="Vela 3 prices start at 499 euros; the Pro costs 649 euros.")]),
          {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["whether it charges wirelessly"],
                      "reasoning": "c0 names USB-C only; no chunk says wireless is absent or present.",
-                     "sufficient": "no", "supporting_chunk_ids": []},
+                     "sufficient": "no"},
                     {"sub_question_id": "q2", "evidence": [{"chunk_id": "c1", "quote": "Vela 3 prices start at 499 "
                                                             "euros"}],
-                     "missing_facts": [], "reasoning": "c1 gives the base model's price.", "sufficient": "yes",
-                     "supporting_chunk_ids": ["c1"]}]}),
+                     "missing_facts": [], "reasoning": "c1 gives the base model's price.", "sufficient": "yes"}]}),
         (SufficiencyInput(query="When does the Brill Museum open on Mondays, and is entry free?",
                           sub_questions=[SubQuestionIn(id="q1", text="When does the Brill Museum open on Mondays?"),
                                          SubQuestionIn(id="q2", text="Is entry to the Brill Museum free?")],
@@ -200,17 +197,16 @@ MORE: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
                                   ChunkIn(id="c2", text="The Brill Museum opens at 09:00 every day.")]),
          {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["one consistent Monday opening time"],
                      "reasoning": "c0 omits Mondays, c2 says every day at 09:00: they conflict.",
-                     "sufficient": "no", "supporting_chunk_ids": []},
+                     "sufficient": "no"},
                     {"sub_question_id": "q2", "evidence": [{"chunk_id": "c1", "quote": "free for under-18s; adults "
                                                             "pay 12 euros"}],
-                     "missing_facts": [], "reasoning": "c1 settles it: free only for under-18s.", "sufficient": "yes",
-                     "supporting_chunk_ids": ["c1"]}]}),
+                     "missing_facts": [], "reasoning": "c1 settles it: free only for under-18s.",
+                     "sufficient": "yes"}]}),
         (SufficiencyInput(query="Does the Kestrel app have any offline mode?",
                           sub_questions=[SubQuestionIn(id="q1", text="Does the Kestrel app have any offline mode?")],
                           chunks=[ChunkIn(id="c0", text="Kestrel syncs your notes across all your devices.")]),
          {"items": [{"sub_question_id": "q1", "evidence": [], "missing_facts": ["whether any offline mode exists"],
-                     "reasoning": "No chunk states an offline mode or its absence.", "sufficient": "no",
-                     "supporting_chunk_ids": []}]}),
+                     "reasoning": "No chunk states an offline mode or its absence.", "sufficient": "no"}]}),
     ],
     "faithfulness": [
         (FaithfulnessInput(query="How heavy is the Orla tablet, how big is its screen and how long does it last?",
@@ -224,14 +220,13 @@ MORE: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
          {"items": [{"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "weighs 480 g"},
                                                     {"chunk_id": "c1", "quote": "470 grams"}], "dates": [],
                      "reasoning": "c0 says 480 g, c1 says 470 g.", "relation": "conflicting",
-                     "grounding_chunk_ids": ["c0"], "contradicting_chunk_ids": ["c1"]},
+                     "contradicting_chunk_ids": ["c1"]},
                     {"claim_id": "k2", "evidence": [{"chunk_id": "c0", "quote": "a 10-inch screen"},
                                                     {"chunk_id": "c1", "quote": "10-inch display"}], "dates": [],
                      "reasoning": "Both chunks give 10 inches, not 12.", "relation": "contradicted",
-                     "grounding_chunk_ids": [], "contradicting_chunk_ids": ["c0", "c1"]},
+                     "contradicting_chunk_ids": ["c0", "c1"]},
                     {"claim_id": "k3", "evidence": [{"chunk_id": "c1", "quote": "9 hours of battery"}], "dates": [],
-                     "reasoning": "c1 gives 9 hours.", "relation": "supported", "grounding_chunk_ids": ["c1"],
-                     "contradicting_chunk_ids": []}]}),
+                     "reasoning": "c1 gives 9 hours.", "relation": "supported", "contradicting_chunk_ids": []}]}),
     ],
     "completeness": [
         (CompletenessInput(query="How do I reset the Vela 3, and will I lose my photos?",
@@ -270,11 +265,16 @@ MORE: dict[str, list[tuple[BaseModel, dict[str, Any]]]] = {
 }
 
 
-def example_text(task_name: str, *, timed: bool = True, more: int = 0) -> str:
+def example_text(task_name: str, *, timed: bool = True, more: int = 0, gaps: bool = True) -> str:
     """The task's worked examples as the system prompt shows them; not `timed`, without what is about time;
+    without `gaps`, without the gaps of a completeness example (and its further examples that hold one);
     followed by the first `more` of the task's further examples (MORE)."""
     pairs = EXAMPLES[task_name] if timed else [_untimed(p, o) for p, o in EXAMPLES[task_name]]
-    pairs = pairs + MORE.get(task_name, [])[:more]
+    further = MORE.get(task_name, [])
+    if not gaps:
+        pairs = [_gapless(p, o) for p, o in pairs]
+        further = [(p, o) for p, o in further if not getattr(p, "gaps", None)]
+    pairs = pairs + further[:more]
     return "\n".join(f"Example:\n{_input_lines(payload)}\n→\n" + "\n".join(_output_lines(task_name, output))
                      for payload, output in pairs)
 
@@ -288,9 +288,17 @@ def _untimed(payload: BaseModel, output: dict[str, Any]) -> tuple[BaseModel, dic
     kept = {c.id for c in claims}
     items = [{k: v for k, v in i.items() if k != "dates"} for i in output["items"] if i["claim_id"] in kept]
     cited = {e["chunk_id"] for i in items for e in i["evidence"]} | {
-        c for i in items for c in i["grounding_chunk_ids"] + i["contradicting_chunk_ids"]}
+        c for i in items for c in i["contradicting_chunk_ids"]}
     chunks = [c for c in payload.chunks if c.id in cited]
     return payload.model_copy(update={"claims": claims, "chunks": chunks, "as_of": None}), {"items": items}
+
+
+def _gapless(payload: BaseModel, output: dict[str, Any]) -> tuple[BaseModel, dict[str, Any]]:
+    """A completeness example as a call whose response states no gap sees it (the example's gap declines
+    nothing asked, so no other item changes)."""
+    if not isinstance(payload, CompletenessInput):
+        return payload, output
+    return payload.model_copy(update={"gaps": []}), {k: v for k, v in output.items() if k != "gaps"}
 
 
 def _chunk_line(c: ChunkIn) -> str:
@@ -353,13 +361,11 @@ def _output_lines(task_name: str, out: dict[str, Any]) -> list[str]:
     if task_name == "sufficiency":
         return [f"{i['sub_question_id']}: " + (f"{_quotes(i['evidence'])}; " if i["evidence"] else "")
                 + (f"missing: {'; '.join(i['missing_facts'])}; " if i["missing_facts"] else "")
-                + f"{i['reasoning']} → {i['sufficient']}"
-                + (f" [{_ids(i['supporting_chunk_ids'])}]" if i["supporting_chunk_ids"] else "") for i in out["items"]]
+                + f"{i['reasoning']} → {i['sufficient']}" for i in out["items"]]
     if task_name == "faithfulness":
         return [f"{i['claim_id']}: " + (f"{_quotes(i['evidence'])}; " if i["evidence"] else "")
                 + (f"dates {_dates(i['dates'])}; " if i.get("dates") else "")
                 + f"{i['reasoning']} → {i['relation']}"
-                + (f", grounding [{_ids(i['grounding_chunk_ids'])}]" if i["grounding_chunk_ids"] else "")
                 + (f", contradicting [{_ids(i['contradicting_chunk_ids'])}]" if i["contradicting_chunk_ids"] else "")
                 for i in out["items"]]
     if task_name == "explain":
@@ -368,5 +374,6 @@ def _output_lines(task_name: str, out: dict[str, Any]) -> list[str]:
                 + [f"what_went_wrong: {out['what_went_wrong']}", f"change_to_try: {out['change_to_try']}"])
     return ([f"{c['claim_id']} → {c['role']}" + (f" {_ids(c['sub_question_ids'])}" if c["sub_question_ids"] else "")
              for c in out["claims"]]
-            + [f"{g['gap_id']} → declines {_ids(g['sub_question_ids']) or 'nothing asked'}" for g in out["gaps"]]
+            + [f"{g['gap_id']} → declines {_ids(g['sub_question_ids']) or 'nothing asked'}"
+               for g in out.get("gaps", [])]
             + [f"{q['sub_question_id']}: {q['reasoning']} → {q['status']}" for q in out["sub_questions"]])

@@ -44,17 +44,17 @@ def cacheable(prefix: int) -> int:
 def grows(task_name: str, payload: BaseModel, model: str) -> int:
     """How many further examples the call of `task_name` for `payload` sent to `model` shows (0: none)."""
     from veralith.llm.examples import MORE
-    from veralith.llm.tasks import timed
+    from veralith.llm.tasks import gapless, timed
     from veralith.observability.pricing import price_of
 
     price = price_of(model, warn=False)   # looked up per call: VERALITH_PRICING may change it
     if task_name not in MORE or price is None or not price.input or price.cached_input >= price.input:
         return 0
-    return _grows(task_name, timed(payload), model, 1 - price.cached_input / price.input)
+    return _grows(task_name, timed(payload), model, 1 - price.cached_input / price.input, not gapless(payload))
 
 
 @functools.lru_cache(maxsize=256)
-def _grows(task_name: str, timed: bool, model: str, discount: float) -> int:
+def _grows(task_name: str, timed: bool, model: str, discount: float, gaps: bool = True) -> int:
     """The fewest further examples that bring the prefix to the cache's next step, when that pays at
     `discount` (1 - cached input price / input price); else 0."""
     from veralith.llm.examples import MORE
@@ -62,9 +62,9 @@ def _grows(task_name: str, timed: bool, model: str, discount: float) -> int:
     def cost(prefix: int) -> float:
         return prefix - HIT_SHARE * cacheable(prefix) * discount
 
-    now = prefix_tokens(task_name, timed, model, more=0)
+    now = prefix_tokens(task_name, timed, model, more=0, gaps=gaps)
     for more in range(1, len(MORE[task_name]) + 1):
-        grown = prefix_tokens(task_name, timed, model, more=more)
+        grown = prefix_tokens(task_name, timed, model, more=more, gaps=gaps)
         if now is None or grown is None:
             return 0   # no exact count (tiktoken's encoding cannot be had): never decided on a guess
         if cacheable(grown) > cacheable(now):
@@ -72,21 +72,23 @@ def _grows(task_name: str, timed: bool, model: str, discount: float) -> int:
     return 0
 
 
-def prefix_tokens(task_name: str, timed: bool, model: str, *, more: int) -> int | None:
+def prefix_tokens(task_name: str, timed: bool, model: str, *, more: int, gaps: bool = True) -> int | None:
     """The static prefix's tokens: the strict schema as billed and the system message (3 + role + text);
     None without tiktoken's encoding, so that a process decides the same way for all its calls (the
-    decision is kept per task and model) and never on a characters / 4 guess."""
+    decision is kept per task and model) and never on a characters / 4 guess. `timed` and `gaps` as the
+    call's payload has them (tasks.timed, tasks.gapless)."""
     import json
 
     from veralith.llm.client import strict_schema
     from veralith.llm.prompts import system_prompt
-    from veralith.llm.tasks import TASKS, FaithfulnessUntimedOutput
+    from veralith.llm.tasks import TASKS, CompletenessGaplessOutput, FaithfulnessUntimedOutput
     from veralith.llm.tokens import count_tokens
 
     task = TASKS[task_name]
-    model_type = FaithfulnessUntimedOutput if task_name == "faithfulness" and not timed else task.output_model
+    model_type = (FaithfulnessUntimedOutput if task_name == "faithfulness" and not timed else
+                  CompletenessGaplessOutput if task_name == "completeness" and not gaps else task.output_model)
     schema = strict_schema(task, None) if model_type is task.output_model else _strict(model_type)
-    system = system_prompt(task_name, timed=timed, more=more)
+    system = system_prompt(task_name, timed=timed, more=more, gaps=gaps)
     counted = [count_tokens(text, model) for text in (json.dumps(schema, separators=(",", ":")), "system" + system)]
     if any(method == "chars/4" for _, method in counted):
         return None

@@ -21,6 +21,7 @@ class Rule:
     says: str      # the sentence of the prompt that states it
     wrong: str     # what is wrong, str.format'ed with the problem's values
     fix: str       # what the rule wants instead, formatted alike
+    untimed: str = ""   # `says` for a call where time cannot matter (tasks.timed), when shorter there
 
     def __call__(self, owner: str | None, **values: object) -> Problem:
         """The problem of breaking this rule, owned by item `owner` (None: no single item)."""
@@ -41,7 +42,7 @@ class Problem:
 
 # ---------------------------------------------------------------- ids, quotes and words (several tasks)
 
-_ONE = "One item per id given, id copied exactly; no other ids, and chunk or sub-question ids only as given."
+_ONE = "One item per id given; every id copied exactly as given, no others."
 ITEM_MISSING = Rule("item_missing", _ONE, "no item for {label} {owner}", "give one")
 ITEM_TWICE = Rule("item_twice", _ONE, "{label} {owner} is given more than once", "give it once")
 ID_UNKNOWN = Rule("id_unknown", _ONE, "unknown {label} ids {ids}", "use only the ids given")
@@ -81,44 +82,39 @@ EMPTY_RESPONSE = Rule("empty_response", "An empty response has no items.",
 
 # ---------------------------------------------------------------- sufficiency
 
-_EVIDENCE = "evidence: for \"yes\", quotes of supporting chunks that answer it; else empty."
+_EVIDENCE = "evidence: for \"yes\", quotes of the fewest chunks that answer it; else empty."
 EVIDENCE_FOR_YES = Rule("evidence_for_yes", _EVIDENCE, "{owner} is 'yes' but quotes nothing",
-                        "quote what answers it from its supporting chunks, or answer 'no'")
+                        "quote what answers it from the chunks, or answer 'no'")
 EVIDENCE_FOR_NO = Rule("evidence_for_no", _EVIDENCE, "{owner} is 'no' but quotes evidence",
                        "leave evidence empty for 'no' and say what is missing in missing_facts")
-EVIDENCE_FROM_SUPPORT = Rule("evidence_from_support", _EVIDENCE,
-                             "{owner} quotes chunk {chunk}, which is not among its supporting_chunk_ids",
-                             "add it there, or drop the quote")
 _MISSING = "missing_facts: for \"no\", what no chunk gives (a fact you cannot quote is missing); else empty."
 MISSING_FOR_NO = Rule("missing_for_no", _MISSING, "{owner} is 'no' but names nothing missing",
                       "list the facts no chunk gives")
 MISSING_FOR_YES = Rule("missing_for_yes", _MISSING, "{owner} is 'yes' but lists missing facts",
                        "'yes' means nothing is missing: answer 'no', or leave missing_facts empty")
-_SUPPORT = "supporting_chunk_ids: for \"yes\", the smallest answering set; else empty."
-SUPPORT_FOR_YES = Rule("support_for_yes", _SUPPORT, "{owner} is 'yes' but cites no supporting chunk",
-                       "cite the chunks that answer it, or answer 'no'")
-SUPPORT_FOR_NO = Rule("support_for_no", _SUPPORT, "{owner} is 'no' but lists supporting chunks",
-                      "leave supporting_chunk_ids empty for 'no'")
-CURRENT_SUPPORT = Rule("current_support", "A sub-question with a cutoff: \"yes\" needs a supporting chunk dated on or "
+CURRENT_SUPPORT = Rule("current_support", "A sub-question with a cutoff: \"yes\" needs a quoted chunk dated on or "
                        "after it, or undated.",
-                       "{owner} asks about now (cutoff {cutoff}) but its supporting chunks are dated before it "
+                       "{owner} asks about now (cutoff {cutoff}) but the chunks it rests on are dated before it "
                        "({dated})", "answer 'no' unless a chunk dated {cutoff} or later, or an undated one, "
                        "answers it")
 
 # ---------------------------------------------------------------- faithfulness
 
-_GROUNDING = "grounding_chunk_ids: chunks stating it, at least one for supported, conflicting, stale; else empty."
-GROUNDING_FOR_LABEL = Rule("grounding_for_label", _GROUNDING, "{owner} is '{relation}' but cites no grounding chunk",
-                           "cite the chunks that state it, or change the relation")
-NO_GROUNDING = Rule("no_grounding", _GROUNDING, "{owner} is '{relation}' but lists grounding chunks",
-                    "use 'conflicting' when chunks both state and contradict it, else leave grounding_chunk_ids empty")
+_GROUNDING = "evidence: at least one quote of a chunk stating it for supported, conflicting, stale."
+_GROUNDING_UNTIMED = "evidence: at least one quote of a chunk stating it for supported, conflicting."
+GROUNDING_FOR_LABEL = Rule("grounding_for_label", _GROUNDING, "{owner} is '{relation}' but quotes no chunk that "
+                           "states it", "quote the chunks that state it, or change the relation", _GROUNDING_UNTIMED)
 _CONTRADICTING = ("contradicting_chunk_ids: chunks against it, at least one for contradicted, conflicting; for stale "
                   "the later chunks changing it; else empty.")
+# Without time there is no "stale" label (schemas.UntimedItem), so its clause is not said.
+_CONTRADICTING_UNTIMED = ("contradicting_chunk_ids: chunks against it, at least one for contradicted, conflicting; "
+                          "else empty.")
 CONTRADICTING_FOR_LABEL = Rule("contradicting_for_label", _CONTRADICTING,
                                "{owner} is '{relation}' but cites no contradicting chunk",
-                               "cite the chunks against it, or change the relation")
+                               "cite the chunks against it, or change the relation", _CONTRADICTING_UNTIMED)
 NO_CONTRADICTING = Rule("no_contradicting", _CONTRADICTING, "{owner} is '{relation}' but lists contradicting chunks",
-                        "use 'contradicted' or 'conflicting', else leave contradicting_chunk_ids empty")
+                        "use 'contradicted' or 'conflicting', else leave contradicting_chunk_ids empty",
+                        _CONTRADICTING_UNTIMED)
 _DATES = ("dates: for stale only: each chunk it names, its date as precisely as given (YYYY, YYYY-Qn, YYYY-MM, "
           "YYYY-MM-DD), quote: the chunk's words holding it, or \"\" if from the date attribute.")
 DATES_ONLY_STALE = Rule("dates_only_stale", _DATES, "{owner} is '{relation}' but lists dates",

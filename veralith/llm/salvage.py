@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from veralith.llm.dates import parse_label, periods
 from veralith.llm.rules import ITEM_MISSING
+from veralith.llm.schemas import DERIVED
 from veralith.llm.tasks import Task
 
 __all__ = ["Key", "Reading", "Repair", "Unusable", "extract_json", "item_label", "read_items", "read_whole",
@@ -260,7 +261,7 @@ def _fixed_id(value: Any, expected: list[str], by_lower: dict[str, str], repairs
 
 def _normalised(task: Task, model: type[BaseModel], item: dict[str, Any], known: dict[str, str],
                 repairs: list[Repair], item_id: str) -> dict[str, Any]:
-    out = dict(item)
+    out = {k: v for k, v in item.items() if k not in DERIVED}   # derived from the evidence, never taken as written
     for name, info in model.model_fields.items():
         value = out.get(name)
         allowed = typing.get_args(info.annotation) if typing.get_origin(info.annotation) is typing.Literal else ()

@@ -11,11 +11,12 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 __all__ = [
-    "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput", "CompletenessInput", "CompletenessOutput",
+    "DERIVED", "GROUNDED", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput",
+    "CompletenessGaplessOutput", "CompletenessInput", "CompletenessOutput",
     "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput", "ExplainQuote", "ExtractedClaim", "ExtractedGap",
     "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem", "FaithfulnessOutput", "FaithfulnessUntimedOutput",
     "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink", "JudgedClaimIn",
@@ -142,7 +143,16 @@ class SufficiencyItem(_Out):
     missing_facts: list[str]     # for "no": what no chunk gives; empty for "yes"
     reasoning: str
     sufficient: Literal["yes", "no"]
-    supporting_chunk_ids: list[str]
+    # Not asked of a model (not in the schema): the chunks its evidence quotes, in order, so every chunk
+    # a "yes" rests on is quoted verbatim and checked, and no reply pays for the ids twice. The offline
+    # judge gives its own (a chunk that adds terms without a quote of its own).
+    supporting_chunk_ids: SkipJsonSchema[list[str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _quoted_chunks(self) -> SufficiencyItem:
+        if "supporting_chunk_ids" not in self.model_fields_set:
+            self.supporting_chunk_ids = list(dict.fromkeys(e.chunk_id for e in self.evidence))
+        return self
 
 
 class SufficiencyOutput(_Out):
@@ -158,6 +168,12 @@ class FaithfulnessInput(_In):
     as_of: str | None = None
 
 
+GROUNDED = ("supported", "conflicting", "stale")   # the relations whose claim some chunk states
+# Item fields derived in code from the evidence, never asked of a model: a reply that writes one anyway
+# (a JSON-mode server reads the schema as an instruction only) is read without it (veralith.llm.salvage).
+DERIVED = frozenset({"supporting_chunk_ids", "grounding_chunk_ids"})
+
+
 class FaithfulnessItem(_Out):
     claim_id: str
     evidence: list[Evidence]
@@ -166,8 +182,19 @@ class FaithfulnessItem(_Out):
     dates: list[DateEvidence] = Field(default_factory=list)
     reasoning: str
     relation: Literal["supported", "unsupported", "contradicted", "conflicting", "stale"]
-    grounding_chunk_ids: list[str]
     contradicting_chunk_ids: list[str]
+    # Not asked of a model (not in the schema): for a relation in GROUNDED, the chunks its evidence
+    # quotes that are not against it; else none. Every grounding chunk is then quoted verbatim and
+    # checked, and no reply pays for the ids twice. The offline judge gives its own.
+    grounding_chunk_ids: SkipJsonSchema[list[str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _quoted_chunks(self) -> FaithfulnessItem:
+        if "grounding_chunk_ids" not in self.model_fields_set:
+            quoted = dict.fromkeys(e.chunk_id for e in self.evidence)
+            self.grounding_chunk_ids = [c for c in quoted if c not in self.contradicting_chunk_ids] \
+                if self.relation in GROUNDED else []
+        return self
 
 
 class FaithfulnessOutput(_Out):
@@ -219,6 +246,13 @@ class CompletenessOutput(_Out):
     claims: list[ClaimRole]
     gaps: list[GapLink]
     sub_questions: list[SubQuestionStatus]
+
+
+class CompletenessGaplessOutput(CompletenessOutput):
+    """The reply to a call whose response states no gap (most): the schema does not ask for `gaps`,
+    and the prompt says nothing of them (veralith.llm.prompts). A subclass, read as any CompletenessOutput."""
+
+    gaps: SkipJsonSchema[list[GapLink]] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------- explain (one failing trace, after judging)

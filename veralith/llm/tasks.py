@@ -36,6 +36,7 @@ from veralith.llm.schemas import (
     ClaimRole,
     ClaimsInput,
     ClaimsOutput,
+    CompletenessGaplessOutput,
     CompletenessInput,
     CompletenessOutput,
     DateEvidence,
@@ -75,12 +76,13 @@ from veralith.llm.text import quote_in
 __all__ = [
     "CLAIMS", "COMPLETENESS", "DECOMPOSITION", "EXPLAIN", "FAITHFULNESS", "FAST", "FAST_REASK", "QUESTIONS",
     "QUOTE_NOT_FOUND", "SUFFICIENCY", "TASKS", "ChunkIn", "ClaimIn", "ClaimRole", "ClaimsInput", "ClaimsOutput",
-    "CompletenessInput", "CompletenessOutput", "DateEvidence", "Evidence", "ExplainInput", "ExplainOutput",
+    "CompletenessGaplessOutput", "CompletenessInput", "CompletenessOutput", "DateEvidence", "Evidence",
+    "ExplainInput", "ExplainOutput",
     "ExplainQuote", "ExtractedClaim", "ExtractedGap", "ExtractedRemark", "FaithfulnessInput", "FaithfulnessItem",
     "FaithfulnessOutput", "FastBareOutput", "FastInput", "FastOutput", "FastReaskInput", "GapIn", "GapLink",
     "ItemList", "JudgedClaimIn", "JudgedSubQuestionIn", "Problem", "QuestionItem", "QuestionsInput",
     "QuestionsOutput", "Sentence", "SubQuestionIn", "SubQuestionStatus", "SufficiencyInput", "SufficiencyItem",
-    "SufficiencyOutput", "Task", "UntimedItem", "model_for", "quote_in", "timed",
+    "SufficiencyOutput", "Task", "UntimedItem", "gapless", "model_for", "quote_in", "timed",
 ]
 
 I = TypeVar("I", bound=BaseModel)
@@ -128,6 +130,12 @@ def timed(payload: BaseModel) -> bool:
         getattr(i, "cutoff", None) for i in items)
 
 
+def gapless(payload: BaseModel) -> bool:
+    """Whether a completeness call's response states no gap: its prompt then says nothing of gaps and its
+    schema asks for none (schemas.CompletenessGaplessOutput)."""
+    return isinstance(payload, CompletenessInput) and not payload.gaps
+
+
 def _no_problems(_inp: BaseModel, _out: BaseModel) -> list[Problem]:
     # The re-ask of the single call holds judged items only; the pipeline settles each with its judge's checks.
     return []
@@ -143,7 +151,8 @@ FAITHFULNESS = Task("faithfulness", FaithfulnessInput, FaithfulnessOutput, check
 COMPLETENESS = Task("completeness", CompletenessInput, CompletenessOutput, checks.check_completeness, (
     ItemList("claims", "claim_id", lambda p: [c.id for c in p.claims]),
     ItemList("gaps", "gap_id", lambda p: [g.id for g in p.gaps]),
-    ItemList("sub_questions", "sub_question_id", lambda p: [q.id for q in p.sub_questions])))
+    ItemList("sub_questions", "sub_question_id", lambda p: [q.id for q in p.sub_questions])),
+    shape=lambda p: CompletenessGaplessOutput if gapless(p) else CompletenessOutput)
 # Checked and re-asked whole, like the extraction tasks: an explanation with an invented quote is not kept in part.
 EXPLAIN = Task("explain", ExplainInput, ExplainOutput, checks.check_explain)
 # Read whole like an extraction task; its judged lists are settled item by item by the pipeline. Without
