@@ -42,7 +42,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from veralith.llm.estimate import claim_count
-from veralith.llm.grammar_items import tupled
+from veralith.llm.grammar_items import resolved, tupled
 from veralith.llm.tasks import Task
 
 __all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded", "numbers_only_from"]
@@ -77,7 +77,7 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
         if listed is None:
             continue
         listed["minItems"] = listed["maxItems"] = len(ids)
-        item = _resolved(listed.get("items", {}), defs)
+        item = resolved(listed.get("items", {}), defs)
         if ids and spec.id_field in item.get("properties", {}):
             item["properties"][spec.id_field] = {"type": "string", "enum": ids}
     judged = {spec.field for spec in task.items}
@@ -89,7 +89,7 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
                 prefix, most, least = extracted
                 prop["maxItems"] = min(MAX_EXTRACTED, max(most(payload), least(payload)))
                 prop["minItems"] = min(least(payload), prop["maxItems"])
-                item = _resolved(prop.get("items", {}), defs)
+                item = resolved(prop.get("items", {}), defs)
                 if "id" in item.get("properties", {}):
                     item["properties"]["id"] = {"type": "string",
                                                 "enum": [f"{prefix}{n}" for n in range(1, prop["maxItems"] + 1)]}
@@ -123,14 +123,6 @@ _EXTRACTED: dict[tuple[str, str], tuple[str, Callable[[Any], int], Callable[[Any
     ("claims", "gaps"): ("g", lambda p: len(_sentences(p)), lambda p: 0),
     ("claims", "remarks"): ("r", lambda p: len(_sentences(p)), lambda p: 0),
 }
-
-
-def _resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        found: dict[str, Any] = defs.get(ref.rsplit("/", 1)[-1], node)
-        return found
-    return node
 
 
 def _limit(node: dict[str, Any], payload: BaseModel, seen: set[int], blank: bool) -> None:

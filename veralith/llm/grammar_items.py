@@ -38,7 +38,7 @@ from pydantic import BaseModel
 from veralith.llm.tasks import Task
 from veralith.llm.text import QUOTE_MAX_WORDS, sentence_spans
 
-__all__ = ["QUOTABLE_MAX", "TIED_CHUNKS", "quotable", "tupled"]
+__all__ = ["QUOTABLE_MAX", "TIED_CHUNKS", "quotable", "resolved", "tupled"]
 
 QUOTABLE_MAX = 24      # quotes offered per chunk (its first sentences and clauses)
 TIED_CHUNKS = 4        # 2**4 - 1 = 15 variants of a "yes" item at most
@@ -142,15 +142,16 @@ def _quoted(item: dict[str, Any], chunks: dict[str, list[str]]) -> dict[str, Any
 
 def _inlined(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     """A copy of `node` with its `$ref`s to `defs` (one level, and each property's items) written out."""
-    node = copy.deepcopy(_deref(node, defs))
+    node = copy.deepcopy(resolved(node, defs))
     for name, prop in (node.get("properties") or {}).items():
-        node["properties"][name] = prop = copy.deepcopy(_deref(prop, defs))
+        node["properties"][name] = prop = copy.deepcopy(resolved(prop, defs))
         if isinstance(prop.get("items"), dict):
-            prop["items"] = copy.deepcopy(_deref(prop["items"], defs))
+            prop["items"] = copy.deepcopy(resolved(prop["items"], defs))
     return node
 
 
-def _deref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+def resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """The definition a `$ref` node points to in `defs`, else the node itself."""
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         found: dict[str, Any] = defs.get(ref.rsplit("/", 1)[-1], node)
