@@ -59,6 +59,7 @@ def judge(records: list[dict[str, Any]], base_url: str, model: str | None) -> li
                 "cell": result.failure_cell.value if result.failure_cell else None,
                 "gate": result.status.quality_gate.value, "reason": result.status.reason,
                 "errors": [f"{e.phase.value}:{e.kind}" for e in result.errors],
+                "error_messages": [f"{e.phase.value}:{e.kind}: {e.message}" for e in result.errors],
                 "timeouts": sum(e.kind == "timeout" for e in result.errors),
                 "repairs": len(result.repairs),
                 "confidence": any(j.confidence is not None for j in [*result.faithfulness, *result.sufficiency]),
@@ -100,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fake", action="append", default=[], metavar="HABIT",
                         help="start the fake server with this habit instead of --base-url (repeatable)")
     parser.add_argument("--verbose", "-v", action="store_true", help="also log each re-ask and its reason")
+    parser.add_argument("--calls", type=Path, metavar="FILE",
+                        help="write every request's form, cap, timing, tokens and the reply's raw text to FILE "
+                             "(JSON lines), with each re-ask's reason")
     parser.add_argument("--fresh", action="store_true",
                         help="forget what the server notes hold about this server first (learn it again)")
     args = parser.parse_args(argv)
@@ -110,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.calls:
+        to_file = logging.FileHandler(args.calls, mode="w", encoding="utf-8")
+        to_file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        for name, level in (("veralith.llm.requests", logging.DEBUG), ("veralith.llm.client", logging.INFO)):
+            logger = logging.getLogger(name)
+            logger.setLevel(level)
+            logger.addHandler(to_file)
     server = None
     base_url = args.base_url
     if args.fake:

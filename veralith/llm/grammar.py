@@ -7,13 +7,16 @@ length, so a small model can still run on until `max_tokens`: items for ids nobo
 reasoning string that never closes. For a llama.cpp-based server on this machine (llama-server,
 llama-cpp-python's server: veralith.llm.transport decides) the schema sent is narrowed to this call:
 
-* each judged item list (Task.items) holds exactly one item per expected id, its id one of them;
+* each judged item list (Task.items) holds exactly one item per expected id, in order, its id fixed,
+  each item one of the variants its label allows, its quotes spans of the chunk it cites
+  (veralith.llm.grammar_items);
 * a field that names chunks, sub-questions or sentences (`chunk_id`, `*_chunk_ids`, `sub_question_ids`,
   `source_sentence_ids`) takes only the ids the call's data holds;
 * the extraction lists (sub-questions, claims, gaps, remarks) hold at most as many items as the
   call's text can need (one more than the clauses the estimate counts in the query or the response,
   veralith.llm.estimate.claim_count; gaps and remarks at most one per sentence), at least one
   sub-question for a query with words, their ids in the prompt's numbering (q1, k1, g1, r1, ...);
+* a claim, gap or remark cites at least one sentence of a response that has any;
 * a claim's text holds no digits but the digit runs of the query and the response (a claim's numbers
   come from its sentences or the query: the claims task's own check);
 * every other list holds at most MAX_ITEMS entries (other top-level lists MAX_EXTRACTED).
@@ -39,6 +42,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from veralith.llm.estimate import claim_count
+from veralith.llm.grammar_items import resolved, tupled
 from veralith.llm.tasks import Task
 
 __all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded", "numbers_only_from"]
@@ -73,7 +77,7 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
         if listed is None:
             continue
         listed["minItems"] = listed["maxItems"] = len(ids)
-        item = _resolved(listed.get("items", {}), defs)
+        item = resolved(listed.get("items", {}), defs)
         if ids and spec.id_field in item.get("properties", {}):
             item["properties"][spec.id_field] = {"type": "string", "enum": ids}
     judged = {spec.field for spec in task.items}
@@ -85,11 +89,16 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
                 prefix, most, least = extracted
                 prop["maxItems"] = min(MAX_EXTRACTED, max(most(payload), least(payload)))
                 prop["minItems"] = min(least(payload), prop["maxItems"])
-                item = _resolved(prop.get("items", {}), defs)
+                item = resolved(prop.get("items", {}), defs)
                 if "id" in item.get("properties", {}):
                     item["properties"]["id"] = {"type": "string",
                                                 "enum": [f"{prefix}{n}" for n in range(1, prop["maxItems"] + 1)]}
     if task.name == "claims":
+        if _sentences(payload):   # every claim, gap and remark cites a sentence (the claims task's check)
+            for name in ("ExtractedClaim", "ExtractedGap", "ExtractedRemark"):
+                cited = defs.get(name, {}).get("properties", {}).get("source_sentence_ids")
+                if cited is not None:
+                    cited["minItems"] = 1
         claim = defs.get("ExtractedClaim", {}).get("properties", {})
         if claim.get("text", {}).get("type") == "string":
             source = f"{getattr(payload, 'query', '')} {getattr(payload, 'response', '')}"
@@ -98,6 +107,7 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
     blank = task.name == "explain"   # its quotes of the response name no chunk ("")
     for node in [out, *defs.values()]:
         _limit(node, payload, seen, blank)
+    tupled(task, payload, out)   # the judged lists: one item per id, each shaped by its label
     return out
 
 
@@ -113,14 +123,6 @@ _EXTRACTED: dict[tuple[str, str], tuple[str, Callable[[Any], int], Callable[[Any
     ("claims", "gaps"): ("g", lambda p: len(_sentences(p)), lambda p: 0),
     ("claims", "remarks"): ("r", lambda p: len(_sentences(p)), lambda p: 0),
 }
-
-
-def _resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        found: dict[str, Any] = defs.get(ref.rsplit("/", 1)[-1], node)
-        return found
-    return node
 
 
 def _limit(node: dict[str, Any], payload: BaseModel, seen: set[int], blank: bool) -> None:

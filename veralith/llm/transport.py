@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -52,6 +54,9 @@ from veralith.usage import CallUsage
 
 __all__ = ["TRUNCATION_RATIO", "Sent", "Transport"]
 
+# One DEBUG record per request and per reply (benchmarks/local_server.py --calls writes them to a file):
+# what was asked of a slow server and what it wrote, so a rejected reply can be read as the server sent it.
+calls_log = logging.getLogger("veralith.llm.requests")
 _TOP_LOGPROBS = 5
 _LABELLED = frozenset({"sufficiency", "faithfulness", "completeness"})   # tasks whose verdicts get a confidence
 _MAX_DETAIL = 300
@@ -317,6 +322,9 @@ class _Attempts:
     def failed(self, exc: Exception, options: dict[str, Any], messages: list[dict[str, str]]) -> float:
         """Seconds to wait before the next attempt (0: an option was adapted, send again at once);
         raises JudgeCallError once no retry is left."""
+        if calls_log.isEnabledFor(logging.DEBUG):
+            calls_log.debug("%s: attempt %d failed: %s", self.task.name, self.retries + 1,
+                            self.transport.redact(f"{type(exc).__name__}: {exc}"[:500]))
         if isinstance(exc, openai.APIStatusError) and self.transport._adapt(exc, options, self.habits):
             return 0.0
         if isinstance(exc, retry.DeadlinePassed) and self.transport.paced and options.get("max_tokens"):
@@ -338,6 +346,8 @@ class _Attempts:
             completion = None
         if not isinstance(completion, openai.types.chat.ChatCompletion):
             return Sent(None, messages, elapsed)
+        if calls_log.isEnabledFor(logging.DEBUG):
+            _log_reply(self.task.name, options, completion, elapsed, transport.redact)
         _add_usage(completion, self.usage)
         if read_too_little(transport.server, transport.model, completion, messages, options.get("_schema"),
                            self.habits):
@@ -388,6 +398,23 @@ class _Hold:
             last = self.parties == 0
         if last and self.slots is not None:
             self.slots.release()
+
+
+def _log_reply(task: str, options: dict[str, Any], completion: Any, elapsed: float,
+               redact: Callable[[str], str]) -> None:
+    """The DEBUG record of one reply (calls_log): the request's form, cap and schema, the reply's
+    timing and tokens, and its text as the server wrote it (the key masked)."""
+    usage = completion.usage
+    out = (usage.completion_tokens or 0) if usage is not None else 0
+    choice = completion.choices[0] if completion.choices else None
+    sent = {k: v for k, v in options.items() if k in ("response_format", "extra_body")}
+    calls_log.debug("%s", json.dumps({
+        "task": task, "mode": options.get("_mode"), "max_tokens": options.get("max_tokens"),
+        "seconds": round(elapsed, 2), "prompt_tokens": usage.prompt_tokens if usage is not None else None,
+        "output_tokens": out, "tokens_per_s": round(out / elapsed, 2) if elapsed > 0 else None,
+        "finish_reason": choice.finish_reason if choice is not None else None,
+        "content": redact(choice.message.content or "") if choice is not None else None,
+        "schema_sent": sent}, ensure_ascii=False))
 
 
 def _prompt_estimate(messages: list[dict[str, str]]) -> int:

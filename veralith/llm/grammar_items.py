@@ -1,0 +1,159 @@
+"""A llama.cpp grammar's judged items, one per expected id, each shaped so that its own checks hold.
+
+veralith.llm.grammar bounds a call's schema by its data; this module goes on from there for the
+judged item lists (Task.items) of the three judges, so that what a small model writes can fail no
+structural check of veralith.llm.checks that belongs to one item:
+
+* the list is a tuple (`prefixItems`): one item per expected id, in the order given, its id fixed.
+  No id can be left out, repeated or invented;
+* an item is one of a few variants, chosen by the label it is about to write, whose other fields
+  are what the label needs (veralith.llm.rules): sufficiency "yes" has evidence and supporting
+  chunks and no missing facts, "no" the reverse; faithfulness "supported" has grounding and no
+  contradicting chunks, "unsupported" neither, "contradicted" only contradicting, "conflicting" both,
+  "stale" grounding and dates, and only "stale" has dates; a completeness role other than "extra"
+  names a sub-question, "extra" none. The fields before the label (evidence, dates) are in the
+  variants too, so the grammar keeps every variant open until the label is written;
+* an evidence item names a chunk and quotes it: its quote is one of that chunk's sentences or
+  clauses of at most QUOTE_MAX_WORDS words (QUOTABLE_MAX per chunk), written exactly. A quote is
+  then always one span of the chunk it cites, as the verbatim check demands; the check still runs.
+  A sufficiency "yes" names as supporting chunks exactly the chunks its quotes may come from (one
+  variant per set of chunks, up to TIED_CHUNKS chunks; beyond that the set is not tied and the
+  check alone holds it).
+
+What no grammar of this kind can hold stays with the checks and the re-ask: a completeness status
+against the roles of other items, a stale verdict's dates against each other, a sufficiency "yes"
+for a sub-question about now against its chunks' dates. The verdict itself is the model's: each
+variant is open to it until it writes the label.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from veralith.llm.tasks import Task
+from veralith.llm.text import QUOTE_MAX_WORDS, sentence_spans
+
+__all__ = ["QUOTABLE_MAX", "TIED_CHUNKS", "quotable", "resolved", "tupled"]
+
+QUOTABLE_MAX = 24      # quotes offered per chunk (its first sentences and clauses)
+TIED_CHUNKS = 4        # 2**4 - 1 = 15 variants of a "yes" item at most
+_CLAUSE = re.compile(r"(?<=[,;:])\s+")
+_WORDS = re.compile(r"\S+")
+
+_NONE: dict[str, Any] = {"maxItems": 0}
+_SOME: dict[str, Any] = {"minItems": 1}
+# (task, list field) -> the label field and, per label, the size each other list field must have.
+_VARIANTS: dict[tuple[str, str], tuple[str, dict[str, dict[str, dict[str, Any]]]]] = {
+    ("sufficiency", "items"): ("sufficient", {
+        "yes": {"evidence": _SOME, "missing_facts": _NONE, "supporting_chunk_ids": _SOME},
+        "no": {"evidence": _NONE, "missing_facts": _SOME, "supporting_chunk_ids": _NONE}}),
+    ("faithfulness", "items"): ("relation", {
+        "supported": {"dates": _NONE, "grounding_chunk_ids": _SOME, "contradicting_chunk_ids": _NONE},
+        "unsupported": {"dates": _NONE, "grounding_chunk_ids": _NONE, "contradicting_chunk_ids": _NONE},
+        "contradicted": {"dates": _NONE, "grounding_chunk_ids": _NONE, "contradicting_chunk_ids": _SOME},
+        "conflicting": {"dates": _NONE, "grounding_chunk_ids": _SOME, "contradicting_chunk_ids": _SOME},
+        "stale": {"dates": _SOME, "grounding_chunk_ids": _SOME}}),
+    ("completeness", "claims"): ("role", {
+        "answers": {"sub_question_ids": _SOME}, "supports": {"sub_question_ids": _SOME},
+        "extra": {"sub_question_ids": _NONE}}),
+}
+
+
+def quotable(text: str) -> list[str]:
+    """The quotes a grammar offers from `text`: its sentences, then their clauses (split after a comma,
+    semicolon or colon), each cut to QUOTE_MAX_WORDS words, without repeats, at most QUOTABLE_MAX.
+    Each is one span of `text` up to whitespace (veralith.llm.text.quote_in)."""
+    sentences = [text[a:b] for a, b in sentence_spans(text)]
+    found: list[str] = []
+    for part in [*sentences, *(c for s in sentences for c in _CLAUSE.split(s))]:
+        words = _WORDS.findall(part)
+        quote = " ".join(words[:QUOTE_MAX_WORDS]).rstrip(",;:")
+        if quote and quote not in found:
+            found.append(quote)
+    return found[:QUOTABLE_MAX]
+
+
+def tupled(task: Task, payload: BaseModel, out: dict[str, Any]) -> None:
+    """Make each judged item list of the bounded schema `out` a tuple of per-id variants (module doc)."""
+    defs = out.get("$defs", {})
+    chunks = {str(c.id): quotable(c.text) for c in getattr(payload, "chunks", None) or [] if getattr(c, "id", "")}
+    for spec in task.items:
+        listed = out["properties"].get(spec.field)
+        ids = [str(i) for i in spec.expected(payload)]
+        if listed is None or not ids or "items" not in listed:
+            continue
+        item = _inlined(listed.pop("items"), defs)
+        listed["prefixItems"] = [{"anyOf": _variants(task.name, spec.field, item, spec.id_field, i, chunks)}
+                                 for i in ids]
+
+
+def _variants(task: str, field: str, item: dict[str, Any], id_field: str, item_id: str,
+              chunks: dict[str, list[str]]) -> list[dict[str, Any]]:
+    base = copy.deepcopy(item)
+    base["properties"][id_field] = {"type": "string", "enum": [item_id]}
+    found = _VARIANTS.get((task, field))
+    if found is None:
+        return [_quoted(base, chunks)]
+    label, sizes = found
+    allowed = base["properties"].get(label, {}).get("enum", [])
+    variants: list[dict[str, Any]] = []
+    for value in allowed:
+        variant = copy.deepcopy(base)
+        variant["properties"][label] = {"type": "string", "enum": [value]}
+        for name, size in sizes.get(value, {}).items():
+            if name in variant["properties"]:
+                variant["properties"][name].update(size)
+        if task == "sufficiency" and value == "yes" and 0 < len(chunks) <= TIED_CHUNKS:
+            variants += _tied(variant, chunks)
+        else:
+            variants.append(_quoted(variant, chunks))
+    return variants
+
+
+def _tied(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """A "yes" item once per set of chunks: quotes from those chunks only, those chunks as its support."""
+    tied = []
+    for n in range(1, len(chunks) + 1):
+        for chosen in itertools.combinations(chunks, n):
+            one = copy.deepcopy(variant)
+            one["properties"]["supporting_chunk_ids"] = {
+                "type": "array", "prefixItems": [{"type": "string", "enum": [c]} for c in chosen]}
+            tied.append(_quoted(one, {c: chunks[c] for c in chosen}))
+    return tied
+
+
+def _quoted(item: dict[str, Any], chunks: dict[str, list[str]]) -> dict[str, Any]:
+    """`item` with its evidence quotes drawn from the chunks they cite (module doc)."""
+    evidence = item["properties"].get("evidence")
+    if evidence is None or evidence.get("maxItems") == 0 or not chunks:
+        return item
+    evidence["items"] = {"anyOf": [
+        {"type": "object", "properties": {"chunk_id": {"type": "string", "enum": [c]},
+                                          "quote": {"type": "string", "enum": quotes}},
+         "required": ["chunk_id", "quote"], "additionalProperties": False}
+        for c, quotes in chunks.items() if quotes]}
+    return item
+
+
+def _inlined(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `node` with its `$ref`s to `defs` (one level, and each property's items) written out."""
+    node = copy.deepcopy(resolved(node, defs))
+    for name, prop in (node.get("properties") or {}).items():
+        node["properties"][name] = prop = copy.deepcopy(resolved(prop, defs))
+        if isinstance(prop.get("items"), dict):
+            prop["items"] = copy.deepcopy(resolved(prop["items"], defs))
+    return node
+
+
+def resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """The definition a `$ref` node points to in `defs`, else the node itself."""
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        found: dict[str, Any] = defs.get(ref.rsplit("/", 1)[-1], node)
+        return found
+    return node
