@@ -16,9 +16,11 @@ structural check of veralith.llm.checks that belongs to one item:
 * an evidence item names a chunk and quotes it: its quote is one of that chunk's sentences or
   clauses of at most QUOTE_MAX_WORDS words (QUOTABLE_MAX per chunk), written exactly. A quote is
   then always one span of the chunk it cites, as the verbatim check demands; the check still runs.
-  A sufficiency "yes" names as supporting chunks exactly the chunks its quotes may come from (one
-  variant per set of chunks, up to TIED_CHUNKS chunks; beyond that the set is not tied and the
-  check alone holds it).
+  Where a schema still asks a sufficiency "yes" for its supporting chunks, they are exactly the
+  chunks its quotes may come from (one variant per set of chunks, up to TIED_CHUNKS chunks; beyond
+  that the set is not tied and the check alone holds it); a "supported", "conflicting" or "stale"
+  claim quotes at least one chunk, from which its grounding chunks are derived, and a "conflicting"
+  one (up to TIED_CHUNKS chunks) names one contradicting chunk and quotes only the others.
 
 What no grammar of this kind can hold stays with the checks and the re-ask: a completeness status
 against the roles of other items, a stale verdict's dates against each other, a sufficiency "yes"
@@ -53,11 +55,13 @@ _VARIANTS: dict[tuple[str, str], tuple[str, dict[str, dict[str, dict[str, Any]]]
         "yes": {"evidence": _SOME, "missing_facts": _NONE, "supporting_chunk_ids": _SOME},
         "no": {"evidence": _NONE, "missing_facts": _SOME, "supporting_chunk_ids": _NONE}}),
     ("faithfulness", "items"): ("relation", {
-        "supported": {"dates": _NONE, "grounding_chunk_ids": _SOME, "contradicting_chunk_ids": _NONE},
+        "supported": {"evidence": _SOME, "dates": _NONE, "grounding_chunk_ids": _SOME,
+                      "contradicting_chunk_ids": _NONE},
         "unsupported": {"dates": _NONE, "grounding_chunk_ids": _NONE, "contradicting_chunk_ids": _NONE},
         "contradicted": {"dates": _NONE, "grounding_chunk_ids": _NONE, "contradicting_chunk_ids": _SOME},
-        "conflicting": {"dates": _NONE, "grounding_chunk_ids": _SOME, "contradicting_chunk_ids": _SOME},
-        "stale": {"dates": _SOME, "grounding_chunk_ids": _SOME}}),
+        "conflicting": {"evidence": _SOME, "dates": _NONE, "grounding_chunk_ids": _SOME,
+                        "contradicting_chunk_ids": _SOME},
+        "stale": {"evidence": _SOME, "dates": _SOME, "grounding_chunk_ids": _SOME}}),
     ("completeness", "claims"): ("role", {
         "answers": {"sub_question_ids": _SOME}, "supports": {"sub_question_ids": _SOME},
         "extra": {"sub_question_ids": _NONE}}),
@@ -108,8 +112,13 @@ def _variants(task: str, field: str, item: dict[str, Any], id_field: str, item_i
         for name, size in sizes.get(value, {}).items():
             if name in variant["properties"]:
                 variant["properties"][name].update(size)
-        if task == "sufficiency" and value == "yes" and 0 < len(chunks) <= TIED_CHUNKS:
+        # Supporting chunks are tied to the quotes only where the schema asks for them (a schema that
+        # derives them from the quotes, veralith.llm.schemas, leaves nothing to tie).
+        if (task == "sufficiency" and value == "yes" and 0 < len(chunks) <= TIED_CHUNKS
+                and "supporting_chunk_ids" in variant["properties"]):
             variants += _tied(variant, chunks)
+        elif task == "faithfulness" and value == "conflicting" and 1 < len(chunks) <= TIED_CHUNKS:
+            variants += _apart(variant, chunks)
         else:
             variants.append(_quoted(variant, chunks))
     return variants
@@ -125,6 +134,18 @@ def _tied(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[st
                 "type": "array", "prefixItems": [{"type": "string", "enum": [c]} for c in chosen]}
             tied.append(_quoted(one, {c: chunks[c] for c in chosen}))
     return tied
+
+
+def _apart(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """A "conflicting" item once per contradicting chunk: its quotes from the other chunks, so that the
+    grounding derived from them (the quoted chunks less the contradicting ones) is never empty."""
+    apart = []
+    for against in chunks:
+        one = copy.deepcopy(variant)
+        one["properties"]["contradicting_chunk_ids"] = {
+            "type": "array", "prefixItems": [{"type": "string", "enum": [against]}]}
+        apart.append(_quoted(one, {c: q for c, q in chunks.items() if c != against}))
+    return apart
 
 
 def _quoted(item: dict[str, Any], chunks: dict[str, list[str]]) -> dict[str, Any]:
