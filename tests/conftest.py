@@ -262,7 +262,21 @@ SLOW_TESTS = frozenset({
 })
 
 
+# The files that take longest, longest first (per-file test time of `--durations -n 2`, 2026-12-02). xdist hands
+# whole files to its workers in collection order (`--no-loadscope-reorder` in pyproject.toml), so these
+# start first and the short files fill in around them: a long file started last would keep one core
+# busy minutes after the other had finished. Order only: no test depends on it.
+LONGEST_FIRST = ("test_fleet", "test_ids", "test_batch_api", "test_work_faults", "test_batch_service",
+                 "test_log_spool", "test_web_reader", "test_store_errors", "test_concurrency", "test_reliability",
+                 "test_docs", "test_store", "test_exit_codes", "test_web", "test_web_layout", "test_dead_letters",
+                 "test_secrets_store", "test_patterns", "test_crash_safety", "test_secrets", "test_cli_ids",
+                 "test_cache", "test_cli_openai", "test_local_servers", "test_cli_list", "test_sample_app",
+                 "test_web_review", "test_import_bounded", "test_server_down")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__ in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__, len(rank)))   # stable: files stay whole
