@@ -81,14 +81,62 @@ def _isolated(tmp_path, monkeypatch):
     settings.reload()
 
 
+# One initdb and one migrated template per test run, however many servers it starts (tests/pg_server.py):
+# the controlling process names a folder here, which its xdist workers inherit; the first server
+# saves its data folder in it, and every later one starts on a copy. The name does not start with
+# VERALITH_, which this module clears.
+_PG_SNAPSHOT_VAR = "PYTEST_VERALITH_PG_SNAPSHOT"
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput") and _PG_SNAPSHOT_VAR not in os.environ:
+        folder = tempfile.mkdtemp(prefix="veralith-pg-snapshot-")
+        if os.geteuid() == 0:   # the servers run as `postgres`, which copies in and out of it
+            with contextlib.suppress(KeyError, LookupError, OSError):
+                import shutil
+
+                shutil.chown(folder, "postgres")
+        os.environ[_PG_SNAPSHOT_VAR] = folder
+        config._veralith_pg_snapshot = folder
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_veralith_pg_snapshot", None)
+    if folder:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(_PG_SNAPSHOT_VAR, None)
+
+
+def _new_pg_server():
+    """A running server: on a copy of the run's snapshot if there is one, else a fresh one whose data
+    folder becomes the snapshot. A lock on the folder lets one process at a time save or copy it."""
+    import fcntl
+
+    pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
+    from pg_server import PgServer
+
+    if not os.environ.get(_PG_SNAPSHOT_VAR):
+        return PgServer()
+    folder = Path(os.environ[_PG_SNAPSHOT_VAR])
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / "ready").exists():
+            return PgServer(snapshot=folder / "data")
+        server = PgServer()
+        try:
+            server.save_snapshot(folder)
+            (folder / "ready").touch()
+        except RuntimeError:   # no snapshot (a full disk?): every server runs initdb, as before
+            pass
+        return server
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     """A PostgreSQL server for this test session (tests/pg_server.py); skips without the binaries."""
-    psycopg = pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
-    del psycopg
-    from pg_server import PgServer
-
-    server = PgServer()
+    server = _new_pg_server()
     yield server
     server.stop()
 
@@ -97,12 +145,9 @@ def pg_server():
 def own_pg_server(tmp_path, monkeypatch):
     """A PostgreSQL server of this test's own (it may stop and start it: an outage), with a fresh
     database made the configured store and this test's own spool folder."""
-    pytest.importorskip("psycopg", reason="the `postgres` extra (psycopg) is not installed")
-    from pg_server import PgServer
-
     from veralith.config import settings
 
-    server = PgServer()
+    server = _new_pg_server()
     try:
         server.url = server.new_database()
         monkeypatch.setenv("VERALITH_DB_URL", server.url)
@@ -217,7 +262,21 @@ SLOW_TESTS = frozenset({
 })
 
 
+# The files that take longest, longest first (per-file test time of `--durations -n 2`, 2026-12-02). xdist hands
+# whole files to its workers in collection order (`--no-loadscope-reorder` in pyproject.toml), so these
+# start first and the short files fill in around them: a long file started last would keep one core
+# busy minutes after the other had finished. Order only: no test depends on it.
+LONGEST_FIRST = ("test_fleet", "test_ids", "test_batch_api", "test_work_faults", "test_batch_service",
+                 "test_log_spool", "test_web_reader", "test_store_errors", "test_concurrency", "test_reliability",
+                 "test_docs", "test_store", "test_exit_codes", "test_web", "test_web_layout", "test_dead_letters",
+                 "test_secrets_store", "test_patterns", "test_crash_safety", "test_secrets", "test_cli_ids",
+                 "test_cache", "test_cli_openai", "test_local_servers", "test_cli_list", "test_sample_app",
+                 "test_web_review", "test_import_bounded", "test_server_down")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__ in SLOW_MODULES or getattr(item, "originalname", item.name) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__, len(rank)))   # stable: files stay whole
