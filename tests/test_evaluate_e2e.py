@@ -197,7 +197,9 @@ def test_a_background_claim_never_covers_a_sub_question(openai_server):
                                                   {"sub_question_id": "q2", "reasoning": "none", "status": "unanswered"}]}
         if task_of(body) == "faithfulness":
             reply = _scripted_quickstart(body)
-            reply["items"][1].update(relation="supported", grounding_chunk_ids=["c0"])
+            # grounded: its chunk is the one its quote cites (chunk ids are derived from quotes)
+            reply["items"][1].update(relation="supported", evidence=[
+                {"chunk_id": "c0", "quote": "share price divided by its earnings per share"}])
             return reply
         return _scripted_quickstart(body)
     openai_server.responder = responder

@@ -410,7 +410,8 @@ def test_mark_error_keeps_the_message_and_list_and_stats_report_it(store):
     assert s["mean_sufficiency_fraction"] == pytest.approx(0.625)
     assert s["usd"] == pytest.approx(0.0123456789) and s["usd_unknown"] == 1
     assert s["calls"] == 8 and s["input_tokens"] == 2000
-    assert s["thresholds"]["kb"] == {"threshold": 1.0, "source": "fallback", "calibration_traces": 0}
+    assert s["thresholds"]["kb"] == {"threshold": 1.0, "source": "fallback", "calibration_traces": 0,
+                                     "review_cutoff": 0.7, "review_labels": None, "review_source": "default"}
     assert store.read(ops.stats, kb="kb")["traces"] == 2
     assert store.read(ops.knowledge_bases) == ["default", "kb"]
     empty = store.read(ops.stats, kb="nothing")

@@ -102,5 +102,6 @@ def test_calibration_has_one_rule_whatever_the_store(store, tmp_path):
         assert store.read(ops.calibration_count, "default") == 4
         threshold, source = store.read(ops.current_threshold, "default")
         assert source is ThresholdSource.calibrated
-        assert store.read(ops.stats)["thresholds"]["default"] in (threshold, {"threshold": threshold, "source": "calibrated",
-                                                                      "calibration_traces": 4})
+        assert store.read(ops.stats)["thresholds"]["default"] == {
+            "threshold": threshold, "source": "calibrated", "calibration_traces": 4,
+            "review_cutoff": 0.7, "review_labels": None, "review_source": "default"}

@@ -28,6 +28,10 @@ _BUCKETS = ("SELECT knowledge_base, (SELECT bucket FROM latency_buckets WHERE lo
             " ORDER BY lo DESC LIMIT 1), COUNT(*) FROM traces WHERE app_latency_ms IS NOT NULL GROUP BY 1, 2")
 
 
+# Without reviewers' labels every knowledge base flags for review at the default cut-off.
+NO_REVIEW_LABELS = {"review_cutoff": 0.7, "review_labels": None, "review_source": "default"}
+
+
 def _latency(rng: random.Random) -> float | None:
     return rng.choice([None, round(rng.lognormvariate(5, 1.5), 3), rng.choice([0.0, 0.0004, 12.0, 2e9])])
 
@@ -56,7 +60,7 @@ def _assert_counts_exact(store) -> None:
             upper = values[h + 1] if h + 1 < len(values) else values[h]
             assert found.threshold == linear_percentile(values[h], upper, len(values), 10)
         assert figures["thresholds"][kb] == {"threshold": found.threshold, "source": found.source.value,
-                                             "calibration_traces": len(values)}
+                                             "calibration_traces": len(values), **NO_REVIEW_LABELS}
         timed = sorted(row[0] for row in sql(store, "SELECT app_latency_ms FROM traces WHERE knowledge_base = ?"
                                              " AND app_latency_ms IS NOT NULL", [kb]))
         with store.connection() as db:

@@ -503,7 +503,7 @@ def _configured_secrets() -> list[str]:
 # Every logger Veralith logs on (a test keeps this list equal to the getLogger calls in the package).
 # A filter on a logger sees only that logger's own records, so each gets one: whatever handlers the
 # host app attached, they receive records with the key, URL user info and password parameters masked.
-LOGGERS = ("veralith", "veralith.cache", "veralith.llm", "veralith.llm.client", "veralith.sdk",
+LOGGERS = ("veralith", "veralith.cache", "veralith.llm", "veralith.llm.client", "veralith.llm.requests", "veralith.sdk",
            "veralith.store", "veralith.work")
 SECRET_FILTER = SecretFilter(_configured_secrets)
 for _name in LOGGERS:
