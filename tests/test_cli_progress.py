@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from pty_support import readable
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -39,8 +39,7 @@ def test_on_a_terminal_eval_draws_a_progress_bar(tmp_path):
     seen = b""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([leader], [], [], 0.5)
-        if ready:
+        if readable(leader, 0.5):
             try:
                 chunk = os.read(leader, 65536)
             except OSError:  # the child closed the terminal

@@ -9,7 +9,6 @@ import fcntl
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 import termios
@@ -17,6 +16,7 @@ import time
 
 import pytest
 from conftest import REPO
+from pty_support import readable
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -43,7 +43,7 @@ def _review_in_a_terminal() -> None:
         end = time.monotonic() + 90
         while text not in seen[after:]:
             assert time.monotonic() < end, seen.decode(errors="replace")[-2000:]
-            if select.select([leader], [], [], 0.5)[0]:
+            if readable(leader, 0.5):
                 try:
                     seen += os.read(leader, 65536)
                 except OSError:

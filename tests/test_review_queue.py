@@ -7,13 +7,13 @@ import fcntl
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 import termios
 import time
 
 import pytest
+from pty_support import readable
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -90,8 +90,7 @@ def test_review_through_a_real_terminal(tmp_path):
         end = time.monotonic() + timeout
         while text not in seen:
             assert time.monotonic() < end, seen.decode(errors="replace")[-2000:]
-            ready, _, _ = select.select([leader], [], [], 0.5)
-            if ready:
+            if readable(leader, 0.5):
                 try:
                     seen += os.read(leader, 65536)
                 except OSError:

@@ -6,6 +6,8 @@ those of SQLite's own machinery (its migrations, PRAGMAs, query plans, old files
 
 from __future__ import annotations
 
+import os
+import resource
 import subprocess
 import sys
 import time
@@ -337,6 +339,27 @@ def test_a_pooled_connection_the_server_ended_is_replaced_before_it_is_lent(pg_u
             time.sleep(0.05)
     for _ in range(3):   # every connection the pool holds, the ended one among them
         assert store.read(ops.load_input, trace_id).query == trace().query
+
+
+def test_a_connection_numbered_past_1024_is_lent_and_used(pg_url):
+    """An application holding many files hands a new connection a descriptor numbered 1,024 or more,
+    which select() refuses: the pool's check of a lent connection must not (it did, and every
+    connection was refused until the store gave up: "couldn't get a connection after 10 s")."""
+    from veralith.store import open_store
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("this process may not open 1,200 descriptors")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = open_store(pg_url)
+        trace_id = create_trace(store, trace())
+        with store.connection() as db:  # type: ignore[attr-defined]
+            assert db.conn.fileno() >= 1024
+        for _ in range(3):
+            assert store.read(ops.load_input, trace_id).query == trace().query
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_claims_are_exclusive_and_stale_leases_are_taken_over(store):

@@ -89,11 +89,21 @@ def _check_lent(conn: Any) -> None:
     a failover, an administrator) first sends it a message and then closes it, so an idle connection
     with something to read is tested with a round trip (failing: the pool replaces it); one with
     nothing to read is lent as it is. Testing every connection with a round trip cost about a quarter
-    of a judged trace's round trips."""
+    of a judged trace's round trips.
+
+    `poll`, not `select`: select() refuses a descriptor numbered 1,024 or more, which an application
+    holding many files or sockets hands a new connection, and every connection would then be refused."""
     from psycopg_pool import ConnectionPool
 
-    if conn.closed or select.select([conn.fileno()], [], [], 0)[0]:
+    if conn.closed or _readable(conn.fileno()):
         ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether `fd` has something to read now (or was closed by the peer), without waiting."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class PostgresStore(SqlStore):
