@@ -82,3 +82,39 @@ def test_each_request_finds_its_trace_and_a_strict_schema_is_veraliths(peer):
     assert json.loads(peer.answerer("indented")(ferry, original))["results"][0]["verdict"] == "Y"
     with pytest.raises(ValueError):
         oracle_of(_body("You are a Sufficiency judge ...", "Context:\n[chunk 0]\nnothing of the six"))
+
+
+@pytest.fixture(scope="module")
+def levers():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location("cost_levers", BENCHMARKS / "cost_levers.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_each_cost_lever_rewrites_only_what_it_names(levers):
+    """benchmarks/cost_levers.py's rewrites of a judge reply: each lever changes what it says and keeps the
+    rest, so a saving it reports is that lever's."""
+    reply = {"items": [
+        {"claim_id": "k1", "evidence": [{"chunk_id": "c0", "quote": "grew 6 percent"}], "reasoning": "c0 says so.",
+         "relation": "supported", "contradicting_chunk_ids": []},
+        {"claim_id": "k2", "evidence": [], "reasoning": "Nothing says it.", "relation": "unsupported",
+         "contradicting_chunk_ids": []}]}
+    short = levers.shorter_keys(reply)
+    assert short["items"][0] == {"id": "k1", "evidence": [{"chunk": "c0", "quote": "grew 6 percent"}],
+                                 "reasoning": "c0 says so.", "relation": "supported", "against": []}
+    lean = levers.no_empty_lists(short)
+    assert lean["items"][1] == {"id": "k2", "reasoning": "Nothing says it.", "relation": "unsupported"}
+    assert levers.no_empty_lists({"items": []}) == {"items": []}          # the reply's own list stays
+    assert levers.quotes_only(lean)["items"][0]["evidence"] == ["grew 6 percent"]
+    assert "evidence" not in levers.no_evidence(lean)["items"][0]
+    schema = {"type": "object", "properties": {"claim_id": {"type": "string"}, "missing_facts": {"type": "array"}},
+              "required": ["claim_id", "missing_facts"], "additionalProperties": False}
+    assert levers._schema_keys(schema) == {"type": "object", "properties": {"id": {"type": "string"},
+                                           "missing": {"type": "array"}}, "required": ["id", "missing"],
+                                           "additionalProperties": False}
