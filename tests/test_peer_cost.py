@@ -14,17 +14,22 @@ import pytest
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-@pytest.fixture(scope="module")
-def peer():
+def _benchmark(name: str):
+    """benchmarks/NAME.py as a module (its own imports of the other benchmark modules resolved)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        spec = importlib.util.spec_from_file_location("peer_cost", BENCHMARKS / "peer_cost.py")
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         yield module
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+@pytest.fixture(scope="module")
+def peer():
+    yield from _benchmark("peer_cost")
 
 
 def _body(system: str, user: str, model: str = "gpt-4o") -> dict:
@@ -86,15 +91,7 @@ def test_each_request_finds_its_trace_and_a_strict_schema_is_veraliths(peer):
 
 @pytest.fixture(scope="module")
 def levers():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("cost_levers", BENCHMARKS / "cost_levers.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    yield from _benchmark("cost_levers")
 
 
 def test_each_cost_lever_rewrites_only_what_it_names(levers):

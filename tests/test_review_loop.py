@@ -5,18 +5,13 @@ and the review cut-off fitted to them, used by the next result), `export --label
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import subprocess
 import sys
-import termios
-import time
 
 import pytest
 from conftest import REPO
-from pty_support import readable
+from pty_support import Terminal
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -30,41 +25,21 @@ N = 32
 
 def _review_in_a_terminal() -> None:
     """`veralith review` in a pty: agree with the first trace, correct the second's gate to pass, quit."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "review", "--by", "tty", "--kb", "loop"],
-                            stdin=follower, stdout=follower, stderr=follower,
-                            env=dict(os.environ, COLUMNS="120", TERM="dumb"), close_fds=True, start_new_session=True,
-                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-    os.close(follower)
-    seen = b""
-
-    def until(text: bytes, after: int = 0) -> int:
-        nonlocal seen
-        end = time.monotonic() + 90
-        while text not in seen[after:]:
-            assert time.monotonic() < end, seen.decode(errors="replace")[-2000:]
-            if readable(leader, 0.5):
-                try:
-                    seen += os.read(leader, 65536)
-                except OSError:
-                    break
-        return seen.index(text, after) + len(text)
-
+    tty = Terminal([sys.executable, "-m", "veralith.cli", "review", "--by", "tty", "--kb", "loop"],
+                   dict(os.environ, COLUMNS="120", TERM="dumb"))
     try:
-        at = until(b"q quit")
-        os.write(leader, b"a")                  # agree: the cell and the gate as judged
-        at = until(b"q quit", until(b"recorded gate", at))
-        os.write(leader, b"g")
-        at = until(b"gate is", at)
-        os.write(leader, b"1\r")               # 1) pass
-        at = until(b"q quit", until(b"recorded gate = pass", at))
-        os.write(leader, b"q")
-        until(b"reviewed 1 of", at)            # the second was quit before it was done, its label kept
-        assert proc.wait(timeout=60) == 0
+        at = tty.until(b"q quit")
+        tty.press(b"a")                         # agree: the cell and the gate as judged
+        at = tty.until(b"q quit", tty.until(b"recorded gate", at))
+        tty.press(b"g")
+        at = tty.until(b"gate is", at)
+        tty.press(b"1\r")                      # 1) pass
+        at = tty.until(b"q quit", tty.until(b"recorded gate = pass", at))
+        tty.press(b"q")
+        tty.until(b"reviewed 1 of", at)        # the second was quit before it was done, its label kept
+        assert tty.proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(leader)
+        tty.close()
 
 
 def _fresh_store(tmp_path, monkeypatch, store_url: str, request) -> None:

@@ -3,17 +3,12 @@ per decision (in-process and through a real pty)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import subprocess
 import sys
-import termios
-import time
 
 import pytest
-from pty_support import readable
+from pty_support import Terminal
 from typer.testing import CliRunner
 
 from veralith.cli import app
@@ -75,39 +70,18 @@ def test_keys_agree_correct_note_skip_and_quit(tmp_path):
 
 def test_review_through_a_real_terminal(tmp_path):
     _judged(tmp_path, 1)
-    leader, follower = pty.openpty()
-    env = dict(os.environ, COLUMNS="120", TERM="dumb")
-    # The pty is the child's controlling terminal (a session of its own), as in a real terminal: a key
-    # is read from /dev/tty in raw mode.
-    proc = subprocess.Popen([sys.executable, "-m", "veralith.cli", "review", "--by", "tty"], stdin=follower,
-                            stdout=follower, stderr=follower, env=env, close_fds=True, start_new_session=True,
-                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-    os.close(follower)
-    seen = b""
-
-    def until(text: bytes, timeout: float = 60) -> None:
-        nonlocal seen
-        end = time.monotonic() + timeout
-        while text not in seen:
-            assert time.monotonic() < end, seen.decode(errors="replace")[-2000:]
-            if readable(leader, 0.5):
-                try:
-                    seen += os.read(leader, 65536)
-                except OSError:
-                    break
-
+    tty = Terminal([sys.executable, "-m", "veralith.cli", "review", "--by", "tty"],
+                   dict(os.environ, COLUMNS="120", TERM="dumb"))
     try:
-        until(b"q quit")
-        os.write(leader, b"g")          # one key, no Enter: correct the gate
-        until(b"gate is")
-        os.write(leader, b"1\r")       # 1) pass
-        until(b"recorded gate = pass")
-        os.write(leader, b"q")
-        until(b"reviewed 0 of 1")
-        assert proc.wait(timeout=60) == 0
+        tty.until(b"q quit", timeout=60)
+        tty.press(b"g")                 # one key, no Enter: correct the gate
+        tty.until(b"gate is", timeout=60)
+        tty.press(b"1\r")              # 1) pass
+        tty.until(b"recorded gate = pass", timeout=60)
+        tty.press(b"q")
+        tty.until(b"reviewed 0 of 1", timeout=60)
+        assert tty.proc.wait(timeout=60) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(leader)
+        tty.close()
     [label] = open_store().read(current)
     assert (label.target, label.value, label.reviewer, label.judged) == ("gate", "pass", "tty", "fail")
