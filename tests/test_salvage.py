@@ -72,3 +72,23 @@ def test_chunk_ids_a_reply_writes_though_not_asked_are_not_taken():
     reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps(reply))
     output, bad = settle(FAITHFULNESS, PAYLOAD, reading.items, reading.bad)
     assert [i.claim_id for i in output.items] == ["k2"] and "quotes no chunk that states it" in bad[("items", "k1")][0]
+
+
+def test_an_item_given_twice_verbatim_is_a_duplicate_not_a_contradiction():
+    """The derived chunk lists (schemas.DERIVED) are set on the kept item when it is validated; the
+    copy is compared in the same validated form, so an exact duplicate is kept once, not made bad."""
+    for first in (item("k1"), {**item("k1"), "grounding_chunk_ids": ["c0"]}):   # as the schema asked, or echoed
+        reply = {"items": [first, first, item("k2", "unsupported")]}
+        reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps(reply))
+        assert set(reading.items) == {("items", "k1"), ("items", "k2")} and not reading.bad, reading.bad
+        assert [k for k, _ in reading.repairs] == ["duplicate_item"]
+        assert reading.items[("items", "k1")]["grounding_chunk_ids"] == ["c0"]
+    # an item that fails validation, given twice verbatim: bad for what is wrong with it, not for the repeat
+    broken = {**item("k1"), "relation": "mostly supported"}
+    reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps({"items": [broken, broken, item("k2")]}))
+    assert list(reading.bad) == [("items", "k1")]
+    assert not any("twice" in p for p in reading.bad[("items", "k1")]), reading.bad
+    # two different items for one id stay a contradiction
+    reading = read_items(FAITHFULNESS, PAYLOAD, json.dumps({"items": [item("k1"), item("k1", "unsupported"),
+                                                                      item("k2")]}))
+    assert reading.bad == {("items", "k1"): ["it was given twice, differently; give it once"]}

@@ -154,6 +154,7 @@ def read_items(task: Task, payload: BaseModel, content: str, *, only: set[Key] |
             reading.general.append(f"'{spec.field}' must be a list of items")
             continue
         unknown = []
+        given: dict[Key, dict[str, Any]] = {}   # each item as read (normalised), to tell a repeat from a change
         for item in raw:
             if not isinstance(item, dict):
                 reading.general.append(f"every entry of '{spec.field}' must be an object")
@@ -166,17 +167,24 @@ def read_items(task: Task, payload: BaseModel, content: str, *, only: set[Key] |
             if only is not None and key not in only:
                 continue
             item = _normalised(task, model, {**item, spec.id_field: item_id}, known, reading.repairs, item_id)
-            if key in reading.items or key in reading.bad:
-                if reading.items.get(key) == item:
+            try:
+                valid: dict[str, Any] | None = model.model_validate(item).model_dump(mode="json")
+                problems: list[str] = []
+            except ValidationError as exc:
+                valid, problems = None, _errors(exc)
+            if key in given:
+                # Both sides compared in the same form: validated (derived fields set on both), else as read.
+                if (valid is not None and reading.items.get(key) == valid) or given[key] == item:
                     reading.repairs.append(("duplicate_item", f"{item_label(key)} was given twice; one was kept"))
                     continue
                 reading.items.pop(key, None)
                 reading.bad[key] = ["it was given twice, differently; give it once"]
                 continue
-            try:
-                reading.items[key] = model.model_validate(item).model_dump(mode="json")
-            except ValidationError as exc:
-                reading.bad[key] = _errors(exc)
+            given[key] = item
+            if valid is not None:
+                reading.items[key] = valid
+            else:
+                reading.bad[key] = problems
         if unknown:
             reading.general.append(f"unknown {spec.id_field} values {unknown}; use only the ids given")
     return reading
