@@ -61,6 +61,25 @@ def test_a_key_echoed_in_an_error_body_is_masked_even_where_the_message_is_cut(o
     assert KEY[:10] not in info.value.message and "***" in info.value.message
 
 
+def test_a_key_echoed_where_the_debug_log_cuts_an_error_is_masked(openai_server, caplog):
+    """The debug line of a failed attempt is cut to 500 characters: masked first, then cut, so a key the
+    cut falls inside leaves no piece of itself."""
+    caplog.set_level(logging.DEBUG, logger="veralith.llm.requests")
+    client = OpenAIClient(base_url=openai_server.base_url, api_key=KEY, max_retries=0)
+
+    def attempt_line(message: str) -> str:
+        caplog.clear()
+        openai_server.enqueue(Reply.error(400, message=message))
+        with pytest.raises(JudgeCallError):
+            client.run(QUESTIONS, QuestionsInput(query="Why?"))
+        (line,) = [r.getMessage() for r in caplog.records if "attempt 1 failed" in r.getMessage()]
+        return line.split("attempt 1 failed: ", 1)[1]
+
+    before = attempt_line("MARK" + "x" * 600).index("MARK")   # where the body starts in what is cut
+    shown = attempt_line("y" * (500 - before - 10) + KEY + " " + "z" * 600)
+    assert KEY[:8] not in shown and "***" in shown, shown[-60:]
+
+
 def test_a_key_echoed_in_an_error_body_is_masked_in_the_stored_result(openai_server):
     openai_server.enqueue(*[Reply.error(400, message=f"bad request from Bearer {KEY}")] * 2)
     from veralith.pipeline.evaluate import evaluate

@@ -324,7 +324,7 @@ class _Attempts:
         raises JudgeCallError once no retry is left."""
         if calls_log.isEnabledFor(logging.DEBUG):
             calls_log.debug("%s: attempt %d failed: %s", self.task.name, self.retries + 1,
-                            self.transport.redact(f"{type(exc).__name__}: {exc}"[:500]))
+                            self.transport.redact(f"{type(exc).__name__}: {exc}")[:500])   # masked, then cut
         if isinstance(exc, openai.APIStatusError) and self.transport._adapt(exc, options, self.habits):
             return 0.0
         if isinstance(exc, retry.DeadlinePassed) and self.transport.paced and options.get("max_tokens"):
