@@ -281,3 +281,42 @@ def test_two_results_written_at_once_both_count_in_a_closed_run(pg_url):
     two.join(10)
     run = store.read(ops.get_run, run_id)
     assert (run.n_traces, run.n_pass, run.n_unevaluated) == (2, 2, 0), run
+
+
+def test_a_result_locks_the_runs_waiting_for_it_in_run_id_order(store):
+    """fill_unjudged locks each eval run waiting for the trace (SELECT ... FOR UPDATE on PostgreSQL): in
+    run id order, whatever order the copies were stored in, so two workers filling traces that two runs
+    share lock them in the same order and never deadlock."""
+    from veralith.store import runs
+
+    trace_id = create_trace(store, _trace())
+
+    def two_runs(db):
+        made = [runs.start_run(db, name=name, backend="local", model=None, prompt_versions=None)
+                for name in ("first", "second")]
+        for run_id in reversed(made):   # the later run's copy stored first
+            runs.record_result(db, run_id, trace_id)
+        return made
+
+    made = store.write(two_runs)
+    sql(store, "UPDATE traces SET status = 'done', quality_gate = 'pass', failure_cell = 'complete_grounded'")
+    locked: list[int] = []
+
+    class Watched:
+        def __init__(self, db):
+            self._db = db
+
+        def __getattr__(self, name):
+            return getattr(self._db, name)
+
+        def execute(self, statement, parameters=None):
+            if statement.startswith("SELECT ended_at FROM runs"):
+                locked.append(parameters[0])
+            return self._db.execute(statement, parameters)
+
+    def fill(db):
+        with db.write():
+            runs.fill_unjudged(Watched(db), trace_id)
+
+    store.write(fill)
+    assert locked == sorted(made), locked

@@ -124,8 +124,11 @@ def fill_unjudged(db: Db, trace_id: int) -> None:
     the trace without an outcome of it (its evaluation stopped: a judge outage, a crash, Ctrl-C) takes
     this one, and a closed run's stored totals are counted again. A run that recorded an outcome
     keeps its own: a later re-judge never rewrites an earlier run's view."""
+    # In run id order: two results written at once whose traces two runs share lock those runs' rows
+    # (below) in the same order, so neither waits for a lock the other holds while holding one it wants.
     waiting = [int(r[0]) for r in db.execute(
-        "SELECT run_id FROM run_traces WHERE trace_id = ? AND quality_gate IS NULL", [trace_id]).fetchall()]
+        "SELECT run_id FROM run_traces WHERE trace_id = ? AND quality_gate IS NULL ORDER BY run_id",
+        [trace_id]).fetchall()]
     for run_id in waiting:
         # The run's row is locked before its totals are counted: on PostgreSQL two results of one run
         # written at once (resume's threads) each counted before waiting for the other's lock, and the
