@@ -62,6 +62,30 @@ def test_a_rule_without_its_sentence_in_the_prompt_would_fail_the_check_above():
     assert unsaid.says not in system_prompt("faithfulness")
 
 
+def test_the_gapless_completeness_prompt_states_no_rule_of_the_gaps_it_does_not_ask(monkeypatch):
+    """A completeness call whose response states no gap is asked for no gaps (tasks.gapless): its
+    "Checked" lines are those of the fields it asks, none of the gaps' own (a rule only a gap can break
+    is said to the call with gaps, and not to this one)."""
+    from dataclasses import replace
+
+    from veralith.llm import contract, prompts
+    from veralith.llm.contract import Contract
+
+    gap_only = Rule("gap_only", "A gap names what it declines.", "x", "y")
+    fields = tuple(replace(f, rules=(*f.rules, gap_only)) if f.path == "gaps[].sub_question_ids" else f
+                   for f in CONTRACTS["completeness"].fields)
+    monkeypatch.setitem(contract.CONTRACTS, "completeness", Contract("completeness", fields))
+    prompts._static.cache_clear()
+    try:
+        gapless, with_gaps = (system_prompt("completeness", gaps=g) for g in (False, True))
+        assert gap_only.says in with_gaps and gap_only.says not in gapless
+        asked = {rule.says for f in fields if not f.path.startswith("gaps[]") for rule in f.rules}
+        checked = gapless.split("Checked:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert checked and {line.removeprefix("- ") for line in checked} <= asked
+    finally:
+        prompts._static.cache_clear()
+
+
 def _reader_reads(reader: str, field: str) -> bool:
     module, _, name = reader.partition(":")
     source = inspect.getsource(getattr(importlib.import_module(module), name))

@@ -42,9 +42,11 @@ class Contract:
     task: str
     fields: tuple[Field, ...]
 
-    def rules(self) -> list[Rule]:
-        """Every rule of the task, in field order, each once."""
-        return list(dict.fromkeys(rule for f in self.fields for rule in f.rules))
+    def rules(self, *, gaps: bool = True) -> list[Rule]:
+        """Every rule of the task, in field order, each once; without `gaps`, only those of the fields
+        other than the gaps' (a completeness call asked for none: tasks.gapless)."""
+        return list(dict.fromkeys(rule for f in self.fields if gaps or not f.path.startswith("gaps[]")
+                                  for rule in f.rules))
 
 
 def _ids(path: str, reader: str) -> Field:
@@ -131,14 +133,16 @@ FAST_SECTIONS = {"sub_questions": ("questions", "sub_questions"), "sufficiency":
                  "completeness": ("completeness", "")}
 
 
-def rule_lines(task: str, *, timed: bool = True) -> list[str]:
+def rule_lines(task: str, *, timed: bool = True, gaps: bool = True) -> list[str]:
     """The prompt sentences of the task's rules, in field order, each once; not `timed`, without the rules
-    about time (rules.TIME), which a call where nothing is dated and nothing asks about now cannot break."""
+    about time (rules.TIME), which a call where nothing is dated and nothing asks about now cannot break;
+    without `gaps`, without the rules of the gaps' fields (a completeness call whose response states no
+    gap is asked for none: tasks.gapless)."""
     if task in ("fast", "fast_reask"):
         parts = ("questions", "claims", "sufficiency", "faithfulness", "completeness")
         return list(dict.fromkeys(line for part in parts for line in rule_lines(part)))
     return list(dict.fromkeys(rule.says if timed or not rule.untimed else rule.untimed
-                              for rule in CONTRACTS[task].rules() if timed or rule not in r.TIME))
+                              for rule in CONTRACTS[task].rules(gaps=gaps) if timed or rule not in r.TIME))
 
 
 def markdown() -> str:

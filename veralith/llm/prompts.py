@@ -224,7 +224,7 @@ def system_prompt(task_name: str, schema: dict[str, Any] | None = None, *, timed
 @functools.cache
 def _static(task_name: str, timed: bool = True, more: int = 0, gaps: bool = True) -> str:
     # The first line names the task and version: what a reply is checked and cached against.
-    checked = "\n".join(f"- {line}" for line in rule_lines(task_name, timed=timed))
+    checked = "\n".join(f"- {line}" for line in rule_lines(task_name, timed=timed, gaps=gaps))
     text = _TASK_TEXT[task_name] if timed else _UNTIMED_TEXT[task_name]
     if not gaps:
         text = _REASONING + _with_gaps(_COMPLETENESS, gaps=False)
