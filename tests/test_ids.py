@@ -308,3 +308,40 @@ def test_a_restore_never_hands_an_id_out_twice(store_url, tmp_path):
                                                                                                "seq": x["seq"]}]
         assert wrong == [], f"ids returned to {tag} that name another trace: {wrong[:5]}"
     assert _names_its_trace(store, "b", b_lines) == []
+
+
+# -- hosts sharing one spool folder: one owner of its blocks --------------------------------------------
+
+def test_hosts_sharing_a_spool_folder_own_its_blocks_together(pg_url, tmp_path, monkeypatch, caplog):
+    """Two hosts (processes with different host names) whose spool folder is one (a shared volume) share
+    its counter and so its block: they are one owner of it in the store's record (a token file in the
+    folder), so neither takes the other's block for a foreign one, drops it and warns every round."""
+    import logging
+    import socket
+
+    from veralith.store import ops
+    from veralith.work.ids import REMOTE_BLOCK
+
+    store = open_store(pg_url)
+    folder = tmp_path / "shared-spool"
+
+    def host(name: str) -> IdFile:
+        monkeypatch.setattr(socket, "gethostname", lambda: name)
+        ids = IdFile(folder / "next-id", start=lambda: 1, remote=True, block=REMOTE_BLOCK)
+        ids.attach(lambda count: store.write(ops.reserve_block, ids.high_water(), ids.owner))
+        return ids
+
+    a, b = host("host-a"), host("host-b")
+    assert a.owner == b.owner and (folder / "next-id.owner").exists()
+    a.fill()                                    # a draws the folder's block
+    first = a.take()
+    caplog.set_level(logging.WARNING, logger="veralith.store")
+    for ids in (b, a, b):                       # each host's shipping round (shipper.secure)
+        high, block, unused = ids.unused()
+        assert block is not None
+        taken = store.write(ops.secure_ids, ids.owner, high, block, unused)
+        assert taken == {}, taken
+    assert b.take() == first + 1                # the block is kept: no id lost, none handed out twice
+    assert not caplog.records
+    recorded = sql(store, "SELECT DISTINCT owner FROM trace_id_blocks")
+    assert len(recorded) == 1

@@ -97,9 +97,48 @@ class IdFile:
         self._prefetched = False   # a batch was taken ahead since the batch size last grew
         self.low: Callable[[], object] | None = None   # called (on the caller's thread) when they run low
         self._seen_end = 0   # the end of the host's range when the file was last read (a block's last id)
-        # Who holds this file's blocks in the store's record of them (veralith.store.idblocks): the host
-        # and the folder, as every process of the host shares the file.
-        self.owner = f"{socket.gethostname()}:{self.path.parent}"
+        self._owner: str | None = None
+
+    @property
+    def owner(self) -> str:
+        """Who holds this file's blocks in the store's record of them (veralith.store.idblocks): every
+        process that counts in this file, whichever host it runs on (a spool folder on a shared volume
+        is one counter, so one owner). Named by a token file beside the counter (`next-id.owner`),
+        created once (O_EXCL) by the first process to look, holding its host and folder (what the owner
+        was before the file existed, so a host's recorded blocks stay its own); read again each time,
+        so a folder emptied and started again is followed."""
+        try:
+            with self._lock, self._locked():
+                self._owner = self._read_owner()
+        except OSError as exc:   # a folder that cannot be written: this host alone, as before the file
+            logger.debug("veralith: cannot read or create %s: %s", self._owner_path, exc)
+        return self._owner or f"{socket.gethostname()}:{self.path.parent}"
+
+    @property
+    def _owner_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".owner")
+
+    def _read_owner(self) -> str:
+        """Under the counter's lock: the folder's owner token, the file created first if missing (or
+        written again if empty: its creator died between creating and writing it)."""
+        path = self._owner_path
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+            if token:
+                return token
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+        except FileNotFoundError:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:   # created meanwhile by a process not taking the lock (an earlier copy)
+                return path.read_text(encoding="utf-8").strip() or self._read_owner()
+        token = f"{socket.gethostname()}:{self.path.parent}"
+        try:
+            os.write(fd, (token + "\n").encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return token
 
     def attach(self, refill: Callable[[int], range]) -> None:
         """The database's block reservation (a remote file): used from now on, in the background."""
