@@ -345,3 +345,38 @@ def test_hosts_sharing_a_spool_folder_own_its_blocks_together(pg_url, tmp_path, 
     assert not caplog.records
     recorded = sql(store, "SELECT DISTINCT owner FROM trace_id_blocks")
     assert len(recorded) == 1
+
+
+def test_a_trace_this_process_stores_during_a_shipping_round_is_not_taken_for_a_restore(store_url, caplog):
+    """A shipping round reads the ranges its host has not handed out (IdFile.unused), then asks the store
+    which of them are taken. A trace the same process stores in between (log(sync=True), eval: intake)
+    lands in one of those ranges: that is this host's own id, not a restore. The range is checked again
+    from where the host is now; nothing is dropped, no block given up, nothing logged."""
+    import logging
+
+    from veralith.store import ops
+    from veralith.work import shipper
+    from veralith.work.spooler import spooler_for
+
+    store = open_store(store_url)
+
+    def check(ids: IdFile, high: int, block: tuple[int, int] | None, unused: list[tuple[int, int]]) -> dict:
+        if ids.remote:
+            return store.write(ops.secure_ids, ids.owner, high, block, unused)
+        return store.read(ops.taken_ids, unused)
+
+    first = create_trace(store, TraceInput(query="q0", context=[ChunkOf("c")], response="r"))
+    ids = spooler_for(store.spool_url).ids
+    caplog.set_level(logging.WARNING, logger="veralith.store")
+    high, block, unused = ids.unused()                       # the round's look at what is unused ...
+    second = create_trace(store, TraceInput(query="q1", context=[ChunkOf("c")], response="r"))   # ... then this
+    taken = check(ids, high, block, unused)                  # process stores a trace; then the store answers
+    assert taken and list(taken.values()) == [second], taken
+    again = ids.drop(taken)
+    assert again and all(lo > second for lo, _hi in again), again
+    assert check(ids, *ids.unused()[:2], again) == {}
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    third = create_trace(store, TraceInput(query="q2", context=[ChunkOf("c")], response="r"))
+    assert second == first + 1 and third == second + 1      # the block (or counter) kept: no id lost
+    shipper.secure(store, now=True)
+    assert not caplog.records

@@ -285,31 +285,50 @@ class IdFile:
             spans.append((nxt, min(end, RANDOM_BASE - 1)))
         return self.high_water(), block, spans
 
-    def drop(self, taken: dict[Span, int]) -> None:
+    def drop(self, taken: dict[Span, int]) -> list[Span]:
         """Stop handing out the ranges of `unused()` found taken in the store (`taken`: each range with
         the first id taken in it): a restore handed them to another host too, or its counter fell
         behind what is stored. What this process took ahead there is forgotten (gaps); the file moves
         on: a remote file gives up its block (the next take reserves a new one), a SQLite counter starts
-        again above everything stored, spooled and held."""
+        again above everything stored, spooled and held.
+
+        The store answers a moment after `unused()` was read: a trace this process or its host stored
+        meanwhile (log(sync=True), eval: veralith.work.intake) is in a range that was unused then. So a
+        range is dropped only when its first taken id is one the host has not handed out yet (checked
+        here, under the lock); one whose first taken id it has handed out since is returned instead,
+        from where the host is now, to be checked again (the caller asks the store once more). Returns
+        those ranges."""
+        found: dict[Span, int] = {}
+        again: list[Span] = []
+        moved: list[int] = []
         with self._lock, self._locked() as fd:
-            with self._mem:
-                lasts = {last for _first, last in taken}
-                self._held = [span for span in self._held if span[1] not in lasts]
             nxt, end = self._read(fd)
-            # A SQLite counter the host's own processes moved past the taken id meanwhile (their traces,
-            # shipped since) stays as it is; a remote block another owner overlaps is given up whatever.
-            moved = [first for (_lo, hi), first in taken.items()
-                     if hi == min(end, RANDOM_BASE - 1) and (self.remote or nxt <= first)]
+            rest = min(end, RANDOM_BASE - 1)   # the last id of the file's own range (unused()'s last span)
+            with self._mem:
+                held = {last: at for at, last in self._held} if self._held_pid == os.getpid() else {}
+                for (lo, hi), first in taken.items():
+                    # Where the host is now in the range: the next id it would hand out from it.
+                    at = held[hi] if hi in held else nxt if hi == rest else hi + 1   # (not held: used up)
+                    if first >= at:
+                        found[(lo, hi)] = first
+                    elif at <= hi:
+                        again.append((at, hi))
+                lasts = {last for _first, last in found}
+                self._held = [span for span in self._held if span[1] not in lasts]
+            moved = [first for (_lo, hi), first in found.items() if hi == rest]
             if moved:
                 if self.remote:
                     self._write(fd, end + 1, end)
                 else:
                     self._write(fd, max(self._start(), held_above(self.path) + 1, self._holding.high + 1), end)
-        spans = ", ".join(f"{lo}-{hi}" for lo, hi in sorted(taken))
-        logger.warning("veralith: trace ids %s of %s were found taken in the store (restored from a backup, or its "
-                       "counter put back?); they are not handed out, new ids are taken above", spans, self.path)
+        if found:
+            spans = ", ".join(f"{lo}-{hi}" for lo, hi in sorted(found))
+            logger.warning("veralith: trace ids %s of %s were found taken in the store (restored from a backup, or "
+                           "its counter put back?); they are not handed out, new ids are taken above", spans,
+                           self.path)
         if self.remote and moved:
             self._refill_soon()
+        return again
 
     def fill(self) -> None:
         """Reserve a new block from the database now (a remote file whose refill is attached); the

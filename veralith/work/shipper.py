@@ -38,6 +38,7 @@ _CLASH_RETRIES = 5
 # on its first round after the store was unavailable (a restore ends that way): the window after a
 # restore in which another host may be handed ids this one holds (docs/sdk.md).
 SECURE_EVERY_S = 2.0
+_CHECKS = 3   # asks of the store per round, when ids this host hands out meanwhile land in what it checks
 _secured: dict[str, float] = {}
 
 
@@ -66,12 +67,16 @@ def secure(store: Connected, *, now: bool = False) -> None:
         return
     ids = spooler_for(url).ids
     high, block, unused = ids.unused()
-    if ids.remote:
-        taken = store.write(ops.secure_ids, ids.owner, high, block, unused)
-    else:
-        taken = store.read(ops.taken_ids, unused)
-    if taken:
-        ids.drop(taken)
+    for _ in range(_CHECKS):
+        if ids.remote:
+            taken = store.write(ops.secure_ids, ids.owner, high, block, unused)
+        else:
+            taken = store.read(ops.taken_ids, unused)
+        # Ranges whose taken id this host handed out since unused() (a trace stored meanwhile) come back
+        # to be checked again from where it is now (IdFile.drop); still moving after _CHECKS: next round.
+        unused = ids.drop(taken) if taken else []
+        if not unused:
+            break
     _secured[url] = time.monotonic()
 
 
