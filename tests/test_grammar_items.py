@@ -102,3 +102,76 @@ def test_judged_items_are_a_tuple_of_the_expected_ids_in_order():
     assert "items" not in listed
     ids = [{v["properties"]["claim_id"]["enum"][0] for v in p["anyOf"]} for p in listed["prefixItems"]]
     assert ids == [{"k1"}, {"k2"}]
+
+
+def _nodes(node: Any) -> list[Any]:
+    """Every dict in a schema, nested ones included (but those inside a list that must stay empty)."""
+    found = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, dict):
+            found.append(n)
+            if n.get("maxItems") != 0:
+                stack.extend(n.values())
+        elif isinstance(n, list):
+            stack.extend(n)
+    return found
+
+
+def _quote_nodes(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each chunk id an evidence variant may cite -> the schema of its quote (a $ref resolved)."""
+    defs = schema.get("$defs", {})
+    found: dict[str, dict[str, Any]] = {}
+    for n in _nodes(schema["properties"]):   # what the reply's items use ($defs only through their $refs)
+        props = n.get("properties") or {}
+        if set(props) == {"chunk_id", "quote"} and "enum" in props["chunk_id"]:
+            quote = props["quote"]
+            if "$ref" in quote:
+                quote = defs[quote["$ref"].rsplit("/", 1)[-1]]
+            found[props["chunk_id"]["enum"][0]] = quote
+    return found
+
+
+def test_each_chunks_quotes_are_listed_once_and_every_sentence_is_quotable():
+    """The quote list of a chunk is in the schema once ($defs), however many claims and variants cite it:
+    the schema stays small, and a chunk's later sentences are quotable too (not only its first 24)."""
+    import json
+
+    long = ChunkIn(id="long", text=" ".join(f"Fact number {n} is stated here." for n in range(60)))
+    claims = [ClaimIn(id=f"k{n}", text=f"Claim {n}.") for n in range(12)]
+    payload = FaithfulnessInput(query="Reset?", claims=claims, chunks=[*CHUNKS, long])
+    schema = bounded(FAITHFULNESS, payload, strict_schema(FAITHFULNESS, payload))
+    text = json.dumps(schema)
+    assert text.count(json.dumps("We email you a link that stays valid for 30 minutes.")) == 1
+    assert len(text) < 100_000, len(text)   # (151 kB with each list written out per claim and variant)
+    assert "Fact number 59 is stated here." in _quote_nodes(schema)["long"]["enum"]
+
+
+def test_a_chunk_beyond_the_size_cap_is_quoted_as_free_text():
+    from veralith.llm import grammar_items
+
+    huge = ChunkIn(id="huge", text=" ".join(f"Word{'x' * 400}{n}." for n in range(200)))   # 82 kB of quotes
+    payload = FaithfulnessInput(query="Reset?", claims=CLAIMS, chunks=[*CHUNKS, huge])
+    schema = bounded(FAITHFULNESS, payload, strict_schema(FAITHFULNESS, payload))
+    import json
+
+    assert len(json.dumps(schema)) < grammar_items.QUOTES_MAX_CHARS + 20_000
+    quotes = _quote_nodes(schema)
+    assert quotes["huge"] == {"type": "string"}                   # unconstrained: the verbatim check holds it
+    assert "enum" in quotes["kb-12"] and "enum" in quotes["kb-40"]  # the others still listed
+
+
+@pytest.mark.parametrize("task", [SUFFICIENCY, FAITHFULNESS])
+def test_a_blank_chunk_offers_no_quote_and_no_empty_choice(task):
+    blank = ChunkIn(id="blank", text="   \n ")
+    for chunks in ([blank], [CHUNKS[0], blank]):
+        payload = (SufficiencyInput(query="Reset?", sub_questions=SUBS, chunks=chunks) if task is SUFFICIENCY
+                   else FaithfulnessInput(query="Reset?", claims=CLAIMS, chunks=chunks))
+        schema = bounded(task, payload, strict_schema(task, payload))
+        assert not [n for n in _nodes(schema) if n.get("anyOf") == []]
+        assert "blank" not in _quote_nodes(schema)
+        model = task.output_for(payload)
+        for reply in _instances(schema, schema.get("$defs", {})):   # every reply it allows is valid and checked
+            output = model.model_validate(reply)
+            assert not task.problems(payload, output), reply

@@ -14,8 +14,12 @@ structural check of veralith.llm.checks that belongs to one item:
   names a sub-question, "extra" none. The fields before the label (evidence, dates) are in the
   variants too, so the grammar keeps every variant open until the label is written;
 * an evidence item names a chunk and quotes it: its quote is one of that chunk's sentences or
-  clauses of at most QUOTE_MAX_WORDS words (QUOTABLE_MAX per chunk), written exactly. A quote is
-  then always one span of the chunk it cites, as the verbatim check demands; the check still runs.
+  clauses of at most QUOTE_MAX_WORDS words, written exactly. A quote is then always one span of the
+  chunk it cites, as the verbatim check demands; the check still runs. Each chunk's list is written
+  once, in `$defs`, and referred to by every item and variant that may cite it; a chunk with more
+  than QUOTABLE_MAX of them, or whose list would take the call's lists past QUOTES_MAX_CHARS, is
+  quoted as free text (the verbatim check alone holds it), and a chunk with nothing to quote (blank)
+  offers no quote at all.
   Where a schema still asks a sufficiency "yes" for its supporting chunks, they are exactly the
   chunks its quotes may come from (one variant per set of chunks, up to TIED_CHUNKS chunks; beyond
   that the set is not tied and the check alone holds it); a "supported", "conflicting" or "stale"
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import re
 from typing import Any
 
@@ -40,9 +45,10 @@ from pydantic import BaseModel
 from veralith.llm.tasks import Task
 from veralith.llm.text import QUOTE_MAX_WORDS, sentence_spans
 
-__all__ = ["QUOTABLE_MAX", "TIED_CHUNKS", "quotable", "resolved", "tupled"]
+__all__ = ["QUOTABLE_MAX", "QUOTES_MAX_CHARS", "TIED_CHUNKS", "quotable", "resolved", "tupled"]
 
-QUOTABLE_MAX = 24      # quotes offered per chunk (its first sentences and clauses)
+QUOTABLE_MAX = 256     # quotes listed per chunk (its sentences and clauses); a chunk with more: free text
+QUOTES_MAX_CHARS = 64_000   # the quote lists of one call's schema, as JSON; a chunk past it: free text
 TIED_CHUNKS = 4        # 2**4 - 1 = 15 variants of a "yes" item at most
 _CLAUSE = re.compile(r"(?<=[,;:])\s+")
 _WORDS = re.compile(r"\S+")
@@ -72,20 +78,52 @@ def quotable(text: str) -> list[str]:
     """The quotes a grammar offers from `text`: its sentences, then their clauses (split after a comma,
     semicolon or colon), each cut to QUOTE_MAX_WORDS words, without repeats, at most QUOTABLE_MAX.
     Each is one span of `text` up to whitespace (veralith.llm.text.quote_in)."""
+    return _spans(text, QUOTABLE_MAX)
+
+
+def _spans(text: str, most: int) -> list[str]:
     sentences = [text[a:b] for a, b in sentence_spans(text)]
-    found: list[str] = []
+    found: dict[str, None] = {}
     for part in [*sentences, *(c for s in sentences for c in _CLAUSE.split(s))]:
         words = _WORDS.findall(part)
         quote = " ".join(words[:QUOTE_MAX_WORDS]).rstrip(",;:")
-        if quote and quote not in found:
-            found.append(quote)
-    return found[:QUOTABLE_MAX]
+        if quote:
+            found[quote] = None
+            if len(found) >= most:
+                break
+    return list(found)
+
+
+def _quote_lists(payload: BaseModel, out: dict[str, Any]) -> dict[str, dict[str, Any] | None] | None:
+    """Each chunk's id -> the schema of a quote of it: a `$ref` to its list, written once in `out`'s
+    `$defs`, or a free string (more than QUOTABLE_MAX quotes, or past QUOTES_MAX_CHARS); None for a
+    blank chunk (nothing to quote). None when the call has no chunks."""
+    chunks = [c for c in getattr(payload, "chunks", None) or [] if getattr(c, "id", "")]
+    if not chunks:
+        return None
+    defs = out.setdefault("$defs", {})
+    left = QUOTES_MAX_CHARS
+    found: dict[str, dict[str, Any] | None] = {}
+    for n, chunk in enumerate(chunks):
+        quotes = _spans(chunk.text, QUOTABLE_MAX + 1)
+        if not quotes:
+            found[str(chunk.id)] = None   # blank: nothing to quote, so no evidence cites it
+            continue
+        size = len(json.dumps(quotes))
+        if len(quotes) > QUOTABLE_MAX or size > left:
+            found[str(chunk.id)] = {"type": "string"}
+            continue
+        left -= size
+        name = f"veralith_quotes_{n}"
+        defs[name] = {"type": "string", "enum": quotes}
+        found[str(chunk.id)] = {"$ref": f"#/$defs/{name}"}
+    return found
 
 
 def tupled(task: Task, payload: BaseModel, out: dict[str, Any]) -> None:
     """Make each judged item list of the bounded schema `out` a tuple of per-id variants (module doc)."""
     defs = out.get("$defs", {})
-    chunks = {str(c.id): quotable(c.text) for c in getattr(payload, "chunks", None) or [] if getattr(c, "id", "")}
+    chunks = _quote_lists(payload, out)
     for spec in task.items:
         listed = out["properties"].get(spec.field)
         ids = [str(i) for i in spec.expected(payload)]
@@ -97,12 +135,14 @@ def tupled(task: Task, payload: BaseModel, out: dict[str, Any]) -> None:
 
 
 def _variants(task: str, field: str, item: dict[str, Any], id_field: str, item_id: str,
-              chunks: dict[str, list[str]]) -> list[dict[str, Any]]:
+              quotes: dict[str, dict[str, Any] | None] | None) -> list[dict[str, Any]]:
     base = copy.deepcopy(item)
     base["properties"][id_field] = {"type": "string", "enum": [item_id]}
     found = _VARIANTS.get((task, field))
     if found is None:
-        return [_quoted(base, chunks)]
+        return _quoted(base, quotes)
+    chunks = quotes or {}
+    quotable_chunks: dict[str, dict[str, Any] | None] = {c: q for c, q in chunks.items() if q is not None}
     label, sizes = found
     allowed = base["properties"].get(label, {}).get("enum", [])
     variants: list[dict[str, Any]] = []
@@ -114,17 +154,17 @@ def _variants(task: str, field: str, item: dict[str, Any], id_field: str, item_i
                 variant["properties"][name].update(size)
         # Supporting chunks are tied to the quotes only where the schema asks for them (a schema that
         # derives them from the quotes, veralith.llm.schemas, leaves nothing to tie).
-        if (task == "sufficiency" and value == "yes" and 0 < len(chunks) <= TIED_CHUNKS
+        if (task == "sufficiency" and value == "yes" and 0 < len(quotable_chunks) <= TIED_CHUNKS
                 and "supporting_chunk_ids" in variant["properties"]):
-            variants += _tied(variant, chunks)
+            variants += _tied(variant, quotable_chunks)
         elif task == "faithfulness" and value == "conflicting" and 1 < len(chunks) <= TIED_CHUNKS:
             variants += _apart(variant, chunks)
         else:
-            variants.append(_quoted(variant, chunks))
+            variants += _quoted(variant, quotes)
     return variants
 
 
-def _tied(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[str, Any]]:
+def _tied(variant: dict[str, Any], chunks: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
     """A "yes" item once per set of chunks: quotes from those chunks only, those chunks as its support."""
     tied = []
     for n in range(1, len(chunks) + 1):
@@ -132,11 +172,11 @@ def _tied(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[st
             one = copy.deepcopy(variant)
             one["properties"]["supporting_chunk_ids"] = {
                 "type": "array", "prefixItems": [{"type": "string", "enum": [c]} for c in chosen]}
-            tied.append(_quoted(one, {c: chunks[c] for c in chosen}))
+            tied += _quoted(one, {c: chunks[c] for c in chosen})
     return tied
 
 
-def _apart(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[str, Any]]:
+def _apart(variant: dict[str, Any], chunks: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
     """A "conflicting" item once per contradicting chunk: its quotes from the other chunks, so that the
     grounding derived from them (the quoted chunks less the contradicting ones) is never empty."""
     apart = []
@@ -144,21 +184,28 @@ def _apart(variant: dict[str, Any], chunks: dict[str, list[str]]) -> list[dict[s
         one = copy.deepcopy(variant)
         one["properties"]["contradicting_chunk_ids"] = {
             "type": "array", "prefixItems": [{"type": "string", "enum": [against]}]}
-        apart.append(_quoted(one, {c: q for c, q in chunks.items() if c != against}))
+        apart += _quoted(one, {c: q for c, q in chunks.items() if c != against})
     return apart
 
 
-def _quoted(item: dict[str, Any], chunks: dict[str, list[str]]) -> dict[str, Any]:
-    """`item` with its evidence quotes drawn from the chunks they cite (module doc)."""
+def _quoted(item: dict[str, Any], quotes: dict[str, dict[str, Any] | None] | None) -> list[dict[str, Any]]:
+    """`item` with its evidence quotes drawn from the chunks they cite (module doc): [item], or [] when
+    it must quote and no chunk it may cite has anything to quote (no such variant). `quotes` None: the
+    call has no chunks, the item stays as it is."""
     evidence = item["properties"].get("evidence")
-    if evidence is None or evidence.get("maxItems") == 0 or not chunks:
-        return item
+    if evidence is None or evidence.get("maxItems") == 0 or quotes is None:
+        return [item]
+    quotes = {c: q for c, q in quotes.items() if q is not None}
+    if not quotes:   # only blank chunks: no evidence can be given
+        if evidence.get("minItems", 0) > 0:
+            return []
+        evidence["maxItems"] = 0
+        return [item]
     evidence["items"] = {"anyOf": [
-        {"type": "object", "properties": {"chunk_id": {"type": "string", "enum": [c]},
-                                          "quote": {"type": "string", "enum": quotes}},
+        {"type": "object", "properties": {"chunk_id": {"type": "string", "enum": [c]}, "quote": quote},
          "required": ["chunk_id", "quote"], "additionalProperties": False}
-        for c, quotes in chunks.items() if quotes]}
-    return item
+        for c, quote in quotes.items()]}
+    return [item]
 
 
 def _inlined(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
