@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from veralith.cli import app
 from veralith.cli.compare import comparison_view
 from veralith.compare import TraceRow, compare_rows, to_markdown
-from veralith.compare.correctness import LAYERS
+from veralith.compare.correctness import LAYERS, correctness_note
 from veralith.compare.stats import paired_test
 
 CHUNKS = ["Acme was founded in 1947 by Ruth Calder in Ohio.", "Acme makes anvils and rockets."]
@@ -47,11 +47,25 @@ def test_transitions_and_the_paired_test_over_pairs_assessed_in_both():
     assert set(k.matrix) == set(LAYERS) and all(set(r) == set(LAYERS) for r in k.matrix.values())
     assert k.matrix["correct"]["incorrect"] == 3 and k.matrix["not_assessed"]["correct"] == 2
     assert k.matrix["correct"]["not_assessed"] == 1             # a side without a reference reads as not assessed
-    assert k.left_out == {"not_assessed": 2, "no_reference": 1}
+    assert k.left_out == {"not_assessed": 2, "no_reference": 1, "not_recorded": 0}
     # The gate's own test (one implementation), with correct as pass: 5 both, 5 correct -> not, 1 not -> correct.
     assert k.test == paired_test(5, 5, 1, 4)
     assert k.test.n == 15 and k.test.rate_a == 10 / 15 and k.test.rate_b == 6 / 15
     assert len(k.changes) == 6 and k.changes[0].new == "incorrect" and k.changes[-1].new == "correct"
+
+
+def test_a_run_copy_taken_before_runs_kept_the_layer_is_not_read_as_no_reference():
+    """A run copy taken before migration 0026 whose layer it could not fill (the trace judged again
+    since) holds no layer: not known, which is not "no reference". Such a pair is left out and counted
+    apart from the pairs with a reference in one run only."""
+    unknown = row(1, "q1", None)._replace(correctness_known=False)
+    a = [unknown, row(2, "q2", None), row(3, "q3", "correct")]
+    b = [row(11, "q1", "correct"), row(12, "q2", "incorrect"), row(13, "q3", "correct")]
+    k = compare_rows(a, b).correctness
+    assert k is not None and k.pairs == 3 and k.test.n == 1
+    assert k.left_out == {"not_assessed": 0, "no_reference": 1, "not_recorded": 1}
+    note = correctness_note(k)
+    assert note is not None and "1 with a reference in one run only" in note and "1 from a run recorded before" in note
 
 
 def test_without_a_reference_nothing_is_said_about_correctness():
@@ -159,6 +173,37 @@ def test_the_migration_fills_a_run_s_layer_only_where_the_stored_result_is_its_o
     # "after" (run 2) judged every trace last: its copies are filled; "before" keeps NULL (not known).
     assert got[(2, 1)] == "incorrect" and got[(2, 2)] == "correct" and got[(2, 3)] is None
     assert {c for (r, _), c in got.items() if r == 1} == {None}
+
+
+def test_copies_the_backfill_could_not_fill_are_marked_not_known_and_compare_says_so(store, tmp_path):
+    """SQLite 0027 / PostgreSQL 0020 over copies taken before 0026 / 0018: those the backfill left NULL
+    (the trace judged again since) are marked not known, and compare counts them apart from the pairs
+    with a reference in one run only; a copy taken again later records its layer."""
+    from veralith.store.sqlstore import SqlStore
+
+    assert _cli("eval", str(_golden(tmp_path / "a.jsonl", 1947, "x")), "--run-name", "before").exit_code in (0, 1)
+    assert _cli("eval", str(_golden(tmp_path / "b.jsonl", 1952, "x")), "--run-name", "after").exit_code in (0, 1)
+    assert isinstance(store, SqlStore)
+    with store.connection() as db:
+        postgres = db.dialect.name == "postgres"
+    old, new = ("postgres/0018_run_correctness.sql", "postgres/0020_run_correctness_known.sql") if postgres else (
+        "0026_run_correctness.sql", "0027_run_correctness_known.sql")
+    table = "veralith_migrations" if postgres else "_veralith_migration_checksums"
+    fill, mark = ((REPO / "migrations" / name).read_text() for name in (old, new))
+    with store.connection() as db, db.write():   # as if both runs were recorded before 0026 / 0018
+        db.execute("UPDATE run_traces SET correctness = NULL, correctness_known = 1")
+        db.execute(f"UPDATE {table} SET applied_at = '9000-01-01' WHERE name = ?", [old.split("/")[-1][:-4]])
+        db.execute(fill[fill.index("UPDATE run_traces"):])
+        db.execute(mark[mark.index("UPDATE run_traces"):])
+    with store.connection() as db:
+        got = {(r, t): (c, k) for r, t, c, k in db.execute(
+            "SELECT run_id, trace_id, correctness, correctness_known FROM run_traces")}
+    assert got[(2, 1)] == ("incorrect", 1) and got[(2, 3)] == (None, 1)    # "after": its own, filled
+    assert {k for (r, _), (_c, k) in got.items() if r == 1} == {0}         # "before": not known
+    k = json.loads(_cli("compare", "before", "after", "--json").output)["correctness"]
+    assert k["left_out"] == {"not_assessed": 0, "no_reference": 0, "not_recorded": 2}
+    text = " ".join(_cli("compare", "before", "after").output.split())
+    assert "2 from a run recorded before runs kept the layer (not known)" in text
 
 
 def test_the_web_compare_page_shows_the_layer_escaped(tmp_path, monkeypatch):

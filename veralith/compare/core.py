@@ -55,6 +55,9 @@ class TraceRow(NamedTuple):
     reason: str | None = None     # the stored one-line why (eval runs), else built by with_reasons
     mode: str | None = None       # "full" | "fast" (veralith.pipeline.fast); None without a result
     correctness: str | None = None  # the correctness layer the run had (None: no reference or no result)
+    # False: an eval run's copy taken before runs kept the layer (migration 0026) that it could not fill:
+    # whether the trace had a reference then is not known (its `correctness` None says nothing).
+    correctness_known: bool = True
 
 
 def cell_of(row: TraceRow) -> str:

@@ -12,9 +12,10 @@ reference answer has a correctness layer (issue 42: `correct`, `partly_correct`,
 - the pairs whose layer changed between two assessed values, least correct first.
 
 Only pairs assessed on both sides (correct, partly_correct or incorrect in A and in B) enter the test
-and the list; the rest (`not_assessed` on a side, or a reference on one side only) stay in the matrix
-and are counted as left out, so a judge outage or a reference added to the golden set between the
-runs never reads as a change of correctness.
+and the list; the rest (`not_assessed` on a side, a reference on one side only, or a side whose layer
+is not known: a run copy taken before runs kept it) stay in the matrix and are counted as left out, so
+a judge outage or a reference added to the golden set between the runs never reads as a change of
+correctness.
 
 Each side is the layer that run had (veralith.store.runs keeps it in each eval run's own copy of the
 trace's outcome), so a trace judged again in place by the later run still reads as the earlier run
@@ -63,8 +64,9 @@ class CorrectnessComparison:
     matrix: dict[str, dict[str, int]]          # A's layer -> B's layer -> pairs (every layer present)
     test: PairedTest                           # "pass" read as correct, over the pairs assessed in both
     changes: list[CorrectnessChange] = field(default_factory=list)
-    # Pairs left out of the test and the changes: {"not_assessed": n, "no_reference": n} (a side
-    # not_assessed; a reference on one side only).
+    # Pairs left out of the test and the changes: {"not_assessed": n, "no_reference": n, "not_recorded": n}
+    # (a side not_assessed; a reference on one side only; a side whose layer is not known, TraceRow's
+    # correctness_known).
     left_out: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -93,14 +95,19 @@ def compare_correctness(pairs: Sequence[tuple[TraceRow, TraceRow]], key: Any) ->
         if old in ASSESSED and new in ASSESSED:
             correct_a, correct_b = old == Correctness.correct.value, new == Correctness.correct.value
             table[(0 if correct_a else 2) + (0 if correct_b else 1)] += n
-    one_sided = sum(1 for a, b in with_reference if a.correctness is None or b.correctness is None)
-    not_assessed = sum(n for (old, new), n in moves.items() if not (old in ASSESSED and new in ASSESSED)) - one_sided
+    # A side with no layer: no reference, or (a copy taken before runs kept the layer) not known.
+    unknown = sum(1 for pair in with_reference
+                  if any(x.correctness is None and not x.correctness_known for x in pair))
+    one_sided = sum(1 for a, b in with_reference if a.correctness is None or b.correctness is None) - unknown
+    not_assessed = (sum(n for (old, new), n in moves.items() if not (old in ASSESSED and new in ASSESSED))
+                    - one_sided - unknown)
     changes = [CorrectnessChange(key(a), a.knowledge_base, a.id, b.id, str(a.correctness), str(b.correctness))
                for a, b in with_reference
                if a.correctness in ASSESSED and b.correctness in ASSESSED and a.correctness != b.correctness]
     changes.sort(key=lambda c: (_WORST_FIRST[c.new], -_WORST_FIRST[c.old], c.knowledge_base, c.new_trace_id))
     return CorrectnessComparison(pairs=len(with_reference), matrix=matrix, test=paired_test(*table), changes=changes,
-                                 left_out={"not_assessed": not_assessed, "no_reference": one_sided})
+                                 left_out={"not_assessed": not_assessed, "no_reference": one_sided,
+                                           "not_recorded": unknown})
 
 
 def correctness_note(c: CorrectnessComparison) -> str | None:
@@ -109,6 +116,8 @@ def correctness_note(c: CorrectnessComparison) -> str | None:
         return None
     parts = [f"{c.left_out['not_assessed']} not assessed in A or B" if c.left_out.get("not_assessed") else "",
              f"{c.left_out['no_reference']} with a reference in one run only" if c.left_out.get("no_reference")
-             else ""]
+             else "",
+             f"{c.left_out['not_recorded']} from a run recorded before runs kept the layer (not known)"
+             if c.left_out.get("not_recorded") else ""]
     return (f"{c.left_out_total} pair(s) without a reference judgement on both sides, left out "
             f"({', '.join(p for p in parts if p)}); the test is over the {c.test.n} pair(s) assessed in both")

@@ -39,7 +39,7 @@ __all__ = ["MAX_RUN_NAME", "TRACE_ROW_COLUMNS", "Run", "RunNotFound", "check_run
 # The columns `trace_rows` returns, in order (veralith.compare.TraceRow has the same fields).
 TRACE_ROW_COLUMNS = ("id", "external_id", "knowledge_base", "query", "failure_cell", "quality_gate", "status",
                      "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "reason", "mode",
-                     "correctness")
+                     "correctness", "correctness_known")
 # run_traces columns after run_id, and what each is copied from in `traces`.
 _COPIED = ("trace_id", "external_id", "knowledge_base", "failure_cell", "quality_gate", "status",
            "sufficiency_fraction", "faithfulness_fraction", "n_claims", "n_extra_claims", "usd", "query", "mode",
@@ -218,9 +218,10 @@ def trace_rows(db: Db, run: Run) -> list[tuple[Any, ...]]:
         rows = db.execute(f"SELECT {columns} FROM run_traces WHERE run_id = ? ORDER BY trace_id",
                           [run.id]).fetchall()
     else:
-        columns = ", ".join({"reason": "NULL", "correctness": _CORRECTNESS}.get(c, c) for c in TRACE_ROW_COLUMNS)
+        columns = ", ".join({"reason": "NULL", "correctness": _CORRECTNESS, "correctness_known": "1"}.get(c, c)
+                            for c in TRACE_ROW_COLUMNS)
         rows = db.execute(f"SELECT {columns} FROM traces WHERE run_id = ? ORDER BY id", [run.id]).fetchall()
-    return [tuple(row) for row in rows]
+    return [(*row[:-1], bool(row[-1])) for row in rows]   # correctness_known: 0/1 in the store
 
 
 def failure_details(db: Db, trace_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -297,13 +298,14 @@ def _copy(db: Db, run_id: int, where: str, params: list[Any], *, reason: str | N
 
     columns = ", ".join(source(c) for c in _COPIED)
     # The SELECT's WHERE comes before ON CONFLICT: without one SQLite would read ON as a join's ON.
+    # A copy taken now records its layer (correctness_known: 1, migration 0027), replacing one that did not.
     if replace:
-        updates = ", ".join(f"{c} = excluded.{c}" for c in (*_COPIED[1:], "reason"))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in (*_COPIED[1:], "reason", "correctness_known"))
         action = f"DO UPDATE SET {updates}"
     else:
         action = "DO NOTHING"
-    db.execute(f"INSERT INTO run_traces (run_id, {', '.join(_COPIED)}, reason)"
-               f" SELECT ?, {columns}, ? FROM traces WHERE {where}"
+    db.execute(f"INSERT INTO run_traces (run_id, {', '.join(_COPIED)}, reason, correctness_known)"
+               f" SELECT ?, {columns}, ?, 1 FROM traces WHERE {where}"
                f" ON CONFLICT (run_id, trace_id) {action}", [run_id, reason, *params])
 
 
