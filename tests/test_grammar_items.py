@@ -3,22 +3,28 @@ it allows passes the task's per-item checks, and the verdict stays open (every l
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from veralith.llm.client import strict_schema
-from veralith.llm.grammar import bounded
+from veralith.llm.grammar import REASONING_CHARS, bounded
 from veralith.llm.grammar_items import QUOTABLE_MAX, quotable
 from veralith.llm.tasks import (
+    CLAIMS as EXTRACTION,
     COMPLETENESS,
     FAITHFULNESS,
+    QUESTIONS,
     SUFFICIENCY,
     ChunkIn,
     ClaimIn,
+    ClaimsInput,
     CompletenessInput,
     FaithfulnessInput,
     GapIn,
+    QuestionsInput,
+    Sentence,
     SubQuestionIn,
     SufficiencyInput,
 )
@@ -102,3 +108,89 @@ def test_judged_items_are_a_tuple_of_the_expected_ids_in_order():
     assert "items" not in listed
     ids = [{v["properties"]["claim_id"]["enum"][0] for v in p["anyOf"]} for p in listed["prefixItems"]]
     assert ids == [{"k1"}, {"k2"}]
+
+
+SENTENCES = [Sentence(id="S1", text="Open Settings and click Reset password."),
+             Sentence(id="S2", text="The link stays valid for 30 minutes."),
+             Sentence(id="S3", text="Codes expire after 10 minutes, 3 tries at most.")]
+CALLS = [
+    (QUESTIONS, QuestionsInput(query="How do I reset my password, and how long is the link valid?")),
+    (EXTRACTION, ClaimsInput(query="How do I reset it?", response=" ".join(s.text for s in SENTENCES), sentences=SENTENCES)),
+    (SUFFICIENCY, SufficiencyInput(query="Reset?", sub_questions=SUBS, chunks=CHUNKS)),
+    (FAITHFULNESS, FaithfulnessInput(query="Reset?", claims=CLAIMS, chunks=CHUNKS)),
+    (COMPLETENESS, CompletenessInput(query="Reset?", sub_questions=SUBS, claims=CLAIMS,
+                                     gaps=[GapIn(id="g1", text="No word on the app.")])),
+]
+
+
+def _nodes(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every schema node under `node`, with the property path that leads to it."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    if isinstance(node, dict):
+        found.append((path, node))
+        for name, sub in (node.get("properties") or {}).items():
+            found += _nodes(sub, f"{path}.{name}")
+        for key in ("items", "$defs"):
+            if isinstance(node.get(key), dict):
+                found += _nodes(node[key], path) if key == "items" else [
+                    n for name, d in node[key].items() for n in _nodes(d, name)]
+        for key in ("anyOf", "prefixItems"):
+            for sub in node.get(key) or []:
+                found += _nodes(sub, path)
+    return found
+
+
+@pytest.mark.parametrize(("task", "payload"), CALLS, ids=[t.name for t, _ in CALLS])
+def test_free_text_is_one_bounded_line(task, payload):
+    schema = bounded(task, payload, strict_schema(task, payload))
+    free = [(path, n) for path, n in _nodes(schema) if n.get("type") == "string" and "enum" not in n]
+    assert free
+    for path, node in free:
+        pattern = node.get("pattern")
+        assert pattern, f"{path} is unbounded"
+        most = int(re.search(r"\{0,(\d+)\}\$$", pattern).group(1))
+        assert 16 <= most <= 400, path
+        assert re.fullmatch(pattern, "x") and re.fullmatch(pattern, "x" * most), path
+        assert not re.fullmatch(pattern, "x" * (most + 1)), path
+        assert not re.fullmatch(pattern, "one line\nand another"), path   # no raw newline: it loops there
+        if path.endswith("reasoning"):
+            assert most == REASONING_CHARS
+
+
+@pytest.mark.parametrize(("task", "payload"), [CALLS[1], CALLS[3], CALLS[4]], ids=["claims", "faithfulness",
+                                                                                   "completeness"])
+def test_an_id_list_holds_at_most_as_many_entries_as_there_are_ids(task, payload):
+    schema = bounded(task, payload, strict_schema(task, payload))
+    lists = [(path, n) for path, n in _nodes(schema) if n.get("type") == "array"
+             and isinstance(n.get("items"), dict) and "enum" in n["items"]]
+    assert lists
+    for path, node in lists:
+        assert node.get("maxItems", 99) <= len(node["items"]["enum"]), path
+
+
+def test_a_claims_digits_come_from_the_query_and_the_sentence_it_cites():
+    task, payload = CALLS[1]
+    schema = bounded(task, payload, strict_schema(task, payload))
+    variants = schema["$defs"]["ExtractedClaim"]["anyOf"]
+
+    def allowed(cited: list[str], text: str) -> bool:
+        for variant in variants:
+            ids = variant["properties"]["source_sentence_ids"]
+            fixed = [p["enum"][0] for p in ids.get("prefixItems", [])]
+            if (fixed == cited or not fixed) and re.fullmatch(variant["properties"]["text"]["pattern"], text):
+                return True
+        return False
+
+    assert allowed(["S2"], "The link stays valid for 30 minutes.")
+    assert allowed(["S3"], "Codes expire after 10 minutes.") and allowed(["S3"], "At most 3 tries.")
+    assert not allowed(["S2"], "Codes expire after 10 minutes.")   # 10 is S3's, which it does not cite
+    assert not allowed(["S1"], "The link stays valid for 30 minutes.")
+    assert not allowed(["S2"], "The link stays valid for 45 minutes.")   # in no sentence
+    assert allowed(["S1", "S2"], "Open Settings and click Reset password.")   # no digits: any sentences
+    # every claim it allows passes the claims task's checks (numbers cited, ids known)
+    model = task.output_for(payload)
+    for sentence in SENTENCES:
+        claim = {"id": "k1", "source_sentence_ids": [sentence.id], "text": sentence.text, "note": ""}
+        assert allowed([sentence.id], sentence.text)
+        output = model.model_validate({"claims": [claim], "gaps": [], "remarks": [], "asks_clarification": False})
+        assert not task.problems(payload, output), sentence

@@ -14,7 +14,8 @@ structural check of veralith.llm.checks that belongs to one item:
   names a sub-question, "extra" none. The fields before the label (evidence, dates) are in the
   variants too, so the grammar keeps every variant open until the label is written;
 * an evidence item names a chunk and quotes it: its quote is one of that chunk's sentences or
-  clauses of at most QUOTE_MAX_WORDS words (QUOTABLE_MAX per chunk), written exactly. A quote is
+  clauses of at most QUOTE_MAX_WORDS words (QUOTABLE_MAX per chunk), written exactly, and a list
+  holds no more quotes than the chunks it may cite offer. A quote is
   then always one span of the chunk it cites, as the verbatim check demands; the check still runs.
   Where a schema still asks a sufficiency "yes" for its supporting chunks, they are exactly the
   chunks its quotes may come from (one variant per set of chunks, up to TIED_CHUNKS chunks; beyond
@@ -158,6 +159,8 @@ def _quoted(item: dict[str, Any], chunks: dict[str, list[str]]) -> dict[str, Any
                                           "quote": {"type": "string", "enum": quotes}},
          "required": ["chunk_id", "quote"], "additionalProperties": False}
         for c, quotes in chunks.items() if quotes]}
+    offered = sum(len(quotes) for quotes in chunks.values())   # no more quotes than there are to give
+    evidence["maxItems"] = min(evidence.get("maxItems", offered), offered)
     return item
 
 
