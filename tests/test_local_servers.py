@@ -263,6 +263,39 @@ def test_the_local_server_benchmark_runs_against_the_fake_server(tmp_path):
     assert len(rows) == N_EXAMPLES and all(r["cell"] and r["calls"] >= 3 and r["input_tokens"] > 0 for r in rows)
     assert f"{N_EXAMPLES} traces, {N_EXAMPLES} classified, 0 with judge errors" in done.stdout
     assert "malformed replies: 0; judge calls timed out: 0" in done.stdout and "whole run: " in done.stdout
+    assert "requests re-sent after a timeout: 0" in done.stdout and "load average (1, 5, 15 min)" in done.stdout
+    table = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()
+             if line.split() and line.split()[0] in ("questions", "claims", "sufficiency", "faithfulness",
+                                                     "completeness", "all")}
+    assert set(table) == {"questions", "claims", "sufficiency", "faithfulness", "completeness", "all"}
+    assert int(table["all"][0]) == sum(r["calls"] for r in rows)   # every request counted, per task
+    assert int(table["all"][1]) == sum(r["input_tokens"] for r in rows)
     assert "sent as json_object_schema" in done.stderr and "drops the system message" in done.stderr
     assert not (tmp_path / "v.db").exists()   # nothing stored
     assert json.loads((tmp_path / "servers.json").read_text())   # what was learnt is kept for the next run
+
+
+def test_the_benchmarks_tally_counts_timeouts_and_requests_resent_after_one():
+    import importlib.util
+    import logging
+
+    spec = importlib.util.spec_from_file_location("local_server", REPO / "benchmarks" / "local_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tally = module.Tally()
+    logger = logging.getLogger("test.tally")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(tally)
+    try:
+        logger.debug("faithfulness: attempt 1 failed: APITimeoutError: Request timed out.")
+        logger.debug("faithfulness: attempt 2 re-sent after a timeout")
+        logger.debug("%s", json.dumps({"task": "faithfulness", "seconds": 4.0, "prompt_tokens": 900,
+                                       "output_tokens": 40}))
+        logger.debug("claims: attempt 1 failed: InternalServerError: HTTP 500")
+    finally:
+        logger.removeHandler(tally)
+    faith = tally.tasks["faithfulness"]
+    assert (faith["requests"], faith["timeouts"], faith["resent"], faith["output_tokens"]) == (2, 1, 1, 40)
+    assert (tally.tasks["claims"]["requests"], tally.tasks["claims"]["timeouts"]) == (1, 0)
+    assert "requests re-sent after a timeout: 1" in tally.table()

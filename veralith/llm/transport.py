@@ -309,6 +309,7 @@ class _Attempts:
         self.transport, self.task, self.payload, self.schema = transport, task, payload, schema
         self.extra, self.usage, self.max_tokens, self.rendered = extra, usage, max_tokens, rendered
         self.retries = 0
+        self.timed_out = False   # the last attempt timed out
         self.habits = transport.server.habits(transport.model)
 
     def request(self) -> tuple[list[dict[str, str]], dict[str, Any]]:
@@ -316,11 +317,14 @@ class _Attempts:
         built = self.transport._request(self.task, self.payload, self.schema, self.extra, self.habits,
                                         self.max_tokens, self.rendered)
         self.usage.calls += 1
+        if self.timed_out and calls_log.isEnabledFor(logging.DEBUG):   # counted by benchmarks/local_server.py
+            calls_log.debug("%s: attempt %d re-sent after a timeout", self.task.name, self.retries + 1)
         return built
 
     def failed(self, exc: Exception, options: dict[str, Any], messages: list[dict[str, str]]) -> float:
         """Seconds to wait before the next attempt (0: an option was adapted, send again at once);
         raises JudgeCallError once no retry is left."""
+        self.timed_out = retry.kind(exc) == "timeout"
         if calls_log.isEnabledFor(logging.DEBUG):
             calls_log.debug("%s: attempt %d failed: %s", self.task.name, self.retries + 1,
                             self.transport.redact(f"{type(exc).__name__}: {exc}"[:500]))
@@ -338,6 +342,7 @@ class _Attempts:
                  elapsed: float) -> Sent | None:
         """The reply as a Sent, or None when it must be sent again (the server did not read the instructions)."""
         transport = self.transport
+        self.timed_out = False
         transport.server.breaker.success()
         try:
             completion = raw.parse()
