@@ -10,7 +10,7 @@ import pytest
 
 from veralith.llm.client import strict_schema
 from veralith.llm.grammar import REASONING_CHARS, bounded
-from veralith.llm.grammar_items import QUOTABLE_MAX, quotable
+from veralith.llm.grammar_items import COVERED_MAX, QUOTABLE_MAX, quotable
 from veralith.llm.tasks import (
     CLAIMS as EXTRACTION,
     COMPLETENESS,
@@ -83,9 +83,7 @@ def test_every_reply_the_narrowed_grammar_allows_passes_the_item_checks(task, pa
     model = task.output_for(payload)
     for reply in replies:
         output = model.model_validate(reply)
-        problems = [p for p in task.problems(payload, output)
-                    # across items, which no per-item grammar can hold (the module doc)
-                    if p.rule.name not in ("status_needs_answer", "unanswered_has_none")]
+        problems = task.problems(payload, output)   # completeness's statuses against roles included
         assert not problems, (reply, problems)
         labels |= {item[label[1]] for item in reply[label[0]]}
     enum = strict_schema(task, payload)["$defs"]
@@ -194,3 +192,55 @@ def test_a_claims_digits_come_from_the_query_and_the_sentence_it_cites():
         assert allowed([sentence.id], sentence.text)
         output = model.model_validate({"claims": [claim], "gaps": [], "remarks": [], "asks_clarification": False})
         assert not task.problems(payload, output), sentence
+
+
+def test_a_completeness_status_is_what_the_roles_before_it_allow():
+    payload = CompletenessInput(query="Reset?", sub_questions=SUBS, claims=CLAIMS, gaps=[])
+    schema = bounded(COMPLETENESS, payload, strict_schema(COMPLETENESS, payload))
+    assert len(schema["anyOf"]) == (len(CLAIMS) + 1) ** len(SUBS)   # per answered set and choice of answerers
+    replies = _instances(schema, schema.get("$defs", {}))
+    statuses = {tuple(s["status"] for s in r["sub_questions"]) for r in replies}
+    assert {("answered", "answered"), ("unanswered", "unanswered"), ("partial", "unanswered"),
+            ("unanswered", "answered")} <= statuses   # every status stays reachable
+    for reply in replies:
+        answered = {q for c in reply["claims"] if c["role"] == "answers" for q in c["sub_question_ids"]}
+        assert {s["sub_question_id"] for s in reply["sub_questions"] if s["status"] != "unanswered"} == answered
+    # The reply the model wrote on a real server (q1 "answered" with no claim answering it) is not allowed.
+    bad = {"claims": [{"claim_id": "k1", "role": "answers", "sub_question_ids": ["q2"]},
+                      {"claim_id": "k2", "role": "supports", "sub_question_ids": ["q1"]}],
+           "sub_questions": [{"sub_question_id": "q1", "reasoning": "k1", "status": "answered"},
+                             {"sub_question_id": "q2", "reasoning": "k2", "status": "answered"}]}
+    assert not any(_allows(v, bad, schema.get("$defs", {})) for v in schema["anyOf"])
+    assert any(_allows(v, {**bad, "sub_questions": [{**bad["sub_questions"][0], "status": "unanswered"},
+                                                    bad["sub_questions"][1]]}, schema.get("$defs", {}))
+               for v in schema["anyOf"])
+
+
+def test_a_completeness_call_with_too_many_variants_keeps_one_shape():
+    many = [ClaimIn(id=f"k{n}", text=f"Step {n}.") for n in range(1, 7)]
+    payload = CompletenessInput(query="Reset?", sub_questions=SUBS, claims=many, gaps=[])
+    assert (len(many) + 1) ** len(SUBS) > COVERED_MAX
+    schema = bounded(COMPLETENESS, payload, strict_schema(COMPLETENESS, payload))
+    assert "anyOf" not in schema and len(schema["properties"]["claims"]["prefixItems"]) == 6
+
+
+def _allows(node: dict[str, Any], value: Any, defs: dict[str, Any]) -> bool:
+    """Whether `value` fits `node` (the keywords the narrowed schemas use; free strings fit their pattern)."""
+    if "$ref" in node:
+        return _allows(defs[node["$ref"].rsplit("/", 1)[-1]], value, defs)
+    if "anyOf" in node:
+        return any(_allows(sub, value, defs) for sub in node["anyOf"])
+    if "enum" in node:
+        return value in node["enum"]
+    if node.get("type") == "object":
+        return isinstance(value, dict) and set(value) == set(node["properties"]) and all(
+            _allows(node["properties"][k], v, defs) for k, v in value.items())
+    if node.get("type") == "array":
+        if "prefixItems" in node:
+            return len(value) == len(node["prefixItems"]) and all(
+                _allows(p, v, defs) for p, v in zip(node["prefixItems"], value, strict=True))
+        return node.get("minItems", 0) <= len(value) <= node.get("maxItems", 99) and all(
+            _allows(node["items"], v, defs) for v in value)
+    if "pattern" in node:
+        return re.fullmatch(node["pattern"], value) is not None
+    return True

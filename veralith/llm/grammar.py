@@ -49,7 +49,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from veralith.llm.estimate import claim_count
-from veralith.llm.grammar_items import resolved, tupled
+from veralith.llm.grammar_items import covered, resolved, tupled
 from veralith.llm.tasks import Task
 
 __all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "REASONING_CHARS", "TEXT_MAX", "TEXT_SLACK", "bounded",
@@ -146,7 +146,7 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
     if task.name == "claims" and "pattern" in defs.get("ExtractedClaim", {}).get("properties", {}).get("text", {}):
         _claims_per_sentence(defs, payload)
     tupled(task, payload, out)   # the judged lists: one item per id, each shaped by its label
-    return out
+    return covered(task, payload, out)   # completeness: the statuses its roles allow
 
 
 def _sentences(payload: Any) -> list[str]:

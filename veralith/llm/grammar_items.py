@@ -23,16 +23,26 @@ structural check of veralith.llm.checks that belongs to one item:
   claim quotes at least one chunk, from which its grounding chunks are derived, and a "conflicting"
   one (up to TIED_CHUNKS chunks) names one contradicting chunk and quotes only the others.
 
-What no grammar of this kind can hold stays with the checks and the re-ask: a completeness status
-against the roles of other items, a stale verdict's dates against each other, a sufficiency "yes"
-for a sub-question about now against its chunks' dates. The verdict itself is the model's: each
-variant is open to it until it writes the label.
+A completeness status follows from the roles written before it: "answered" or "partial" exactly
+when some claim has role "answers" for the sub-question. A JSON Schema cannot carry state along a
+list, so `covered` writes the reply out once per way it can hold: per set S of answered
+sub-questions and per choice of a claim answering each of them, the claims tuple in which those
+claims answer them and no claim answers a sub-question outside S (an "answers" claim names a
+non-empty subset of S, in the order given), then the statuses S allows. There are (claims + 1) **
+sub-questions such variants; a call with more than COVERED_MAX keeps the single reply shape and the
+check and re-ask hold the statuses, as before.
+
+What no grammar of this kind can hold stays with the checks and the re-ask: a stale verdict's dates
+against each other, a sufficiency "yes" for a sub-question about now against its chunks' dates.
+
+The verdict itself is the model's: each variant is open to it until it writes the label.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
 import re
 from typing import Any
 
@@ -41,10 +51,11 @@ from pydantic import BaseModel
 from veralith.llm.tasks import Task
 from veralith.llm.text import QUOTE_MAX_WORDS, sentence_spans
 
-__all__ = ["QUOTABLE_MAX", "TIED_CHUNKS", "quotable", "resolved", "tupled"]
+__all__ = ["COVERED_MAX", "QUOTABLE_MAX", "TIED_CHUNKS", "covered", "quotable", "resolved", "tupled"]
 
 QUOTABLE_MAX = 24      # quotes offered per chunk (its first sentences and clauses)
 TIED_CHUNKS = 4        # 2**4 - 1 = 15 variants of a "yes" item at most
+COVERED_MAX = 32       # whole completeness replies written out at most (`covered`)
 _CLAUSE = re.compile(r"(?<=[,;:])\s+")
 _WORDS = re.compile(r"\S+")
 
@@ -95,6 +106,72 @@ def tupled(task: Task, payload: BaseModel, out: dict[str, Any]) -> None:
         item = _inlined(listed.pop("items"), defs)
         listed["prefixItems"] = [{"anyOf": _variants(task.name, spec.field, item, spec.id_field, i, chunks)}
                                  for i in ids]
+
+
+def covered(task: Task, payload: BaseModel, out: dict[str, Any]) -> dict[str, Any]:
+    """The tupled completeness schema `out` as one variant per set of answered sub-questions and choice
+    of the claims answering them (module doc); `out` itself for another task or too many variants."""
+    props = out.get("properties", {})
+    claims = props.get("claims", {}).get("prefixItems")
+    statuses = props.get("sub_questions", {}).get("prefixItems")
+    asked = [str(q.id) for q in getattr(payload, "sub_questions", None) or []]
+    if task.name != "completeness" or not claims or not statuses or len(statuses) != len(asked):
+        return out
+    if (len(claims) + 1) ** len(asked) > COVERED_MAX:
+        return out
+    body = {k: v for k, v in out.items() if k != "$defs"}
+    defs: dict[str, Any] = dict(out.get("$defs") or {})
+    shared: dict[str, str] = {}
+
+    def ref(shape: dict[str, Any]) -> dict[str, Any]:
+        """`shape` as a reference to one definition: the variants repeat their items, the grammar
+        holds each once."""
+        key = json.dumps(shape, sort_keys=True)
+        if key not in shared:
+            shared[key] = f"Covered{len(shared) + 1}"
+            defs[shared[key]] = shape
+        return {"$ref": f"#/$defs/{shared[key]}"}
+
+    variants = []
+    for size in range(len(asked) + 1):
+        for answered in itertools.combinations(asked, size):
+            for answerers in itertools.product(range(len(claims)), repeat=size):
+                variant = copy.deepcopy(body)
+                variant["properties"]["claims"]["prefixItems"] = [
+                    {"anyOf": [ref(r) for r in _roles(item["anyOf"], answered,
+                                                      [q for q, at in zip(answered, answerers, strict=True)
+                                                       if at == n])]}
+                    for n, item in enumerate(claims)]
+                items = []
+                for item, q in zip(statuses, asked, strict=True):
+                    shapes = copy.deepcopy(item["anyOf"])
+                    for shape in shapes:
+                        shape["properties"]["status"] = {"type": "string", "enum": (
+                            ["answered", "partial"] if q in answered else ["unanswered"])}
+                    items.append({"anyOf": [ref(shape) for shape in shapes]})
+                variant["properties"]["sub_questions"]["prefixItems"] = items
+                variants.append(variant)
+    return {"$defs": defs, "anyOf": variants}
+
+
+def _roles(shapes: list[dict[str, Any]], answered: tuple[str, ...], must: list[str]) -> list[dict[str, Any]]:
+    """A claim's role variants when the sub-questions `answered` are those answered and it must answer
+    those in `must`: an "answers" claim names a non-empty subset of `answered` holding `must`."""
+    kept = []
+    for shape in shapes:
+        role = shape["properties"]["role"].get("enum", [None])[0]
+        if role == "answers":
+            names = [list(c) for n in range(1, len(answered) + 1) for c in itertools.combinations(answered, n)
+                     if set(must) <= set(c)]
+            if not names:
+                continue
+            shape = copy.deepcopy(shape)
+            shape["properties"]["sub_question_ids"] = {"anyOf": [
+                {"type": "array", "prefixItems": [{"type": "string", "enum": [q]} for q in c]} for c in names]}
+        elif must:
+            continue
+        kept.append(shape)
+    return kept
 
 
 def _variants(task: str, field: str, item: dict[str, Any], id_field: str, item_id: str,
