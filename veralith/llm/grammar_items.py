@@ -55,7 +55,7 @@ __all__ = ["COVERED_MAX", "QUOTABLE_MAX", "TIED_CHUNKS", "covered", "quotable", 
 
 QUOTABLE_MAX = 24      # quotes offered per chunk (its first sentences and clauses)
 TIED_CHUNKS = 4        # 2**4 - 1 = 15 variants of a "yes" item at most
-COVERED_MAX = 32       # whole completeness replies written out at most (`covered`)
+COVERED_MAX = 64       # whole completeness replies written out at most (`covered`)
 _CLAUSE = re.compile(r"(?<=[,;:])\s+")
 _WORDS = re.compile(r"\S+")
 
