@@ -17,6 +17,12 @@ VERALITH_BATCH_SIZE, VERALITH_TIMEOUT_S, VERALITH_SERVER_NOTES, ...) apply, so t
 compares set-ups; what the client learnt about the server (how it takes the schema, instructions in
 the user turn, log-probabilities dropped) is logged once, on stderr.
 
+After the traces, a table per judge task (questions, claims, sufficiency, faithfulness,
+completeness): the requests it sent, the prompt and output tokens and seconds of those answered, its
+timed-out attempts, and the requests re-sent after a timeout (never, to a local server); and the
+load average (1, 5, 15 minutes) at the start and the end, since other work on the machine slows a
+CPU server down.
+
 `--fake HABIT` (repeatable) starts tests/fake_openai_server.py with those habits instead of using
 `--base-url`: it checks the script and the client, not a model (its verdicts are trivially
 optimistic).
@@ -27,6 +33,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import subprocess
 import sys
 import time
@@ -35,6 +43,65 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+
+_FAILED = re.compile(r"^(\w+): attempt \d+ failed: (\w+)")
+_RESENT = re.compile(r"^(\w+): attempt \d+ re-sent after a timeout")
+_TIMEOUTS = ("APITimeoutError", "DeadlinePassed")
+_COUNTED = ("requests", "answered", "prompt_tokens", "output_tokens", "seconds", "timeouts", "resent")
+
+
+class Tally(logging.Handler):
+    """Per judge task, from the client's request records (veralith.llm.requests): requests, tokens and
+    seconds of the answered ones, timed-out attempts, requests re-sent after a timeout."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.tasks: dict[str, dict[str, float]] = {}
+
+    def _task(self, name: str) -> dict[str, float]:
+        return self.tasks.setdefault(name, dict.fromkeys(_COUNTED, 0))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text.startswith("{"):
+            try:
+                reply = json.loads(text)
+            except ValueError:
+                return
+            task = self._task(str(reply.get("task")))
+            task["requests"] += 1
+            task["answered"] += 1
+            task["prompt_tokens"] += reply.get("prompt_tokens") or 0
+            task["output_tokens"] += reply.get("output_tokens") or 0
+            task["seconds"] += reply.get("seconds") or 0
+        elif failed := _FAILED.match(text):
+            task = self._task(failed.group(1))
+            task["requests"] += 1
+            task["timeouts"] += failed.group(2) in _TIMEOUTS
+        elif resent := _RESENT.match(text):
+            self._task(resent.group(1))["resent"] += 1
+
+    def table(self) -> str:
+        head = f"{'task':<14}{'requests':>9}{'in tok':>9}{'out tok':>9}{'s':>9}{'s/request':>10}{'out tok/s':>10}" \
+               f"{'timeouts':>9}{'re-sent':>8}"
+        lines = [head, "-" * len(head)]
+        order = ["questions", "claims", "sufficiency", "faithfulness", "completeness"]
+        def line(name: str, t: dict[str, float]) -> str:
+            speed = f"{t['output_tokens'] / t['seconds']:.1f}" if t["seconds"] >= 0.1 else "-"
+            return (f"{name:<14}{t['requests']:>9.0f}{t['prompt_tokens']:>9.0f}{t['output_tokens']:>9.0f}"
+                    f"{t['seconds']:>9.1f}{t['seconds'] / max(t['answered'], 1):>10.1f}{speed:>10}"
+                    f"{t['timeouts']:>9.0f}{t['resent']:>8.0f}")
+
+        for name in sorted(self.tasks, key=lambda t: (order.index(t) if t in order else len(order), t)):
+            lines.append(line(name, self.tasks[name]))
+        total = {k: sum(t[k] for t in self.tasks.values()) for k in _COUNTED}
+        lines += ["-" * len(head), line("all", total), f"requests re-sent after a timeout: {total['resent']:.0f}"]
+        return "\n".join(lines)
+
+
+def _load() -> str:
+    return " ".join(f"{n:.2f}" for n in os.getloadavg())
 
 
 def judge(records: list[dict[str, Any]], base_url: str, model: str | None) -> list[dict[str, Any]]:
@@ -114,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     for noisy in ("httpx", "httpx2", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    tally = Tally()
+    requests_log = logging.getLogger("veralith.llm.requests")
+    requests_log.setLevel(logging.DEBUG)
+    requests_log.addHandler(tally)
+    requests_log.propagate = False   # each request's record goes to the tally and --calls, not to stderr
     if args.calls:
         to_file = logging.FileHandler(args.calls, mode="w", encoding="utf-8")
         to_file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
@@ -140,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         from veralith.llm.notes import forget
 
         forget(base_url, model or settings.judge_model)
-    started = time.perf_counter()
+    started, load_at_start = time.perf_counter(), _load()
     try:
         rows = judge(records, base_url, model)
     finally:
@@ -148,7 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(timeout=10)
     print(report(rows))
-    print(f"whole run: {time.perf_counter() - started:.1f} s for {len(rows)} traces")
+    print()
+    print(tally.table())
+    print(f"whole run: {time.perf_counter() - started:.1f} s for {len(rows)} traces; load average (1, 5, 15 min) "
+          f"{load_at_start} at the start, {_load()} at the end")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -77,8 +77,8 @@ request (json_schema_500, drop_system, slow_logprobs) or to every unscripted rep
     id_case           item ids echoed upper-case ("K1", "Q1")
     bad_item          in a judge reply, the last item has an invalid label; a re-ask is answered right
     bad_item_always   the same, and the re-ask repeats it
-    slow_logprobs     log-probabilities are returned, and a request that asks for them takes
-                      `slow_logprobs_s` (0.4 s) longer: a small model on a CPU
+    slow_logprobs     log-probabilities are returned, and a request that asks for them (a probe too)
+                      takes `slow_logprobs_s` (0.4 s) longer: a small model on a CPU
 Streaming: a request with `stream: true` gets its reply (content or tool calls) as server-sent
 chunks, the content cut into words, then the usage chunk when `stream_options.include_usage` asks.
 
@@ -542,6 +542,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, json.dumps(server._completion(body, reply)))
 
         def _probe(self, body: dict[str, Any]) -> None:
+            if "slow_logprobs" in server.habits and body.get("logprobs"):
+                server._stopping.wait(server.slow_logprobs_s)
             self._send(*server.probe_answer(body))
 
         def _trickle(self, data: bytes, pause: float) -> None:

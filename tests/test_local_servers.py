@@ -100,9 +100,10 @@ def test_every_example_is_classified_against_each_habit(local_env, tmp_path, hab
             assert body["messages"][-1]["content"].count("\n- ") == 1
         assert sum(len(r.faithfulness) for r in results) == sum(len(r.claims) for r in results)   # none lost
     if habit == "slow_logprobs":
+        # learnt by four 16-token probes before the first judge call: no judge call asks for them
         assert caplog.text.count("slower per output token with log-probabilities") == 1
-        labelled = [b for b in requests if task_of(b) in ("sufficiency", "faithfulness", "completeness")]
-        assert sum("logprobs" in b for b in labelled) <= 3 and "logprobs" not in labelled[-1]
+        assert [p.get("logprobs", False) for p in probes if p.get("max_tokens") == 16] == [False, True, False, True]
+        assert not any("logprobs" in b for b in requests)
 
 
 def test_a_persistent_bad_item_loses_only_itself_and_an_ungrounded_claim_still_decides(local_env):
@@ -168,10 +169,69 @@ def test_a_server_that_returns_no_logprobs_is_not_asked_again(local_env):
     for query in ("How tall is the tower?", "How old is the tower?"):
         evaluate(query, ["The tower is 330 metres tall and 135 years old."], "It is 330 metres tall.",
                  persist=False)
-    labelled = [b for b in local_env.requests if task_of(b) in ("sufficiency", "faithfulness", "completeness")]
-    assert "logprobs" in labelled[0] and not any("logprobs" in b for b in labelled[3:])
+    # learnt by the probe that asked for them, before the first judge call
+    assert any(p.get("logprobs") for p in local_env.probes)
+    assert not any("logprobs" in b for b in local_env.requests)
     # the extraction calls never ask: they have no labels
     assert not any("logprobs" in b for b in local_env.requests if task_of(b) in ("questions", "claims"))
+
+
+def _logprobs_kept(notes: Path) -> tuple[object, object]:
+    (entry,) = json.loads(notes.read_text()).values()
+    return entry["habits"]["logprobs"], entry["habits"]["logprobs_decided"]
+
+
+def test_logprobs_that_cost_little_are_asked_for_from_the_first_judge_call(local_env, tmp_path):
+    from veralith.pipeline.evaluate import evaluate
+
+    local_env.logprobs = True   # returned when asked, at no cost in time
+    evaluate("How tall is the tower?", ["The tower is 330 metres tall."], "The tower is 330 metres tall.",
+             persist=False)
+    labelled = [b for b in local_env.requests if task_of(b) in ("sufficiency", "faithfulness", "completeness")]
+    assert labelled and all(b.get("logprobs") is True and b.get("top_logprobs") == 5 for b in labelled)
+    assert sum(1 for p in local_env.probes if p.get("logprobs")) == 2
+    assert _logprobs_kept(tmp_path / "servers.json") == (True, True)
+
+
+def test_slow_logprobs_are_learnt_by_probes_kept_and_not_probed_again(local_env, tmp_path):
+    from veralith.llm.server import forget_servers
+    from veralith.pipeline.evaluate import evaluate
+
+    local_env.habits = {"slow_logprobs"}
+    local_env.slow_logprobs_s = 0.3   # 15 ms per output token more (20 tokens per reply)
+    args = ("How tall is the tower?", ["The tower is 330 metres tall."], "The tower is 330 metres tall.")
+    first = evaluate(*args, persist=False)
+    assert not any("logprobs" in b for b in local_env.requests)
+    assert all(j.confidence is None for j in first.faithfulness)   # no log-probabilities: no confidence
+    assert _logprobs_kept(tmp_path / "servers.json") == (False, True)
+    probed = len(local_env.probes)
+    forget_servers()   # another process: what was learnt is read back, nothing probed again
+    evaluate(*args, persist=False)
+    assert len(local_env.probes) == probed and not any("logprobs" in b for b in local_env.requests)
+
+
+def test_logprobs_probes_too_short_to_time_leave_it_to_the_judge_calls(local_env, tmp_path):
+    from veralith.pipeline.evaluate import evaluate
+
+    local_env.logprobs = True
+    local_env.usage = {**local_env.usage, "completion_tokens": 2}   # every reply is 2 tokens: not timed
+    evaluate("How tall is the tower?", ["The tower is 330 metres tall."], "The tower is 330 metres tall.",
+             persist=False)
+    labelled = [b for b in local_env.requests if task_of(b) in ("sufficiency", "faithfulness", "completeness")]
+    assert labelled[0].get("logprobs") is True   # asked: the judge calls' timings decide
+    assert _logprobs_kept(tmp_path / "servers.json")[1] is False
+
+
+@pytest.mark.parametrize(("with_s", "without_s", "slow"), [
+    (0.25, 0.04, True),      # llama-cpp-python on a CPU: 250 ms against 40 ms per token
+    (0.008, 0.0025, True),   # 3.2x and 5.5 ms more
+    (0.003, 0.001, False),   # 3x but 2 ms: a fast server's noise
+    (0.055, 0.04, False),    # 15 ms more but only 1.4x
+])
+def test_the_logprobs_rule_wants_both_a_ratio_and_a_difference(with_s, without_s, slow):
+    from veralith.llm.learn import logprobs_too_slow
+
+    assert logprobs_too_slow(with_s, without_s) is slow
 
 
 def test_structured_json_object_is_used_from_the_start_when_set(local_env):
@@ -203,6 +263,39 @@ def test_the_local_server_benchmark_runs_against_the_fake_server(tmp_path):
     assert len(rows) == N_EXAMPLES and all(r["cell"] and r["calls"] >= 3 and r["input_tokens"] > 0 for r in rows)
     assert f"{N_EXAMPLES} traces, {N_EXAMPLES} classified, 0 with judge errors" in done.stdout
     assert "malformed replies: 0; judge calls timed out: 0" in done.stdout and "whole run: " in done.stdout
+    assert "requests re-sent after a timeout: 0" in done.stdout and "load average (1, 5, 15 min)" in done.stdout
+    table = {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()
+             if line.split() and line.split()[0] in ("questions", "claims", "sufficiency", "faithfulness",
+                                                     "completeness", "all")}
+    assert set(table) == {"questions", "claims", "sufficiency", "faithfulness", "completeness", "all"}
+    assert int(table["all"][0]) == sum(r["calls"] for r in rows)   # every request counted, per task
+    assert int(table["all"][1]) == sum(r["input_tokens"] for r in rows)
     assert "sent as json_object_schema" in done.stderr and "drops the system message" in done.stderr
     assert not (tmp_path / "v.db").exists()   # nothing stored
     assert json.loads((tmp_path / "servers.json").read_text())   # what was learnt is kept for the next run
+
+
+def test_the_benchmarks_tally_counts_timeouts_and_requests_resent_after_one():
+    import importlib.util
+    import logging
+
+    spec = importlib.util.spec_from_file_location("local_server", REPO / "benchmarks" / "local_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tally = module.Tally()
+    logger = logging.getLogger("test.tally")
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(tally)
+    try:
+        logger.debug("faithfulness: attempt 1 failed: APITimeoutError: Request timed out.")
+        logger.debug("faithfulness: attempt 2 re-sent after a timeout")
+        logger.debug("%s", json.dumps({"task": "faithfulness", "seconds": 4.0, "prompt_tokens": 900,
+                                       "output_tokens": 40}))
+        logger.debug("claims: attempt 1 failed: InternalServerError: HTTP 500")
+    finally:
+        logger.removeHandler(tally)
+    faith = tally.tasks["faithfulness"]
+    assert (faith["requests"], faith["timeouts"], faith["resent"], faith["output_tokens"]) == (2, 1, 1, 40)
+    assert (tally.tasks["claims"]["requests"], tally.tasks["claims"]["timeouts"]) == (1, 0)
+    assert "requests re-sent after a timeout: 1" in tally.table()

@@ -17,7 +17,7 @@ from veralith.config import settings
 from veralith.errors import JudgeCallError
 from veralith.llm import pace
 from veralith.llm.client import OpenAIClient, strict_schema
-from veralith.llm.grammar import NO_DIGITS, bounded, numbers_only_from
+from veralith.llm.grammar import bounded, numbers_only_from, text_chars
 from veralith.llm.notes import notes_path
 from veralith.llm.server import Habits, forget_servers
 from veralith.llm.tasks import (
@@ -194,13 +194,18 @@ def test_a_llama_cpp_grammar_gets_the_schema_narrowed_to_the_call():
     claims = bounded(CLAIMS, said, strict_schema(CLAIMS))
     assert claims["properties"]["claims"]["maxItems"] == 2 and claims["properties"]["gaps"]["maxItems"] == 1
     assert claims["$defs"]["ExtractedClaim"]["properties"]["source_sentence_ids"]["items"]["enum"] == ["S1"]
-    assert claims["$defs"]["ExtractedClaim"]["properties"]["text"]["pattern"] == NO_DIGITS   # no number to copy
-    numbered = ClaimsInput(query="Built in 1889?", response="It is 330 m.",
-                           sentences=[Sentence(id="S1", text="It is 330 m.")])
-    pattern = bounded(CLAIMS, numbered, strict_schema(CLAIMS))["$defs"]["ExtractedClaim"]["properties"]["text"]["pattern"]
-    assert pattern == numbers_only_from("Built in 1889? It is 330 m.")
-    assert re.fullmatch(pattern, "It was built in 1889 and is 330 m tall.")
-    assert not re.fullmatch(pattern, "It is 300 m tall.") and not re.fullmatch(pattern, 'A "quote"')
+    unnumbered = claims["$defs"]["ExtractedClaim"]["properties"]["text"]["pattern"]   # no number to copy
+    assert unnumbered == numbers_only_from("q", text_chars("text", said)) and not re.fullmatch(unnumbered, "It is 3.")
+    numbered = ClaimsInput(query="Built in 1889?", response="It is 330 m. It is old.",
+                           sentences=[Sentence(id="S1", text="It is 330 m."), Sentence(id="S2", text="It is old.")])
+    anyof = bounded(CLAIMS, numbered, strict_schema(CLAIMS))["$defs"]["ExtractedClaim"]["anyOf"]
+    assert len(anyof) == 2   # any sentences cited, and S1 (the only one with digits of its own) alone
+    (generic, own) = [v["properties"]["text"]["pattern"] for v in anyof]
+    assert anyof[1]["properties"]["source_sentence_ids"]["prefixItems"] == [{"type": "string", "enum": ["S1"]}]
+    assert own == numbers_only_from("Built in 1889? It is 330 m.", text_chars("text", numbered))
+    assert re.fullmatch(own, "It was built in 1889 and is 330 m tall.")
+    assert not re.fullmatch(generic, "It is 330 m tall.") and re.fullmatch(generic, "It was built in 1889.")
+    assert not re.fullmatch(own, "It is 300 m tall.") and not re.fullmatch(own, 'A "quote"')
     assert strict_schema(FAITHFULNESS)["properties"]["items"].get("maxItems") is None   # the task's own is untouched
 
 

@@ -17,14 +17,21 @@ llama-cpp-python's server: veralith.llm.transport decides) the schema sent is na
   veralith.llm.estimate.claim_count; gaps and remarks at most one per sentence), at least one
   sub-question for a query with words, their ids in the prompt's numbering (q1, k1, g1, r1, ...);
 * a claim, gap or remark cites at least one sentence of a response that has any;
-* a claim's text holds no digits but the digit runs of the query and the response (a claim's numbers
-  come from its sentences or the query: the claims task's own check);
-* every other list holds at most MAX_ITEMS entries (other top-level lists MAX_EXTRACTED).
-
-Free text is left unbounded: a length limit is a repetition the grammar spells out one character at
-a time (llama.cpp nests one optional group per character), which on a CPU costs more than it saves;
-`max_tokens` (veralith.llm.pace) bounds it instead, and the grammar's whitespace rule already stops a
-reply that would run on in blank space.
+* a claim's text holds no digits but the digit runs of the query and of the sentence it cites (a
+  claim's numbers come from its sentences or the query: the claims task's own check): one variant
+  of the claim per sentence with digit runs the query lacks, citing that sentence alone, and one
+  citing any sentences whose text has the query's digits only;
+* a list of ids holds at most as many entries as there are ids to name; every other list holds at
+  most MAX_ITEMS entries (other top-level lists MAX_EXTRACTED);
+* free text (reasoning, missing facts, the extracted texts, notes, dates, the explanation's fields)
+  is one line, no raw newline, tab, quote or backslash, of at most a bound derived from what the
+  prompt asks of it (`text_chars`: a reasoning of at most 20 words gets REASONING_CHARS characters;
+  an extracted text the longest sentence it may restate plus TEXT_SLACK). A small base model
+  otherwise runs on in a free-text field until `max_tokens` (a loop of the same words, or of blank
+  lines), the main cause of its malformed replies on a CPU. The bound is a pattern quantifier
+  `{0,N}`: llama.cpp's json-schema-to-grammar (llama-cpp-python's port included) reads `maxLength`
+  only on a string without a pattern. It is spelled out as one optional group per character, which
+  makes the grammar longer, not the sampling slower.
 
 The reply still goes through the same reading and checks; the cache key and the prompt use the
 task's schema, so a reply means the same whichever server wrote it. Other servers get the task's
@@ -42,10 +49,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from veralith.llm.estimate import claim_count
-from veralith.llm.grammar_items import resolved, tupled
+from veralith.llm.grammar_items import covered, resolved, tupled
 from veralith.llm.tasks import Task
 
-__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "bounded", "numbers_only_from"]
+__all__ = ["MAX_EXTRACTED", "MAX_ITEMS", "NO_DIGITS", "REASONING_CHARS", "TEXT_MAX", "TEXT_SLACK", "bounded",
+           "line_of", "numbers_only_from", "text_chars"]
 
 MAX_ITEMS = 8          # evidence, facts, chunk ids per item
 MAX_EXTRACTED = 32     # claims, gaps, remarks, sub-questions of one trace
@@ -53,13 +61,41 @@ MAX_EXTRACTED = 32     # claims, gaps, remarks, sub-questions of one trace
 # grammar writes characters as they are, so none of these could be escaped) ...
 _PLAIN = '[^0-9"\\\\\\n\\r\\t]'
 NO_DIGITS = f"^{_PLAIN}*$"
+# ... and the same with digits: one line of free text.
+_LINE = _PLAIN.replace("0-9", "")
+
+# Free text's length in characters (module doc), from what the prompt asks of each field.
+REASONING_CHARS = 200   # "one sentence of at most 20 words" (veralith.llm.prompts), ten characters a word
+TEXT_SLACK = 80         # an extracted text: the longest text it may restate, plus the words that resolve it
+TEXT_MAX = 400          # ... but no more than this
+TEXT_FLOOR = 120        # ... and no less
+_CHARS = {"reasoning": REASONING_CHARS, "missing_facts": 200, "note": 160, "date": 16, "quote": 250,
+          "missing_fact": 200, "what_went_wrong": 400, "change_to_try": 300}
+_OTHER_CHARS = 300
 
 
-def numbers_only_from(text: str) -> str:
+def text_chars(name: str, payload: BaseModel) -> int:
+    """The most characters free-text field `name` may hold in a call about `payload` (module doc)."""
+    if name != "text":
+        return _CHARS.get(name, _OTHER_CHARS)
+    restated = _sentences(payload) or [str(getattr(payload, "query", ""))]
+    return min(TEXT_MAX, max(TEXT_FLOOR, max(len(t) for t in restated) + TEXT_SLACK))
+
+
+def line_of(most: int) -> str:
+    """A pattern for one line of free text (no quote, backslash or control character) of at most `most`
+    characters."""
+    return f"^{_LINE}{{0,{most}}}$"
+
+
+def numbers_only_from(text: str, most: int | None = None) -> str:
     """A pattern for JSON string content whose digits come only as the digit runs of `text` (llama.cpp's
-    pattern grammar: capturing groups only)."""
+    pattern grammar: capturing groups only), of at most `most` characters and digit runs when given."""
     runs = sorted(set(re.findall(r"[0-9]+", text)), key=lambda r: (-len(r), r))
-    return f"^({'|'.join([_PLAIN, *runs])})*$" if runs else NO_DIGITS
+    times = "*" if most is None else f"{{0,{most}}}"
+    if not runs:
+        return f"^{_PLAIN}{times}$"
+    return f"^({'|'.join([_PLAIN, *runs])}){times}$"
 
 
 # Which ids a field may hold, by the end of its name: (suffix, the payload attribute listing them).
@@ -100,19 +136,42 @@ def bounded(task: Task, payload: BaseModel, schema: dict[str, Any]) -> dict[str,
                 if cited is not None:
                     cited["minItems"] = 1
         claim = defs.get("ExtractedClaim", {}).get("properties", {})
-        if claim.get("text", {}).get("type") == "string":
-            source = f"{getattr(payload, 'query', '')} {getattr(payload, 'response', '')}"
-            claim["text"] = {"type": "string", "pattern": numbers_only_from(source)}
+        if claim.get("text", {}).get("type") == "string":   # the query's digits only; the sentences' below
+            query = str(getattr(payload, "query", ""))
+            claim["text"] = {"type": "string", "pattern": numbers_only_from(query, text_chars("text", payload))}
     seen: set[int] = set()
     blank = task.name == "explain"   # its quotes of the response name no chunk ("")
     for node in [out, *defs.values()]:
         _limit(node, payload, seen, blank)
+    if task.name == "claims" and "pattern" in defs.get("ExtractedClaim", {}).get("properties", {}).get("text", {}):
+        _claims_per_sentence(defs, payload)
     tupled(task, payload, out)   # the judged lists: one item per id, each shaped by its label
-    return out
+    return covered(task, payload, out)   # completeness: the statuses its roles allow
 
 
 def _sentences(payload: Any) -> list[str]:
     return [s.text for s in getattr(payload, "sentences", None) or []]
+
+
+def _claims_per_sentence(defs: dict[str, Any], payload: Any) -> None:
+    """An extracted claim's digits from the query and the sentence it cites (module doc): a variant per
+    sentence with digit runs the query lacks, citing it alone; the claim as bounded so far cites any."""
+    query = str(getattr(payload, "query", ""))
+    asked = set(re.findall(r"[0-9]+", query))
+    most = text_chars("text", payload)
+    generic = defs["ExtractedClaim"]
+    variants = [generic]
+    for sentence in getattr(payload, "sentences", None) or []:
+        if not set(re.findall(r"[0-9]+", sentence.text)) - asked:
+            continue
+        variant = copy.deepcopy(generic)
+        variant["properties"]["source_sentence_ids"] = {
+            "type": "array", "prefixItems": [{"type": "string", "enum": [str(sentence.id)]}]}
+        variant["properties"]["text"] = {"type": "string",
+                                         "pattern": numbers_only_from(f"{query} {sentence.text}", most)}
+        variants.append(variant)
+    if len(variants) > 1:
+        defs["ExtractedClaim"] = {"anyOf": variants}
 
 
 # (task, list) -> (id prefix, the most items the call's data can need, the fewest it must have)
@@ -137,8 +196,19 @@ def _limit(node: dict[str, Any], payload: BaseModel, seen: set[int], blank: bool
             items = prop.get("items", {})
             if ids and items.get("type") == "string" and "enum" not in items:
                 items["enum"] = ids
+                prop["maxItems"] = min(prop["maxItems"], len(ids))   # each id at most once
+            elif _free(items):
+                node["properties"][name]["items"] = {"type": "string", "pattern": line_of(text_chars(name, payload))}
         elif ids and prop.get("type") == "string" and "enum" not in prop:
             prop["enum"] = [*ids, ""] if blank else ids
+        elif _free(prop):
+            node["properties"][name] = {"type": "string", "pattern": line_of(text_chars(name, payload))}
+
+
+def _free(node: Any) -> bool:
+    """A free-text string: no enum, no pattern, no bound yet."""
+    return isinstance(node, dict) and node.get("type") == "string" and not (
+        {"enum", "pattern", "const", "maxLength", "format"} & node.keys())
 
 
 def _ids_for(name: str, payload: BaseModel) -> list[str]:

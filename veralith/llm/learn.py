@@ -8,9 +8,14 @@
   call is a `context_truncated` judge error whose message names the likely cause and its fix. The
   0.6 leaves room for other model families' tokenizers, which count the same text differently from
   o200k by tens of percent, so only a real cut trips it; a cut of less than about 40 % goes unseen.
-* Log-probabilities, in auto mode: a server that returns none when asked is not asked again; a local
-  server is compared per output token with and without them (calls without come free: the
-  decomposition calls never ask) and not asked again when they make it LOGPROBS_SLOWER times slower.
+* Log-probabilities, in auto mode: a server that returns none when asked is not asked again. A local
+  server is timed with and without them before its first judge call, by small probes of the same
+  prompt (veralith.llm.probe), and not asked for them when they make it markedly slower per output
+  token (`logprobs_too_slow`: at least LOGPROBS_PROBE_RATIO times and LOGPROBS_PROBE_EXTRA_S more;
+  llama-cpp-python computes them in Python, over the whole vocabulary, for every token). When the
+  probes could not tell (replies too short), judge calls are compared instead (calls without come
+  free: the decomposition calls never ask); their prompts differ, so the bar is higher there:
+  LOGPROBS_SLOWER times slower.
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ from veralith.config import settings
 from veralith.errors import JudgeCallError
 from veralith.llm.server import Habits, Server
 
-__all__ = ["LOGPROBS_SLOWER", "TRUNCATION_RATIO", "learn_logprobs", "read_too_little", "want_logprobs"]
+__all__ = ["LOGPROBS_PROBE_EXTRA_S", "LOGPROBS_PROBE_RATIO", "LOGPROBS_SLOWER", "TRUNCATION_RATIO", "learn_logprobs",
+           "TOP_LOGPROBS", "logprobs_too_slow", "read_too_little", "want_logprobs"]
 
 TRUNCATION_RATIO = 0.6    # reported / expected prompt tokens below this: the server did not read the whole prompt
-LOGPROBS_SLOWER = 3.0     # a local server this many times slower per output token with log-probabilities: not asked
+TOP_LOGPROBS = 5          # alternatives asked for with each token's log-probability
+LOGPROBS_SLOWER = 3.0     # judge calls: a local server this many times slower per output token with them: not asked
+LOGPROBS_PROBE_RATIO = 1.5      # probes of one prompt: this many times slower per output token with them ...
+LOGPROBS_PROBE_EXTRA_S = 0.005  # ... and at least this many seconds more per output token: not asked
 _CONTEXT_SIZES = tuple(n * 1024 for n in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32))
 
 
@@ -68,6 +77,13 @@ def read_too_little(server: Server, model: str, completion: Any, messages: list[
         "it cut the start of the prompt, where the instructions are. Raise its context length (Ollama: "
         "OLLAMA_CONTEXT_LENGTH=16384, or PARAMETER num_ctx 16384 in a Modelfile; vLLM: --max-model-len; "
         "llama.cpp: --ctx-size) or lower VERALITH_BATCH_SIZE."), attempts=1)
+
+def logprobs_too_slow(with_s: float, without_s: float) -> bool:
+    """Whether seconds per output token with log-probabilities (`with_s`) against without (`without_s`),
+    timed on the same prompt, make them not worth asking for: markedly slower, both relatively and in
+    absolute terms (a fast server's noise is a large ratio of nothing)."""
+    return with_s >= LOGPROBS_PROBE_RATIO * without_s and with_s - without_s >= LOGPROBS_PROBE_EXTRA_S
+
 
 def want_logprobs(server: Server, habits: Habits) -> bool:
     """Whether a call with labels asks for log-probabilities now (VERALITH_LOGPROBS, and what was learnt)."""

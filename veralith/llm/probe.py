@@ -21,6 +21,11 @@ is what it was:
      (`max_tokens=32`); the first form answered with exactly that object constrains decoding. A form
      that is rejected, or answered with anything else (the server took the request and ignored the
      schema: the model says hello), is not used. When none constrains, JSON mode is used if accepted.
+   * whether log-probabilities are worth asking for (VERALITH_LOGPROBS=auto): one short prompt,
+     `max_tokens=16`, without them, with them, without, with; the fastest of each, per output token,
+     decides (veralith.llm.learn.logprobs_too_slow). A server that rejects them or returns none is not
+     asked for them; replies too short to time (under LOGPROBS_PROBE_MIN_TOKENS) leave it to the judge
+     calls (veralith.llm.learn.learn_logprobs).
    No probe waits for a long generation: the longest is 32 tokens.
 3. The replies' speeds seed the timeouts (veralith.llm.pace); what was learnt is said once on stderr
    and kept.
@@ -44,9 +49,11 @@ import openai
 from veralith.config import settings
 from veralith.errors import JudgeCallCancelled
 from veralith.llm import notes, pace, retry
+from veralith.llm.learn import TOP_LOGPROBS, logprobs_too_slow
 from veralith.llm.server import Habits, Server
 
-__all__ = ["PROBE_ANSWER", "PROBE_SCHEMA", "RETRY_S", "identity", "keep", "learn", "pending", "structured_request"]
+__all__ = ["LOGPROBS_PROBE_MIN_TOKENS", "LOGPROBS_PROBE_TOKENS", "PROBE_ANSWER", "PROBE_SCHEMA", "RETRY_S",
+           "identity", "keep", "learn", "pending", "structured_request"]
 
 log = logging.getLogger("veralith.llm")
 
@@ -57,6 +64,9 @@ _HEADERS = {"x-veralith-probe": "1"}
 _ABOUT_TIMEOUT_S = 5.0
 RETRY_S = 60.0
 _VLLM_SLOTS = 256
+LOGPROBS_PROBE_TOKENS = 16      # each log-probabilities probe's max_tokens
+LOGPROBS_PROBE_MIN_TOKENS = 4   # a probe reply shorter than this is too short to time per token
+_LOGPROBS_QUESTION = [{"role": "user", "content": "Count from one to thirty in words, separated by commas."}]
 # Long enough (~250 tokens) that reading it shows in any server's prompt-token count, whatever floor or
 # rounding that count has.
 _SYSTEM_TEXT = " ".join([
@@ -134,6 +144,8 @@ def _learn(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeo
     if habits.probe_structured:
         _probe_structured(server, model, habits, sdk, timeout_s, skip=("json_schema",) if rejected else ())
         habits.structured_known = True
+    if server.local and not habits.logprobs_decided:
+        _probe_logprobs(server, model, habits, sdk, timeout_s)
     habits.learnt, habits.probe_structured = True, False
     keep(server, model)
 
@@ -253,6 +265,46 @@ def _probe_structured(server: Server, model: str, habits: Habits, sdk: openai.Op
     server.warn_once(f"form:{model}", "veralith: the judge server at %s constrains no reply with a schema; using %s "
                      "with the schema in the prompt (VERALITH_STRUCTURED)", server.shown,
                      "JSON mode" if json_mode is not None else "no response_format")
+
+
+def _probe_logprobs(server: Server, model: str, habits: Habits, sdk: openai.OpenAI, timeout_s: float) -> None:
+    if settings.current.logprobs != "auto":
+        return
+    per_token: dict[bool, list[float]] = {True: [], False: []}
+    for asked in (False, True, False, True):
+        fields: dict[str, Any] = {"logprobs": True, "top_logprobs": TOP_LOGPROBS} if asked else {}
+        sent = _ask(sdk, model, timeout_s, _LOGPROBS_QUESTION, LOGPROBS_PROBE_TOKENS, **fields)
+        if sent is None:
+            if asked:   # refused with them (a request without them was taken, or is taken next)
+                habits.logprobs, habits.logprobs_decided = False, True
+                server.warn_once(f"logprobs:{model}", "veralith: the judge server at %s rejects `logprobs` for "
+                                 "model %s; not sending it", server.shown, model)
+                return
+            continue
+        completion, seconds = sent
+        choice = completion.choices[0] if completion.choices else None
+        if asked and choice is not None and choice.logprobs is None:
+            habits.logprobs, habits.logprobs_decided = False, True
+            server.warn_once(f"nologprobs:{model}", "veralith: the judge server at %s returns no log-probabilities "
+                             "for model %s; not asking for them (verdicts carry no confidence)", server.shown, model,
+                             level=logging.INFO)
+            return
+        usage = completion.usage
+        out = (usage.completion_tokens or 0) if usage is not None else 0
+        if out >= LOGPROBS_PROBE_MIN_TOKENS:
+            per_token[asked].append(seconds / out)
+            if not asked:
+                pace.note_speed(habits, usage.prompt_tokens or 0, out, seconds)
+    if not per_token[True] or not per_token[False]:
+        return   # too short to time: the judge calls decide (veralith.llm.learn.learn_logprobs)
+    with_s, without_s = min(per_token[True]), min(per_token[False])
+    habits.logprobs_decided = True
+    habits.logprobs = not logprobs_too_slow(with_s, without_s)
+    if not habits.logprobs:
+        server.warn_once(f"slowlogprobs:{model}", "veralith: the judge server at %s is %.1fx slower per output "
+                         "token with log-probabilities (%.0f ms against %.0f ms); not asking for them (verdicts "
+                         "carry no confidence; VERALITH_LOGPROBS=on asks anyway)", server.shown,
+                         with_s / max(without_s, 1e-9), 1000 * with_s, 1000 * without_s)
 
 
 def _answered(completion: Any) -> bool:

@@ -46,7 +46,7 @@ from veralith.config import settings
 from veralith.errors import JudgeCallError
 from veralith.llm import cancel, pace, probe, retry
 from veralith.llm.grammar import bounded
-from veralith.llm.learn import TRUNCATION_RATIO, learn_logprobs, read_too_little, want_logprobs
+from veralith.llm.learn import TOP_LOGPROBS, TRUNCATION_RATIO, learn_logprobs, read_too_little, want_logprobs
 from veralith.llm.prompts import render
 from veralith.llm.server import CONSTRAINED, Habits, Server
 from veralith.llm.tasks import Task
@@ -57,7 +57,6 @@ __all__ = ["TRUNCATION_RATIO", "Sent", "Transport"]
 # One DEBUG record per request and per reply (benchmarks/local_server.py --calls writes them to a file):
 # what was asked of a slow server and what it wrote, so a rejected reply can be read as the server sent it.
 calls_log = logging.getLogger("veralith.llm.requests")
-_TOP_LOGPROBS = 5
 _LABELLED = frozenset({"sufficiency", "faithfulness", "completeness"})   # tasks whose verdicts get a confidence
 _MAX_DETAIL = 300
 _NOT_AN_OPTION = frozenset({401, 403, 404, 408, 409, 429})   # statuses that never mean "this option is refused"
@@ -186,7 +185,7 @@ class Transport:
             options["prompt_cache_key"] = _prompt_cache_key(task.name, messages)
         if task.name in _LABELLED and want_logprobs(self.server, habits):
             options["logprobs"] = True
-            options["top_logprobs"] = _TOP_LOGPROBS
+            options["top_logprobs"] = TOP_LOGPROBS
         if max_tokens is not None and habits.send_max_tokens:
             options["max_tokens"] = max_tokens
         # A llama.cpp grammar on this machine gets the schema narrowed to this call (veralith.llm.grammar).
@@ -310,6 +309,7 @@ class _Attempts:
         self.transport, self.task, self.payload, self.schema = transport, task, payload, schema
         self.extra, self.usage, self.max_tokens, self.rendered = extra, usage, max_tokens, rendered
         self.retries = 0
+        self.timed_out = False   # the last attempt timed out
         self.habits = transport.server.habits(transport.model)
 
     def request(self) -> tuple[list[dict[str, str]], dict[str, Any]]:
@@ -317,11 +317,14 @@ class _Attempts:
         built = self.transport._request(self.task, self.payload, self.schema, self.extra, self.habits,
                                         self.max_tokens, self.rendered)
         self.usage.calls += 1
+        if self.timed_out and calls_log.isEnabledFor(logging.DEBUG):   # counted by benchmarks/local_server.py
+            calls_log.debug("%s: attempt %d re-sent after a timeout", self.task.name, self.retries + 1)
         return built
 
     def failed(self, exc: Exception, options: dict[str, Any], messages: list[dict[str, str]]) -> float:
         """Seconds to wait before the next attempt (0: an option was adapted, send again at once);
         raises JudgeCallError once no retry is left."""
+        self.timed_out = retry.kind(exc) == "timeout"
         if calls_log.isEnabledFor(logging.DEBUG):
             calls_log.debug("%s: attempt %d failed: %s", self.task.name, self.retries + 1,
                             self.transport.redact(f"{type(exc).__name__}: {exc}")[:500])   # masked, then cut
@@ -339,6 +342,7 @@ class _Attempts:
                  elapsed: float) -> Sent | None:
         """The reply as a Sent, or None when it must be sent again (the server did not read the instructions)."""
         transport = self.transport
+        self.timed_out = False
         transport.server.breaker.success()
         try:
             completion = raw.parse()
