@@ -111,7 +111,7 @@ class _Quotes(NamedTuple):
     free text (the quote as the bounded schema already has it: one line of bounded length)."""
 
     node: dict[str, Any] | None
-    count: int | None
+    offers: int | None
 
 
 def _quote_lists(payload: BaseModel, out: dict[str, Any]) -> dict[str, _Quotes | None] | None:
@@ -293,7 +293,7 @@ def _quoted(item: dict[str, Any], quotes: dict[str, _Quotes | None] | None) -> l
                                           "quote": free if quote.node is None else quote.node},
          "required": ["chunk_id", "quote"], "additionalProperties": False}
         for c, quote in given.items()]}
-    counts = [quote.count for quote in given.values()]
+    counts = [quote.offers for quote in given.values()]
     if None not in counts:   # no more quotes than there are to give
         offered = sum(n for n in counts if n is not None)
         evidence["maxItems"] = min(evidence.get("maxItems", offered), offered)
