@@ -122,6 +122,24 @@ def test_a_timed_out_request_to_a_local_server_is_not_sent_again(openai_server):
     assert openai_server.count == 1
 
 
+def test_a_local_servers_timeout_says_not_sent_again_whichever_timer_fires_first(openai_server):
+    # Under load the SDK's own read timeout can fire before the whole-reply deadline: same rule, same words.
+    import httpx
+    import openai
+
+    from veralith.llm.transport import _Attempts
+    from veralith.usage import CallUsage
+
+    client = _client(openai_server, timeout_s=0.5, max_retries=3)
+    client.run(FAITHFULNESS, _payload())   # habits learnt
+    attempt = _Attempts(client.transport, FAITHFULNESS, _payload(), {}, [], CallUsage(), 800)
+    sdk_timeout = openai.APITimeoutError(request=httpx.Request("POST", openai_server.base_url))
+    with pytest.raises(JudgeCallError) as info:
+        attempt.failed(sdk_timeout, {"max_tokens": 800}, [{"role": "user", "content": "x"}])
+    assert info.value.kind == "timeout" and "not sent again" in info.value.message
+    assert info.value.attempts == 1
+
+
 def test_a_local_servers_deadline_grows_with_its_measured_speed_unless_set():
     habits = Habits()
     # Nothing timed yet: long enough for a CPU server's first long call (it is not sent again if it times out).

@@ -281,14 +281,14 @@ class Transport:
         """What went wrong, secrets masked before the server's words are cut to length (a cut key would no
         longer match the secret it is a piece of)."""
         tries = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        # Either timer may fire first (ours on the whole reply, the SDK's on a silent socket): both say the same.
+        local = "; not sent again to a local server, which would still be generating it" if self.server.local else ""
         if isinstance(exc, retry.DeadlinePassed):
-            local = "; not sent again to a local server, which would still be generating it" if self.server.local \
-                else ""
             return (f"no complete reply within {exc.seconds:g} s of sending ({tries}; VERALITH_TIMEOUT_S{local}); the "
                     "server may be sending its reply very slowly")
         assert isinstance(exc, openai.APIError)
         if isinstance(exc, openai.APITimeoutError):
-            return f"the judge server did not answer within {self.timeout_s:g} s ({tries}; VERALITH_TIMEOUT_S)"
+            return f"the judge server did not answer within {self.timeout_s:g} s ({tries}; VERALITH_TIMEOUT_S{local})"
         if isinstance(exc, openai.APIConnectionError):
             return f"cannot reach the judge server at {self.server.shown} ({tries}): {self.redact(exc.message)}"
         status = getattr(exc, "status_code", "?")
