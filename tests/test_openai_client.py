@@ -276,6 +276,7 @@ def test_a_body_that_is_not_json_is_re_asked(openai_server):
 
 def test_a_rejected_json_schema_moves_the_schema_to_the_form_that_constrains_and_is_remembered(openai_server):
     # The probe before the first call found json_schema honoured; a real request is then refused.
+    openai_server.logprobs = True   # a server that returns log-probabilities when asked (its probes too)
     openai_server.enqueue(Reply.error(400, message="response_format of type json_schema is not supported"),
                           faith_reply(["c1"]), faith_reply(["c1"]))
     client = client_for(openai_server)
@@ -283,7 +284,8 @@ def test_a_rejected_json_schema_moves_the_schema_to_the_form_that_constrains_and
     first, fallback = openai_server.requests
     assert first["response_format"]["type"] == "json_schema"
     # The other forms were probed (json_schema skipped: just refused) and the first that constrains is used.
-    assert [(p.get("response_format") or {}).get("type") for p in openai_server.probes[-1:]] == ["json_object"]
+    assert [(p.get("response_format") or {}).get("type") for p in openai_server.probes
+            if p.get("response_format")][-1:] == ["json_object"]
     assert fallback["response_format"]["type"] == "json_object" and "schema" in fallback["response_format"]
     assert '"claim_id"' not in fallback["messages"][0]["content"]   # constrained: not written into the prompt
     assert "logprobs" in fallback
@@ -466,7 +468,8 @@ def test_subprocess_mode_serves_auto_replies():
         assert client.run(FAITHFULNESS, faith_input(3)).usage.calls == 1
         import urllib.request
         with urllib.request.urlopen(ready[1] + "/_stats", timeout=5) as resp:
-            assert json.load(resp) == {"count": 1, "by_task": {"faithfulness": 1}, "max_in_flight": 1, "probes": 3}
+            assert json.load(resp) == {"count": 1, "by_task": {"faithfulness": 1}, "max_in_flight": 1, "probes": 5}
+        # 3 probes of the reply form, then log-probabilities: one without, one with (none came back: done)
     finally:
         proc.terminate()
         proc.wait(timeout=5)
@@ -606,6 +609,7 @@ def test_end_to_end_a_truncating_server_is_a_judge_error_never_a_verdict(openai_
 # ---------------------------------------------------------------- confidence from log-probabilities
 
 def test_logprobs_are_requested_and_turned_into_label_confidence(openai_server):
+    openai_server.logprobs = True   # a server that returns log-probabilities when asked (its probes too)
     reply = {"items": [faith_reply(["c1"])["items"][0],
                        {**faith_reply(["c2"])["items"][0], "relation": "unsupported", "grounding_chunk_ids": [],
                         "evidence": []}]}
@@ -620,6 +624,7 @@ def test_logprobs_are_requested_and_turned_into_label_confidence(openai_server):
 
 
 def test_a_label_token_that_carries_the_opening_quote_is_read_too(openai_server):
+    openai_server.logprobs = True   # a server that returns log-probabilities when asked (its probes too)
     openai_server.enqueue(Reply.of(_suff(), label_probs=[{"yes": 0.8, "no": 0.2}], quote_in_token=True))
     assert client_for(openai_server).run(SUFFICIENCY, SUFF_IN).confidence == {"q1": pytest.approx(0.8)}
     openai_server.enqueue(Reply.of(_comp(status="partial"), label_probs=[{"partial": 0.7, "answered": 0.3}]))
@@ -668,6 +673,7 @@ def test_a_forced_label_keeps_the_low_probability_the_model_gave_it():
 
 
 def test_a_server_that_rejects_logprobs_is_remembered(openai_server):
+    openai_server.logprobs = True   # a server that returns log-probabilities when asked (its probes too)
     openai_server.enqueue(Reply.error(400, message="logprobs is not supported with this model"),
                           faith_reply(["c1"]), faith_reply(["c1"]))
     client = client_for(openai_server)
@@ -678,6 +684,7 @@ def test_a_server_that_rejects_logprobs_is_remembered(openai_server):
 
 
 def test_a_cache_hit_returns_the_stored_confidence_and_old_entries_have_none(openai_server):
+    openai_server.logprobs = True   # a server that returns log-probabilities when asked (its probes too)
     from fakes import DictCache
 
     cache = DictCache()

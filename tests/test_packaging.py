@@ -138,7 +138,7 @@ def test_pre_commit_runs_the_pinned_ruff():
 
 # `veralith` on the package index is another project; this one is distributed as veralith-rag.
 DISTRIBUTION = "veralith-rag"
-_INSTALL = re.compile(r"""pip install\s+(?:-[qe]\s+)*(?P<what>"[^"]+"|'[^']+'|\S+)""")
+_INSTALL = re.compile(r"""pip install\s+(?:-[qe]\s+|--[a-z][a-z-]*\s+)*(?P<what>"[^"]+"|'[^']+'|\S+)""")
 
 
 def test_the_distribution_name_is_not_the_other_projects():
