@@ -29,7 +29,7 @@ from veralith.errors import JudgeCallError
 from veralith.llm.server import Habits, Server
 
 __all__ = ["LOGPROBS_PROBE_EXTRA_S", "LOGPROBS_PROBE_RATIO", "LOGPROBS_SLOWER", "TRUNCATION_RATIO", "learn_logprobs",
-           "TOP_LOGPROBS", "logprobs_too_slow", "read_too_little", "want_logprobs"]
+           "TOP_LOGPROBS", "logprobs_too_slow", "read_too_little", "returned_none", "want_logprobs"]
 
 TRUNCATION_RATIO = 0.6    # reported / expected prompt tokens below this: the server did not read the whole prompt
 TOP_LOGPROBS = 5          # alternatives asked for with each token's log-probability
@@ -99,16 +99,24 @@ def want_logprobs(server: Server, habits: Habits) -> bool:
     return True
 
 
+def returned_none(server: Server, model: str, habits: Habits, completion: Any) -> bool:
+    """Whether `completion`, asked for log-probabilities, came back without them; if so the server is not
+    asked for them again (a probe's reply and a judge call's alike)."""
+    choice = completion.choices[0] if completion.choices else None
+    if choice is None or choice.logprobs is not None:
+        return False
+    habits.logprobs, habits.logprobs_decided = False, True
+    server.warn_once(f"nologprobs:{model}", "veralith: the judge server at %s returns no log-probabilities "
+                     "for model %s; not asking for them (verdicts carry no confidence)", server.shown, model,
+                     level=logging.INFO)
+    return True
+
+
 def learn_logprobs(server: Server, model: str, habits: Habits, asked: bool, completion: Any, elapsed: float) -> None:
     """Learn from a completion whether log-probabilities are worth asking this server for (auto mode)."""
     if settings.current.logprobs != "auto":
         return
-    choice = completion.choices[0] if completion.choices else None
-    if asked and choice is not None and choice.logprobs is None:
-        habits.logprobs, habits.logprobs_decided = False, True
-        server.warn_once(f"nologprobs:{model}", "veralith: the judge server at %s returns no log-probabilities "
-                         "for model %s; not asking for them (verdicts carry no confidence)", server.shown, model,
-                         level=logging.INFO)
+    if asked and returned_none(server, model, habits, completion):
         return
     out = completion.usage.completion_tokens if completion.usage is not None else 0
     if not server.local or habits.logprobs_decided or not out:

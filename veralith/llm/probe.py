@@ -49,7 +49,7 @@ import openai
 from veralith.config import settings
 from veralith.errors import JudgeCallCancelled
 from veralith.llm import notes, pace, retry
-from veralith.llm.learn import TOP_LOGPROBS, logprobs_too_slow
+from veralith.llm.learn import TOP_LOGPROBS, logprobs_too_slow, returned_none
 from veralith.llm.server import Habits, Server
 
 __all__ = ["LOGPROBS_PROBE_MIN_TOKENS", "LOGPROBS_PROBE_TOKENS", "PROBE_ANSWER", "PROBE_SCHEMA", "RETRY_S",
@@ -282,12 +282,7 @@ def _probe_logprobs(server: Server, model: str, habits: Habits, sdk: openai.Open
                 return
             continue
         completion, seconds = sent
-        choice = completion.choices[0] if completion.choices else None
-        if asked and choice is not None and choice.logprobs is None:
-            habits.logprobs, habits.logprobs_decided = False, True
-            server.warn_once(f"nologprobs:{model}", "veralith: the judge server at %s returns no log-probabilities "
-                             "for model %s; not asking for them (verdicts carry no confidence)", server.shown, model,
-                             level=logging.INFO)
+        if asked and returned_none(server, model, habits, completion):
             return
         usage = completion.usage
         out = (usage.completion_tokens or 0) if usage is not None else 0
