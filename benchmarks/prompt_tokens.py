@@ -10,7 +10,8 @@ would list, the rest are its auto replies (one claim per sentence). Every reques
 received is counted with tiktoken (o200k_base, offline from ../shared/tiktoken):
 
 * `messages`: per message 3 + tokens(role + content), plus 3 to prime the reply. This is what
-  prompt-text counts (and the DeepEval figures the targets come from, 3,134 and 5,388) measure.
+  prompt-text counts (and the DeepEval figures the targets come from, 3,134 and 5,388) measure; RAGAS's
+  figures on the same traces (5,466 and 11,803) are printed beside them.
 * `schema`: the compact JSON of the response_format schema, which structured outputs bill as input.
 * `raw` = messages + schema, what OpenAI reports as prompt_tokens.
 * `cacheable`: the static prefix (schema + system message) OpenAI's prompt cache could serve on a
@@ -48,6 +49,9 @@ from veralith.observability.pricing import price_of  # noqa: E402
 from veralith.pipeline.budget import estimate_trace  # noqa: E402
 
 DEEPEVAL = {"1 chunk / 2 claims": 3134, "5 chunks / 8 claims": 5388}
+# RAGAS's prompt tokens on the same two traces, measured side by side against the simulated judge server
+# with the real SDK when the peers were compared (issue 27: 6 calls / 5,466 and 10 calls / 11,803).
+RAGAS = {"1 chunk / 2 claims": 5466, "5 chunks / 8 claims": 11803}
 
 # This script's output for the prompts before the contracts (see the module doc), with gpt-4o-mini.
 BEFORE: dict[str, Any] = {
@@ -159,6 +163,10 @@ def measure(name: str, trace: dict[str, Any], model: str) -> dict[str, int]:
           f"({totals['messages'] / target - 1:+.0%}); with the schema {totals['raw']:,} "
           f"({totals['raw'] / target - 1:+.0%}); budget estimate {estimate.input_tokens:,} input tokens in "
           f"{estimate.calls} calls ({estimate.input_tokens / totals['raw'] - 1:+.1%}).")
+    ragas = RAGAS[name]
+    text_vs, raw_vs = ("below" if n < ragas else "NOT below" for n in (totals["messages"], totals["raw"]))
+    print(f"vs RAGAS {ragas:,}: prompt text {text_vs} ({totals['messages'] / ragas - 1:+.0%}), with the schema "
+          f"{raw_vs} ({totals['raw'] / ragas - 1:+.0%}).")
     print(f"change against BEFORE: prompt text {_change(totals['messages'], before['messages'])}, schemas "
           f"{_change(totals['schema'], before['schema'])}, prompt tokens {_change(totals['raw'], before['raw'])}, "
           f"output allowance {_change(estimate.output_tokens, before['output_allowance'])}.")
