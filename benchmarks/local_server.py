@@ -100,6 +100,19 @@ class Tally(logging.Handler):
         return "\n".join(lines)
 
 
+def served_model(base_url: str) -> str | None:
+    """The one model the server at `base_url` lists (`/models`), else None (none, several, or no answer):
+    what it serves is what is asked and what the results are labelled with."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/models", timeout=10) as reply:
+            listed = [m.get("id") for m in json.load(reply).get("data") or [] if isinstance(m, dict)]
+    except (OSError, ValueError, AttributeError):
+        return None
+    return listed[0] if len(listed) == 1 and isinstance(listed[0], str) else None
+
+
 def _load() -> str:
     return " ".join(f"{n:.2f}" for n in os.getloadavg())
 
@@ -206,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"the fake server did not start: {ready}", file=sys.stderr)
             return 1
         base_url = ready[1]
-    model = args.model or ("fake-model" if args.fake else None)
+    model = args.model or ("fake-model" if args.fake else None) or os.environ.get("VERALITH_JUDGE_MODEL") \
+        or served_model(base_url)
     if args.fresh:
         from veralith.config import settings
         from veralith.llm.notes import forget

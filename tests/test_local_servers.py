@@ -299,3 +299,16 @@ def test_the_benchmarks_tally_counts_timeouts_and_requests_resent_after_one():
     assert (faith["requests"], faith["timeouts"], faith["resent"], faith["output_tokens"]) == (2, 1, 1, 40)
     assert (tally.tasks["claims"]["requests"], tally.tasks["claims"]["timeouts"]) == (1, 0)
     assert "requests re-sent after a timeout: 1" in tally.table()
+
+
+def test_the_benchmark_asks_the_model_the_server_lists_when_none_is_named(openai_server):
+    # llama-cpp-python's server echoes whatever model is asked, so asking the default would label its
+    # verdicts with a hosted model's name; the one model the server lists is asked instead.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("local_server", REPO / "benchmarks" / "local_server.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.served_model(openai_server.base_url) == "fake-model"
+    assert module.served_model("http://127.0.0.1:9/v1") is None   # nothing listening: the default stays
